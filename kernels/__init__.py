@@ -1,0 +1,9 @@
+"""wpsim device code: Warp functions and kernels, grouped by physics.
+
+Installed as ``wpsim.kernels``. No orchestration or allocation lives here; the solvers in
+``wpsim`` launch these kernels. Every kernel is instantiated for float32 and float64.
+"""
+
+from . import cloth, contact, diagnostics, fem, generic, losses, particles, springs
+
+__all__ = ["cloth", "contact", "diagnostics", "fem", "generic", "losses", "particles", "springs"]

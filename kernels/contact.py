@@ -1,0 +1,83 @@
+"""Contact geometry and the compliant contact force law (device functions only).
+
+Shapes are described in their own frame: a plane is ``z = 0`` with normal +z, a sphere is
+centred at the origin, a box is axis aligned with half extents ``size``, a capsule is the set
+of points within ``size[0]`` of the segment from ``(0, 0, -size[1])`` to ``(0, 0, size[1])``.
+"""
+
+import warp as wp
+
+from .generic import vec3
+
+SHAPE_PLANE = wp.constant(0)
+SHAPE_SPHERE = wp.constant(1)
+SHAPE_BOX = wp.constant(2)
+SHAPE_CAPSULE = wp.constant(3)
+
+
+@wp.func
+def box_sdf(p: vec3, half: vec3):
+    """Signed distance (m) and outward unit normal of an axis-aligned box at local point p."""
+    zero = p[0] * type(p[0])(0.0)
+    q = wp.vector(wp.abs(p[0]) - half[0], wp.abs(p[1]) - half[1], wp.abs(p[2]) - half[2])
+    outside = wp.vector(wp.max(q[0], zero), wp.max(q[1], zero), wp.max(q[2], zero))
+    out_len = wp.length(outside)
+    if out_len > zero:
+        n = wp.vector(wp.sign(p[0]) * outside[0], wp.sign(p[1]) * outside[1], wp.sign(p[2]) * outside[2])
+        return out_len, n / out_len
+    # inside: the nearest face is the one with the largest (least negative) q
+    axis = int(0)
+    if q[1] > q[axis]:
+        axis = 1
+    if q[2] > q[axis]:
+        axis = 2
+    n = wp.vector(zero, zero, zero)
+    n[axis] = wp.sign(p[axis])
+    return q[axis], n
+
+
+@wp.func
+def shape_sdf(kind: int, p: vec3, size: vec3):
+    """Signed distance (m) and outward unit normal of shape ``kind`` at local point p."""
+    zero = p[0] * type(p[0])(0.0)
+    one = type(p[0])(1.0)
+    if kind == SHAPE_PLANE:
+        return p[2], wp.vector(zero, zero, one)
+    if kind == SHAPE_SPHERE:
+        r = wp.length(p)
+        if r > zero:
+            return r - size[0], p / r
+        return -size[0], wp.vector(zero, zero, one)
+    if kind == SHAPE_BOX:
+        return box_sdf(p, size)
+    # capsule along local z
+    c = wp.vector(zero, zero, wp.clamp(p[2], -size[1], size[1]))
+    d = p - c
+    r = wp.length(d)
+    if r > zero:
+        return r - size[0], d / r
+    return -size[0], wp.vector(one, zero, zero)
+
+
+@wp.func
+def compliant_contact_force(
+    penetration: wp.Float,
+    normal: vec3,
+    rel_vel: vec3,
+    ke: wp.Float,
+    kd: wp.Float,
+    mu: wp.Float,
+    friction_smoothing: wp.Float,
+):
+    """Contact force (N) on a body penetrating by ``penetration`` (m > 0) along ``normal``.
+
+    Normal: spring-damper ``ke * pen - kd * v_n``, clamped at zero (no adhesion).
+    Friction: smooth Coulomb ``-mu * f_n * v_t / sqrt(|v_t|^2 + s^2)`` with ``s`` the
+    friction smoothing speed (m/s), so the force is differentiable for every velocity.
+    """
+    zero = penetration * type(penetration)(0.0)
+    vn = wp.dot(normal, rel_vel)
+    fn = wp.max(ke * penetration - kd * vn, zero)
+    vt = rel_vel - normal * vn
+    ft = vt * (-mu * fn / wp.sqrt(wp.dot(vt, vt) + friction_smoothing * friction_smoothing))
+    return normal * fn + ft

@@ -1,0 +1,64 @@
+"""Precision-generic kernel helpers.
+
+Every wpsim kernel is written once against ``wp.Float`` (and vector/matrix types built on
+it) and instantiated for float32 and float64 when its module is imported, so one module
+compiles both precisions in a single build and the module hash does not depend on which
+precision a program launches first.
+
+Inside kernels, literals must carry the precision of the data: write ``type(x)(0.5)``
+where ``x`` is a scalar of the kernel's precision.
+"""
+
+import warp as wp
+
+Real = wp.Float
+"""Generic floating-point scalar (float32 or float64)."""
+
+vec3 = wp.types.vector(3, wp.Float)
+mat22 = wp.types.matrix((2, 2), wp.Float)
+mat32 = wp.types.matrix((3, 2), wp.Float)
+mat33 = wp.types.matrix((3, 3), wp.Float)
+quat = wp.types.quaternion(wp.Float)
+transform = wp.types.transformation(wp.Float)
+
+PRECISIONS = (wp.float32, wp.float64)
+"""Scalar types every kernel is instantiated for."""
+
+
+def concretize(annotation, real):
+    """Replace ``wp.Float`` in a kernel argument annotation by the scalar type ``real``."""
+    if annotation is wp.Float:
+        return real
+    if wp.types.is_array(annotation):
+        return wp.array(dtype=concretize(annotation.dtype, real), ndim=annotation.ndim)
+    params = getattr(annotation, "_wp_type_params_", None)
+    if params is None or params[-1] is not wp.Float:
+        return annotation
+    kind = annotation._wp_generic_type_str_
+    if kind == "vec_t":
+        return wp.types.vector(annotation._length_, real)
+    if kind == "mat_t":
+        return wp.types.matrix(annotation._shape_, real)
+    if kind == "quat_t":
+        return wp.types.quaternion(real)
+    if kind == "transform_t":
+        return wp.types.transformation(real)
+    raise TypeError(f"cannot instantiate generic type {annotation} for {real}")
+
+
+def kernel(func=None, *, enable_backward=True):
+    """Decorator: a ``wp.kernel`` instantiated for every scalar type in ``PRECISIONS``."""
+
+    def build(f):
+        module = wp.get_module(f.__module__)
+        k = wp.kernel(f, enable_backward=enable_backward, module=module)
+        for real in PRECISIONS:
+            wp.overload(k, [concretize(arg.type, real) for arg in k.adj.args])
+        return k
+
+    return build(func) if func is not None else build
+
+
+def set_deterministic(module_name: str):
+    """Ask Warp for run-to-run bitwise reproducible atomics in a kernel module (CUDA only)."""
+    wp.set_module_options({"deterministic": wp.DeterministicMode.RUN_TO_RUN}, module=module_name)

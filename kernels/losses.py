@@ -1,0 +1,33 @@
+"""Scalar losses of simulation states, accumulated into a one-element array."""
+
+import warp as wp
+
+from .generic import kernel, set_deterministic, vec3
+
+set_deterministic(__name__)
+
+
+@kernel
+def squared_distance_loss(
+    points: wp.array(dtype=vec3),
+    targets: wp.array(dtype=vec3),
+    weight: wp.Float,
+    loss: wp.array(dtype=wp.Float),
+):
+    """loss += weight * |points[i] - targets[i]|^2 (m^2)."""
+    i = wp.tid()
+    d = points[i] - targets[i]
+    wp.atomic_add(loss, 0, weight * wp.dot(d, d))
+
+
+@kernel
+def linear_state_loss(
+    particle_q: wp.array(dtype=vec3),
+    particle_qd: wp.array(dtype=vec3),
+    weight_q: wp.array(dtype=vec3),
+    weight_qd: wp.array(dtype=vec3),
+    loss: wp.array(dtype=wp.Float),
+):
+    """loss += sum_i weight_q[i] . x_i + weight_qd[i] . v_i (a generic probe of a state)."""
+    i = wp.tid()
+    wp.atomic_add(loss, 0, wp.dot(weight_q[i], particle_q[i]) + wp.dot(weight_qd[i], particle_qd[i]))

@@ -1,0 +1,163 @@
+"""Per-particle forces (drag, external force, contact) and symplectic Euler integration."""
+
+import warp as wp
+
+from .contact import compliant_contact_force, shape_sdf
+from .generic import kernel, set_deterministic, transform, vec3
+
+set_deterministic(__name__)
+
+
+@wp.func
+def particle_shape_contacts(
+    x: vec3,
+    v: vec3,
+    radius: wp.Float,
+    world: int,
+    shape_kind: wp.array(dtype=int),
+    shape_world: wp.array(dtype=int),
+    shape_transform: wp.array(dtype=transform),
+    shape_size: wp.array(dtype=vec3),
+    shape_ke: wp.array(dtype=wp.Float),
+    shape_kd: wp.array(dtype=wp.Float),
+    shape_mu: wp.array(dtype=wp.Float),
+    friction_smoothing: wp.Float,
+):
+    """Sum of contact forces (N) of all static shapes of the particle's world on one particle."""
+    f = v * type(radius)(0.0)
+    for s in range(shape_kind.shape[0]):
+        sw = shape_world[s]
+        if sw == -1 or sw == world:
+            X = shape_transform[s]
+            q = wp.transform_get_rotation(X)
+            p_local = wp.quat_rotate_inv(q, x - wp.transform_get_translation(X))
+            dist, n_local = shape_sdf(shape_kind[s], p_local, shape_size[s])
+            pen = radius - dist
+            if pen > type(radius)(0.0):
+                n = wp.quat_rotate(q, n_local)
+                f = f + compliant_contact_force(
+                    pen, n, v, shape_ke[s], shape_kd[s], shape_mu[s], friction_smoothing
+                )
+    return f
+
+
+@kernel
+def eval_particle_forces(
+    particle_radius: wp.array(dtype=wp.Float),
+    particle_drag: wp.array(dtype=wp.Float),
+    particle_world: wp.array(dtype=int),
+    shape_kind: wp.array(dtype=int),
+    shape_world: wp.array(dtype=int),
+    shape_transform: wp.array(dtype=transform),
+    shape_size: wp.array(dtype=vec3),
+    shape_ke: wp.array(dtype=wp.Float),
+    shape_kd: wp.array(dtype=wp.Float),
+    shape_mu: wp.array(dtype=wp.Float),
+    pair_ke: wp.array(dtype=wp.Float),
+    pair_kd: wp.array(dtype=wp.Float),
+    pair_mu: wp.array(dtype=wp.Float),
+    friction_smoothing: wp.Float,
+    particle_q: wp.array(dtype=vec3),
+    particle_qd: wp.array(dtype=vec3),
+    neighbor_count: wp.array(dtype=int),
+    neighbor_index: wp.array2d(dtype=int),
+    particle_f_ext: wp.array(dtype=vec3),
+    particle_f: wp.array(dtype=vec3),
+):
+    """Write each particle's drag, external and contact force (N) into particle_f.
+
+    One thread per particle gathers its shape contacts and its particle-pair contacts from
+    the neighbour list, so no atomics are needed. This launch initialises particle_f; the
+    element kernels of the same step accumulate into it afterwards.
+    """
+    i = wp.tid()
+    x = particle_q[i]
+    v = particle_qd[i]
+    r = particle_radius[i]
+    zero = r * type(r)(0.0)
+    f = particle_f_ext[i] - v * particle_drag[i]
+    f = f + particle_shape_contacts(
+        x, v, r, particle_world[i], shape_kind, shape_world, shape_transform, shape_size,
+        shape_ke, shape_kd, shape_mu, friction_smoothing,
+    )
+    if neighbor_index.shape[1] > 0:
+        for k in range(neighbor_count[i]):
+            j = neighbor_index[i, k]
+            d = x - particle_q[j]
+            dist = wp.length(d)
+            pen = r + particle_radius[j] - dist
+            if pen > zero and dist > zero:
+                f = f + compliant_contact_force(
+                    pen, d / dist, v - particle_qd[j], pair_ke[0], pair_kd[0], pair_mu[0], friction_smoothing
+                )
+    particle_f[i] = f
+
+
+@kernel
+def integrate_particles(
+    particle_mass: wp.array(dtype=wp.Float),
+    particle_world: wp.array(dtype=int),
+    gravity: wp.array(dtype=vec3),
+    particle_q: wp.array(dtype=vec3),
+    particle_qd: wp.array(dtype=vec3),
+    particle_f: wp.array(dtype=vec3),
+    dt: wp.Float,
+    step: int,
+    max_coordinate: wp.Float,
+    max_speed: wp.Float,
+    particle_q_out: wp.array(dtype=vec3),
+    particle_qd_out: wp.array(dtype=vec3),
+    world_fault_step: wp.array(dtype=int),
+):
+    """Symplectic Euler: v' = v + dt (f/m + g), x' = x + dt v'; fixed particles (m = 0) stay.
+
+    Flags the particle's world in world_fault_step (earliest step index) when the new state
+    is non-finite or exceeds max_coordinate (m) / max_speed (m/s).
+    """
+    i = wp.tid()
+    m = particle_mass[i]
+    x = particle_q[i]
+    v = particle_qd[i]
+    zero = m * type(m)(0.0)
+    if m > zero:
+        v = v + (particle_f[i] / m + gravity[0]) * dt
+        x = x + v * dt
+    else:
+        v = v * zero
+    particle_q_out[i] = x
+    particle_qd_out[i] = v
+    if not (wp.isfinite(x) and wp.isfinite(v)):
+        wp.atomic_min(world_fault_step, particle_world[i], step)
+    elif wp.length(x) > max_coordinate or wp.length(v) > max_speed:
+        wp.atomic_min(world_fault_step, particle_world[i], step)
+
+
+@kernel(enable_backward=False)
+def build_neighbor_lists(
+    grid: wp.uint64,
+    particle_radius: wp.array(dtype=wp.Float),
+    particle_world: wp.array(dtype=int),
+    particle_q: wp.array(dtype=vec3),
+    query_radius: wp.Float,
+    neighbor_count: wp.array(dtype=int),
+    neighbor_index: wp.array2d(dtype=int),
+    overflow: wp.array(dtype=int),
+):
+    """Broad phase (not differentiated): list the same-world particles touching particle i."""
+    i = wp.tid()
+    x = particle_q[i]
+    r = particle_radius[i]
+    world = particle_world[i]
+    capacity = neighbor_index.shape[1]
+    count = int(0)
+    query = wp.hash_grid_query(grid, x, query_radius)
+    j = int(0)
+    while wp.hash_grid_query_next(query, j):
+        if j != i and particle_world[j] == world:
+            if wp.length(x - particle_q[j]) < r + particle_radius[j]:
+                if count < capacity:
+                    neighbor_index[i, count] = j
+                    count += 1
+                else:
+                    wp.atomic_max(overflow, 0, i + 1)
+    neighbor_count[i] = count

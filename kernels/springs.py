@@ -1,0 +1,57 @@
+"""Damped linear springs between particle pairs."""
+
+import warp as wp
+
+from .generic import kernel, set_deterministic, vec3
+
+set_deterministic(__name__)
+
+
+@wp.func
+def spring_force(xi: vec3, xj: vec3, vi: vec3, vj: vec3, ke: wp.Float, kd: wp.Float, rest: wp.Float):
+    """Force (N) on particle i of a spring to j: (ke (l - rest) + kd dl/dt) along i->j."""
+    d = xj - xi
+    length = wp.length(d)
+    if length > ke * type(ke)(0.0):
+        direction = d / length
+        magnitude = ke * (length - rest) + kd * wp.dot(direction, vj - vi)
+        return direction * magnitude
+    return d * type(ke)(0.0)
+
+
+@kernel
+def eval_springs(
+    spring_indices: wp.array2d(dtype=int),
+    spring_ke: wp.array(dtype=wp.Float),
+    spring_kd: wp.array(dtype=wp.Float),
+    spring_rest_length: wp.array(dtype=wp.Float),
+    particle_q: wp.array(dtype=vec3),
+    particle_qd: wp.array(dtype=vec3),
+    particle_f: wp.array(dtype=vec3),
+):
+    """Accumulate each spring's equal and opposite forces (N) onto its two particles."""
+    s = wp.tid()
+    i = spring_indices[s, 0]
+    j = spring_indices[s, 1]
+    f = spring_force(
+        particle_q[i], particle_q[j], particle_qd[i], particle_qd[j],
+        spring_ke[s], spring_kd[s], spring_rest_length[s],
+    )
+    wp.atomic_add(particle_f, i, f)
+    wp.atomic_sub(particle_f, j, f)
+
+
+@kernel
+def spring_energy(
+    spring_indices: wp.array2d(dtype=int),
+    spring_ke: wp.array(dtype=wp.Float),
+    spring_rest_length: wp.array(dtype=wp.Float),
+    particle_world: wp.array(dtype=int),
+    particle_q: wp.array(dtype=vec3),
+    energy: wp.array(dtype=wp.Float),
+):
+    """Accumulate each spring's elastic energy 1/2 ke (l - rest)^2 (J) into its world's entry."""
+    s = wp.tid()
+    i = spring_indices[s, 0]
+    stretch = wp.length(particle_q[spring_indices[s, 1]] - particle_q[i]) - spring_rest_length[s]
+    wp.atomic_add(energy, particle_world[i], type(stretch)(0.5) * spring_ke[s] * stretch * stretch)

@@ -1,0 +1,31 @@
+"""wpsim: a differentiable physics simulator on NVIDIA Warp.
+
+Particles, springs, cloth and tetrahedral soft bodies stepped by Warp kernels that are
+recorded on ``wp.Tape``, so any scalar loss of a rollout can be differentiated with respect
+to initial states, controls and physical parameters.
+"""
+
+from . import diagnostics, losses
+from .builder import ModelBuilder
+from .diff import check_gradient
+from .health import HealthReport, SimulationBlowUp, SimulationError
+from .model import Control, Model, State
+from .rollout import simulate
+from .solvers import SemiImplicitSolver
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Control",
+    "HealthReport",
+    "Model",
+    "ModelBuilder",
+    "SemiImplicitSolver",
+    "SimulationBlowUp",
+    "SimulationError",
+    "State",
+    "check_gradient",
+    "diagnostics",
+    "losses",
+    "simulate",
+]

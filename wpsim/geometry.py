@@ -1,0 +1,154 @@
+"""Host-side mesh geometry: rest frames, hinges, grid meshes, mass lumping, rotations."""
+
+from __future__ import annotations
+
+import numpy as np
+
+DEGENERATE_RATIO = 1e-9
+"""An element whose area (volume) is below this fraction of its longest edge squared
+(cubed) is rejected as degenerate."""
+
+
+def quat_to_matrix(q) -> np.ndarray:
+    """Rotation matrix of a unit quaternion given as (x, y, z, w)."""
+    x, y, z, w = np.asarray(q, dtype=np.float64) / np.linalg.norm(q)
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+        ]
+    )
+
+
+def quat_between(a, b) -> np.ndarray:
+    """Unit quaternion (x, y, z, w) rotating unit vector a onto unit vector b."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    c = np.cross(a, b)
+    d = float(np.dot(a, b))
+    if d < -1.0 + 1e-12:  # opposite: rotate by pi about any axis orthogonal to a
+        axis = np.cross(a, [1.0, 0.0, 0.0])
+        if np.linalg.norm(axis) < 1e-6:
+            axis = np.cross(a, [0.0, 1.0, 0.0])
+        axis /= np.linalg.norm(axis)
+        return np.array([*axis, 0.0])
+    q = np.array([*c, 1.0 + d])
+    return q / np.linalg.norm(q)
+
+
+def _longest_edge(x: np.ndarray, elements: np.ndarray) -> np.ndarray:
+    k = elements.shape[1]
+    pairs = [(a, b) for a in range(k) for b in range(a + 1, k)]
+    return np.max([np.linalg.norm(x[elements[:, a]] - x[elements[:, b]], axis=1) for a, b in pairs], axis=0)
+
+
+def triangle_rest_frames(x: np.ndarray, tris: np.ndarray, first_index: int = 0):
+    """Inverse rest edge matrices (T, 2, 2) in each triangle's own 2D frame and areas (T,)."""
+    e1 = x[tris[:, 1]] - x[tris[:, 0]]
+    e2 = x[tris[:, 2]] - x[tris[:, 0]]
+    normal = np.cross(e1, e2)
+    area = 0.5 * np.linalg.norm(normal, axis=1)
+    bad = np.flatnonzero(area <= DEGENERATE_RATIO * _longest_edge(x, tris) ** 2)
+    if bad.size:
+        i = bad[0]
+        raise ValueError(f"triangle {first_index + i}: zero area (particles {tris[i].tolist()})")
+    len1 = np.linalg.norm(e1, axis=1)
+    u = e1 / len1[:, None]
+    v = np.cross(normal / (2.0 * area[:, None]), u)
+    Dm = np.zeros((len(tris), 2, 2))
+    Dm[:, 0, 0] = len1
+    Dm[:, 0, 1] = np.einsum("ij,ij->i", e2, u)
+    Dm[:, 1, 1] = np.einsum("ij,ij->i", e2, v)
+    return np.linalg.inv(Dm), area
+
+
+def tet_rest_frames(x: np.ndarray, tets: np.ndarray, first_index: int = 0):
+    """Inverse rest edge matrices (E, 3, 3) and rest volumes (E,); rejects inverted or flat tets."""
+    Dm = np.stack([x[tets[:, k]] - x[tets[:, 0]] for k in (1, 2, 3)], axis=2)
+    volume = np.linalg.det(Dm) / 6.0
+    flat = np.abs(volume) <= DEGENERATE_RATIO * _longest_edge(x, tets) ** 3
+    bad = np.flatnonzero(flat | (volume < 0))
+    if bad.size:
+        i = bad[0]
+        what = "zero volume" if flat[i] else f"inverted (signed rest volume {volume[i]:.3g} m^3)"
+        raise ValueError(f"tetrahedron {first_index + i}: {what} (particles {tets[i].tolist()})")
+    return np.linalg.inv(Dm), volume
+
+
+def hinges_from_triangles(tris: np.ndarray) -> np.ndarray:
+    """Bending hinges (B, 4) = (opposite A, opposite B, edge start, edge end) of interior edges.
+
+    Triangle A = (opposite A, edge start, edge end) and triangle B = (opposite B, edge end,
+    edge start) in winding order, matching ``wpsim.kernels.cloth.dihedral_angle``.
+    """
+    directed = {}
+    for tri in tris:
+        for k in range(3):
+            a, b, c = int(tri[k]), int(tri[(k + 1) % 3]), int(tri[(k + 2) % 3])
+            directed[(b, c)] = a
+    hinges = []
+    for (p, q), opposite_a in directed.items():
+        opposite_b = directed.get((q, p))
+        if opposite_b is not None and p < q:
+            hinges.append((opposite_a, opposite_b, p, q))
+    return np.array(hinges, dtype=np.int64).reshape(-1, 4)
+
+
+def dihedral_angles(x: np.ndarray, hinges: np.ndarray) -> np.ndarray:
+    """Signed dihedral angles (rad) of hinges, same convention as the bending kernel."""
+    x0, x1, x2, x3 = (x[hinges[:, k]] for k in range(4))
+    n1 = np.cross(x2 - x0, x3 - x0)
+    n2 = np.cross(x3 - x1, x2 - x1)
+    n1 /= np.linalg.norm(n1, axis=1, keepdims=True)
+    n2 /= np.linalg.norm(n2, axis=1, keepdims=True)
+    e = (x3 - x2) / np.linalg.norm(x3 - x2, axis=1, keepdims=True)
+    return np.arctan2(np.einsum("ij,ij->i", np.cross(n1, n2), e), np.einsum("ij,ij->i", n1, n2))
+
+
+def grid_points(counts, spacing) -> np.ndarray:
+    """Vertices of a regular grid, x fastest: counts (nx, ny[, nz]) points, spacing per axis."""
+    axes = [np.arange(n, dtype=np.float64) * h for n, h in zip(counts, spacing)]
+    mesh = np.meshgrid(*axes, indexing="ij")
+    pts = np.stack([m.transpose().ravel() for m in mesh], axis=1)
+    if pts.shape[1] == 2:
+        pts = np.hstack([pts, np.zeros((len(pts), 1))])
+    return pts
+
+
+def grid_triangles(nx: int, ny: int) -> np.ndarray:
+    """Counter-clockwise triangles (2 per cell) of an nx x ny cell grid of (nx+1)(ny+1) points."""
+    tris = []
+    for j in range(ny):
+        for i in range(nx):
+            a = j * (nx + 1) + i
+            b, c, d = a + 1, a + nx + 1, a + nx + 2
+            tris += [(a, b, d), (a, d, c)]
+    return np.array(tris, dtype=np.int64)
+
+
+_CUBE_TETS = ((0, 1, 3, 7), (0, 1, 7, 5), (0, 5, 7, 4), (0, 3, 2, 7), (0, 2, 6, 7), (0, 6, 4, 7))
+
+
+def grid_tetrahedra(nx: int, ny: int, nz: int) -> np.ndarray:
+    """Positively oriented tetrahedra (6 per cell, conforming) of an nx x ny x nz cell grid."""
+    px, py = nx + 1, ny + 1
+    tets = []
+    for k in range(nz):
+        for j in range(ny):
+            for i in range(nx):
+                corner = [
+                    (k + dz) * px * py + (j + dy) * px + (i + dx)
+                    for dz in (0, 1) for dy in (0, 1) for dx in (0, 1)
+                ]
+                tets += [tuple(corner[c] for c in tet) for tet in _CUBE_TETS]
+    return np.array(tets, dtype=np.int64)
+
+
+def lumped_masses(count: int, elements: np.ndarray, measures: np.ndarray, density) -> np.ndarray:
+    """Particle masses (kg): each element's density * measure shared equally by its vertices."""
+    mass = np.zeros(count)
+    share = np.broadcast_to(np.asarray(density, dtype=np.float64), measures.shape) * measures / elements.shape[1]
+    for k in range(elements.shape[1]):
+        np.add.at(mass, elements[:, k], share)
+    return mass

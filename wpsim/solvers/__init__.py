@@ -1,0 +1,5 @@
+"""Time integrators. A solver owns its scratch buffers and launches kernels."""
+
+from .semi_implicit import SemiImplicitSolver
+
+__all__ = ["SemiImplicitSolver"]
