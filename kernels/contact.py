@@ -68,16 +68,21 @@ def compliant_contact_force(
     kd: wp.Float,
     mu: wp.Float,
     friction_smoothing: wp.Float,
+    dt_over_mass: wp.Float,
 ):
     """Contact force (N) on a body penetrating by ``penetration`` (m > 0) along ``normal``.
 
     Normal: spring-damper ``ke * pen - kd * v_n``, clamped at zero (no adhesion).
-    Friction: smooth Coulomb ``-mu * f_n * v_t / sqrt(|v_t|^2 + s^2)`` with ``s`` the
-    friction smoothing speed (m/s), so the force is differentiable for every velocity.
+    Friction: smooth Coulomb ``-mu * f_n * v_t / sqrt(|v_t|^2 + s^2)``, differentiable for
+    every velocity, with s^2 = smoothing^2 + (mu f_n dt / m)^2: the second term keeps the
+    near-sticking slope below m / dt, so the explicit step cannot reverse the sliding
+    velocity and make friction chatter (``dt_over_mass`` = dt / m, 0 for fixed bodies).
     """
     zero = penetration * type(penetration)(0.0)
     vn = wp.dot(normal, rel_vel)
     fn = wp.max(ke * penetration - kd * vn, zero)
     vt = rel_vel - normal * vn
-    ft = vt * (-mu * fn / wp.sqrt(wp.dot(vt, vt) + friction_smoothing * friction_smoothing))
+    stick_speed = mu * fn * dt_over_mass
+    smoothing_sq = friction_smoothing * friction_smoothing + stick_speed * stick_speed
+    ft = vt * (-mu * fn / wp.sqrt(wp.dot(vt, vt) + smoothing_sq))
     return normal * fn + ft

@@ -47,16 +47,27 @@ def concretize(annotation, real):
 
 
 def kernel(func=None, *, enable_backward=True):
-    """Decorator: a ``wp.kernel`` instantiated for every scalar type in ``PRECISIONS``."""
+    """Decorator: a ``wp.kernel`` instantiated for every scalar type in ``PRECISIONS``.
+
+    The concrete instances are kept in ``kernel.precision_overloads``; launching one of
+    them (see ``for_precision``) skips Warp's per-launch argument type inference, which
+    costs several times the launch itself on the CPU.
+    """
 
     def build(f):
         module = wp.get_module(f.__module__)
         k = wp.kernel(f, enable_backward=enable_backward, module=module)
-        for real in PRECISIONS:
-            wp.overload(k, [concretize(arg.type, real) for arg in k.adj.args])
+        k.precision_overloads = {
+            real: wp.overload(k, [concretize(arg.type, real) for arg in k.adj.args]) for real in PRECISIONS
+        }
         return k
 
     return build(func) if func is not None else build
+
+
+def for_precision(generic_kernel, real):
+    """The concrete instance of a wpsim kernel for scalar type ``real``."""
+    return generic_kernel.precision_overloads[real]
 
 
 def set_deterministic(module_name: str):

@@ -11,13 +11,13 @@ set_deterministic(__name__)
 def squared_distance_loss(
     points: wp.array(dtype=vec3),
     targets: wp.array(dtype=vec3),
-    weight: wp.Float,
+    axis_weights: vec3,
     loss: wp.array(dtype=wp.Float),
 ):
-    """loss += weight * |points[i] - targets[i]|^2 (m^2)."""
+    """loss += sum_k axis_weights[k] * (points[i] - targets[i])[k]^2 (m^2)."""
     i = wp.tid()
     d = points[i] - targets[i]
-    wp.atomic_add(loss, 0, weight * wp.dot(d, d))
+    wp.atomic_add(loss, 0, wp.dot(wp.cw_mul(d, d), axis_weights))
 
 
 @kernel

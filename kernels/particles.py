@@ -22,6 +22,7 @@ def particle_shape_contacts(
     shape_kd: wp.array(dtype=wp.Float),
     shape_mu: wp.array(dtype=wp.Float),
     friction_smoothing: wp.Float,
+    dt_over_mass: wp.Float,
 ):
     """Sum of contact forces (N) of all static shapes of the particle's world on one particle."""
     f = v * type(radius)(0.0)
@@ -36,13 +37,22 @@ def particle_shape_contacts(
             if pen > type(radius)(0.0):
                 n = wp.quat_rotate(q, n_local)
                 f = f + compliant_contact_force(
-                    pen, n, v, shape_ke[s], shape_kd[s], shape_mu[s], friction_smoothing
+                    pen, n, v, shape_ke[s], shape_kd[s], shape_mu[s], friction_smoothing, dt_over_mass
                 )
     return f
 
 
+@wp.func
+def dt_over_mass(dt: wp.Float, mass: wp.Float):
+    """dt / m (s/kg), or 0 for a fixed particle (m = 0)."""
+    if mass > type(mass)(0.0):
+        return dt / mass
+    return mass * type(mass)(0.0)
+
+
 @kernel
 def eval_particle_forces(
+    particle_mass: wp.array(dtype=wp.Float),
     particle_radius: wp.array(dtype=wp.Float),
     particle_drag: wp.array(dtype=wp.Float),
     particle_world: wp.array(dtype=int),
@@ -57,6 +67,7 @@ def eval_particle_forces(
     pair_kd: wp.array(dtype=wp.Float),
     pair_mu: wp.array(dtype=wp.Float),
     friction_smoothing: wp.Float,
+    dt: wp.Float,
     particle_q: wp.array(dtype=vec3),
     particle_qd: wp.array(dtype=vec3),
     neighbor_count: wp.array(dtype=int),
@@ -68,17 +79,19 @@ def eval_particle_forces(
 
     One thread per particle gathers its shape contacts and its particle-pair contacts from
     the neighbour list, so no atomics are needed. This launch initialises particle_f; the
-    element kernels of the same step accumulate into it afterwards.
+    element kernels of the same step accumulate into it afterwards. ``dt`` (s) bounds the
+    friction slope for stability (see ``compliant_contact_force``).
     """
     i = wp.tid()
     x = particle_q[i]
     v = particle_qd[i]
     r = particle_radius[i]
+    m = particle_mass[i]
     zero = r * type(r)(0.0)
     f = particle_f_ext[i] - v * particle_drag[i]
     f = f + particle_shape_contacts(
         x, v, r, particle_world[i], shape_kind, shape_world, shape_transform, shape_size,
-        shape_ke, shape_kd, shape_mu, friction_smoothing,
+        shape_ke, shape_kd, shape_mu, friction_smoothing, dt_over_mass(dt, m),
     )
     if neighbor_index.shape[1] > 0:
         for k in range(neighbor_count[i]):
@@ -87,8 +100,10 @@ def eval_particle_forces(
             dist = wp.length(d)
             pen = r + particle_radius[j] - dist
             if pen > zero and dist > zero:
+                # relative motion is resisted by the pair's combined inverse mass
+                rate = dt_over_mass(dt, m) + dt_over_mass(dt, particle_mass[j])
                 f = f + compliant_contact_force(
-                    pen, d / dist, v - particle_qd[j], pair_ke[0], pair_kd[0], pair_mu[0], friction_smoothing
+                    pen, d / dist, v - particle_qd[j], pair_ke[0], pair_kd[0], pair_mu[0], friction_smoothing, rate
                 )
     particle_f[i] = f
 

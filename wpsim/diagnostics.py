@@ -10,6 +10,7 @@ import numpy as np
 import warp as wp
 
 from .kernels import cloth, diagnostics, fem, springs
+from .kernels.generic import for_precision
 from .model import Control, Model, State
 
 
@@ -19,27 +20,27 @@ def elastic_energy(model: Model, state: State, control: Control | None = None) -
     q = state.particle_q
     if model.spring_count:
         wp.launch(
-            springs.spring_energy, dim=model.spring_count,
+            for_precision(springs.spring_energy, model.dtype), dim=model.spring_count,
             inputs=[model.spring_indices, model.spring_ke, model.spring_rest_length, model.particle_world, q],
             outputs=[energy], device=model.device,
         )
     if model.tri_count:
         wp.launch(
-            cloth.triangle_energy, dim=model.tri_count,
+            for_precision(cloth.triangle_energy, model.dtype), dim=model.tri_count,
             inputs=[model.tri_indices, model.tri_rest_inv, model.tri_rest_area, model.tri_mu, model.tri_lambda,
                     model.particle_world, q],
             outputs=[energy], device=model.device,
         )
     if model.bend_count:
         wp.launch(
-            cloth.bending_energy, dim=model.bend_count,
+            for_precision(cloth.bending_energy, model.dtype), dim=model.bend_count,
             inputs=[model.bend_indices, model.bend_rest_angle, model.bend_ke, model.particle_world, q],
             outputs=[energy], device=model.device,
         )
     if model.tet_count:
         activation = (control or model.control(requires_grad=False)).tet_activation
         wp.launch(
-            fem.tetrahedron_energy, dim=model.tet_count,
+            for_precision(fem.tetrahedron_energy, model.dtype), dim=model.tet_count,
             inputs=[model.tet_indices, model.tet_rest_inv, model.tet_rest_volume, model.tet_mu, model.tet_lambda,
                     model.tet_fiber, model.particle_world, q, activation],
             outputs=[energy], device=model.device,
@@ -55,7 +56,7 @@ def energy_report(model: Model, state: State, control: Control | None = None) ->
     kinetic = wp.zeros(model.num_worlds, dtype=model.dtype, device=model.device)
     potential = wp.zeros_like(kinetic)
     wp.launch(
-        diagnostics.particle_energy, dim=model.particle_count,
+        for_precision(diagnostics.particle_energy, model.dtype), dim=model.particle_count,
         inputs=[model.particle_mass, model.particle_world, model.gravity, state.particle_q, state.particle_qd],
         outputs=[kinetic, potential], device=model.device,
     )
@@ -73,7 +74,7 @@ def momentum_report(model: Model, state: State) -> dict:
     linear = wp.zeros(model.num_worlds, dtype=model.vec3, device=model.device)
     angular = wp.zeros_like(linear)
     wp.launch(
-        diagnostics.particle_momentum, dim=model.particle_count,
+        for_precision(diagnostics.particle_momentum, model.dtype), dim=model.particle_count,
         inputs=[model.particle_mass, model.particle_world, state.particle_q, state.particle_qd],
         outputs=[linear, angular], device=model.device,
     )
@@ -84,7 +85,7 @@ def centroids(model: Model, state: State, weights: wp.array) -> wp.array:
     """Weighted particle centroid (m) per world, shape (W,); weights (P,) should sum to 1 per world."""
     out = wp.zeros(model.num_worlds, dtype=model.vec3, device=model.device, requires_grad=state.requires_grad)
     wp.launch(
-        diagnostics.weighted_centroid, dim=model.particle_count,
+        for_precision(diagnostics.weighted_centroid, model.dtype), dim=model.particle_count,
         inputs=[weights, model.particle_world, state.particle_q], outputs=[out], device=model.device,
     )
     return out
@@ -103,7 +104,7 @@ def tet_volume_ratios(model: Model, state: State) -> np.ndarray:
     """Current over rest volume of every tetrahedron (E,); <= 0 means inverted."""
     out = wp.zeros(model.tet_count, dtype=model.dtype, device=model.device)
     wp.launch(
-        fem.tetrahedron_volume_ratio, dim=model.tet_count,
+        for_precision(fem.tetrahedron_volume_ratio, model.dtype), dim=model.tet_count,
         inputs=[model.tet_indices, model.tet_rest_inv, state.particle_q], outputs=[out], device=model.device,
     )
     return out.numpy().astype(np.float64)

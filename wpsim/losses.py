@@ -5,6 +5,7 @@ from __future__ import annotations
 import warp as wp
 
 from .kernels import losses
+from .kernels.generic import for_precision
 from .model import State
 
 
@@ -14,21 +15,25 @@ def _loss_array(like: wp.array, loss: wp.array | None) -> wp.array:
     return wp.zeros(1, dtype=like.dtype._wp_scalar_type_, device=like.device, requires_grad=like.requires_grad)
 
 
-def squared_distance(points: wp.array, targets: wp.array, weight: float = 1.0, loss: wp.array | None = None) -> wp.array:
-    """weight * sum_i |points[i] - targets[i]|^2 (m^2), added into ``loss`` (new if None)."""
+def squared_distance(
+    points: wp.array, targets: wp.array, axis_weights=(1.0, 1.0, 1.0), loss: wp.array | None = None
+) -> wp.array:
+    """sum_i sum_k axis_weights[k] (points[i] - targets[i])[k]^2 (m^2), added into ``loss``
+    (new if None). axis_weights (1, 1, 0) measures horizontal distance only (z up)."""
     if points.shape != targets.shape:
         raise ValueError(f"squared_distance: points {points.shape} and targets {targets.shape} differ in shape")
     loss = _loss_array(points, loss)
     real = points.dtype._wp_scalar_type_
-    wp.launch(losses.squared_distance_loss, dim=points.shape[0], inputs=[points, targets, real(weight)],
-              outputs=[loss], device=points.device)
+    wp.launch(for_precision(losses.squared_distance_loss, real), dim=points.shape[0],
+              inputs=[points, targets, wp.types.vector(3, real)(*axis_weights)], outputs=[loss], device=points.device)
     return loss
 
 
 def linear_state_loss(state: State, weight_q: wp.array, weight_qd: wp.array, loss: wp.array | None = None) -> wp.array:
     """sum_i weight_q[i] . x_i + weight_qd[i] . v_i, added into ``loss`` (new if None)."""
     loss = _loss_array(state.particle_q, loss)
-    wp.launch(losses.linear_state_loss, dim=state.particle_q.shape[0],
+    real = state.particle_q.dtype._wp_scalar_type_
+    wp.launch(for_precision(losses.linear_state_loss, real), dim=state.particle_q.shape[0],
               inputs=[state.particle_q, state.particle_qd, weight_q, weight_qd], outputs=[loss],
               device=state.particle_q.device)
     return loss

@@ -128,21 +128,42 @@ class State:
 
     __doc__ += field_table("Fields", STATE_FIELDS)
 
-    def __init__(self, model: Model, requires_grad: bool):
-        shapes = {
-            "particle_q": model.particle_count,
-            "particle_qd": model.particle_count,
-            "particle_f": model.particle_count,
-            "neighbor_count": model.particle_count,
-            "neighbor_index": (model.particle_count, model.particle_max_neighbors),
-        }
-        _allocate(self, STATE_FIELDS, shapes, model.device, model.dtype, requires_grad)
+    def __init__(self, model: Model, requires_grad: bool, arrays: dict | None = None):
+        """Allocate a state, or wrap ``arrays`` (field name -> array) from ``State.batch``."""
+        if arrays is None:
+            arrays = {name: batch[0] for name, batch in _state_storage(model, 1, requires_grad).items()}
+        for name, arr in arrays.items():
+            setattr(self, name, arr)
         self.requires_grad = requires_grad
+
+    @classmethod
+    def batch(cls, model: Model, count: int, requires_grad: bool) -> list:
+        """``count`` states backed by one allocation per field (much cheaper than ``count``
+        separate States when a rollout is recorded step by step)."""
+        storage = _state_storage(model, count, requires_grad)
+        return [cls(model, requires_grad, {name: batch[k] for name, batch in storage.items()}) for k in range(count)]
 
     def assign(self, other: State):
         """Copy positions and velocities of ``other`` into this state (no tape record)."""
         self.particle_q.assign(other.particle_q)
         self.particle_qd.assign(other.particle_qd)
+
+
+def _state_storage(model: Model, count: int, requires_grad: bool) -> dict:
+    """Per state field, an indexable of ``count`` arrays. Without particle contact the
+    (unused) neighbour arrays are shared by all states."""
+    storage = {}
+    for spec in STATE_FIELDS:
+        dtype = warp_dtype(spec.kind, model.dtype)
+        grad = requires_grad and spec.differentiable
+        shape = (model.particle_count,)
+        if spec.name == "neighbor_index":
+            shape = (model.particle_count, model.particle_max_neighbors)
+        if count == 1 or (spec.name.startswith("neighbor") and model.particle_max_neighbors == 0):
+            storage[spec.name] = [wp.zeros(shape, dtype=dtype, device=model.device, requires_grad=grad)] * count
+        else:
+            storage[spec.name] = wp.zeros((count, *shape), dtype=dtype, device=model.device, requires_grad=grad)
+    return storage
 
 
 class Control:

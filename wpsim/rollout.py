@@ -22,12 +22,7 @@ def simulate(
     of the step index. Returns the final state, or all ``num_steps + 1`` states with
     ``keep_states``. ``state`` itself is only read (and its step scratch written).
     """
-    states = [state]
-    current = state
+    states = [state] + State.batch(solver.model, num_steps, state.requires_grad)
     for k in range(num_steps):
-        nxt = State(solver.model, state.requires_grad)
-        solver.step(current, nxt, control(k) if callable(control) else control, dt)
-        if keep_states:
-            states.append(nxt)
-        current = nxt
-    return states if keep_states else current
+        solver.step(states[k], states[k + 1], control(k) if callable(control) else control, dt)
+    return states if keep_states else states[-1]

@@ -53,7 +53,7 @@ def bouncing_cube(velocity=(1.0, 0.0, 2.0), cells: int = 2, size: float = 0.1) -
     ground. Stable at dt = 1e-3 s."""
     cell = size / cells
     b = ModelBuilder()
-    b.add_ground_plane(ke=2.0e3, kd=5.0, mu=0.3)
+    b.add_ground_plane(ke=2.0e3, kd=0.5, mu=0.3)
     b.add_soft_grid(pos=(0.0, 0.0, 0.05), vel=velocity, dim_x=cells, dim_y=cells, dim_z=cells, cell_x=cell,
                     cell_y=cell, cell_z=cell, density=500.0, young_modulus=2.0e4, poisson_ratio=0.3, kd=1.0,
                     radius=0.005)

@@ -7,6 +7,7 @@ import warp as wp
 
 from ..health import NO_FAULT, HealthReport, SimulationBlowUp, SimulationError
 from ..kernels import cloth, fem, particles, springs
+from ..kernels.generic import for_precision
 from ..model import Control, Model, State
 
 
@@ -65,13 +66,13 @@ class SemiImplicitSolver:
         if self._grid is not None:
             self._find_neighbors(state_in)
         wp.launch(
-            particles.eval_particle_forces,
+            for_precision(particles.eval_particle_forces, model.dtype),
             dim=n,
             inputs=[
-                model.particle_radius, model.particle_drag, model.particle_world,
+                model.particle_mass, model.particle_radius, model.particle_drag, model.particle_world,
                 model.shape_kind, model.shape_world, model.shape_transform, model.shape_size,
                 model.shape_ke, model.shape_kd, model.shape_mu,
-                model.pair_ke, model.pair_kd, model.pair_mu, real(model.friction_smoothing),
+                model.pair_ke, model.pair_kd, model.pair_mu, real(model.friction_smoothing), real(dt),
                 state_in.particle_q, state_in.particle_qd, state_in.neighbor_count, state_in.neighbor_index,
                 control.particle_f_ext,
             ],
@@ -81,7 +82,7 @@ class SemiImplicitSolver:
         q, qd, f = state_in.particle_q, state_in.particle_qd, state_in.particle_f
         if model.spring_count:
             wp.launch(
-                springs.eval_springs,
+                for_precision(springs.eval_springs, model.dtype),
                 dim=model.spring_count,
                 inputs=[model.spring_indices, model.spring_ke, model.spring_kd, model.spring_rest_length, q, qd],
                 outputs=[f],
@@ -89,7 +90,7 @@ class SemiImplicitSolver:
             )
         if model.tri_count:
             wp.launch(
-                cloth.eval_triangles,
+                for_precision(cloth.eval_triangles, model.dtype),
                 dim=model.tri_count,
                 inputs=[
                     model.tri_indices, model.tri_rest_inv, model.tri_rest_area,
@@ -100,7 +101,7 @@ class SemiImplicitSolver:
             )
         if model.bend_count:
             wp.launch(
-                cloth.eval_bending,
+                for_precision(cloth.eval_bending, model.dtype),
                 dim=model.bend_count,
                 inputs=[model.bend_indices, model.bend_rest_angle, model.bend_ke, model.bend_kd, q, qd],
                 outputs=[f],
@@ -108,7 +109,7 @@ class SemiImplicitSolver:
             )
         if model.tet_count:
             wp.launch(
-                fem.eval_tetrahedra,
+                for_precision(fem.eval_tetrahedra, model.dtype),
                 dim=model.tet_count,
                 inputs=[
                     model.tet_indices, model.tet_rest_inv, model.tet_rest_volume, model.tet_mu,
@@ -118,7 +119,7 @@ class SemiImplicitSolver:
                 device=model.device,
             )
         wp.launch(
-            particles.integrate_particles,
+            for_precision(particles.integrate_particles, model.dtype),
             dim=n,
             inputs=[
                 model.particle_mass, model.particle_world, model.gravity, q, qd, f, real(dt),
@@ -137,7 +138,7 @@ class SemiImplicitSolver:
         cell = 2.0 * model.particle_max_radius
         self._grid.build(state.particle_q, cell)
         wp.launch(
-            particles.build_neighbor_lists,
+            for_precision(particles.build_neighbor_lists, model.dtype),
             dim=model.particle_count,
             inputs=[wp.uint64(self._grid.id), model.particle_radius, model.particle_world, state.particle_q, model.real(cell)],
             outputs=[state.neighbor_count, state.neighbor_index, self.neighbor_overflow],

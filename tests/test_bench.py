@@ -1,0 +1,139 @@
+"""Benchmark library: record format, finite positive values, launch counts, table, registry.
+
+Runs the ``forward`` suite in quick mode once (small scenes, 10 steps). No timing
+thresholds: only the shape of the output and exact launch counts are asserted.
+"""
+
+import contextlib
+import io
+import json
+import math
+
+import pytest
+import warp as wp
+
+from wpsim import bench, scenes
+
+KEYS = {"suite", "case", "params", "metric", "value"}
+
+
+@pytest.fixture(scope="module")
+def quick_run():
+    """Records of a quick forward run, plus what it wrote to stdout."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        records = bench.run_suites(["forward"], device="cpu", quick=True)
+    return records, out.getvalue()
+
+
+def _value(records, case, metric, mode=None):
+    found = [r["value"] for r in records
+             if r["case"] == case and r["metric"] == metric and (mode is None or r["params"]["mode"] == mode)]
+    assert len(found) == 1, (case, metric, mode, found)
+    return found[0]
+
+
+def test_records_have_the_shared_format(quick_run):
+    records, _ = quick_run
+    assert records and all(set(r) == KEYS for r in records)
+    assert json.loads(json.dumps(records)) == records
+    for r in records:
+        assert r["suite"] == "forward"
+        assert r["metric"] in bench.METRIC_UNITS
+        assert isinstance(r["value"], float) and math.isfinite(r["value"]) and r["value"] > 0, r
+        p = r["params"]
+        assert p["device"] == "cpu" and p["precision"] == "float32"
+        assert p["steps"] == 10 and p["dt"] > 0 and p["worlds"] >= 1 and p["particles"] > 0
+
+
+def test_every_scene_reports_speed_ratio_and_launches(quick_run):
+    records, _ = quick_run
+    cases = {r["case"] for r in records}
+    assert {"particles", "cloth", "soft_block"} <= cases
+    for case in cases:
+        metrics = {r["metric"] for r in records if r["case"] == case}
+        assert {"steps_per_s", "backward_over_forward", "launches_per_step", "recorded_launches_per_step",
+                "wall_s"} <= metrics, case
+        modes = {r["params"]["mode"] for r in records if r["case"] == case and r["metric"] == "wall_s"}
+        assert modes == {"tape_forward", "tape_backward"}
+
+
+def test_scene_sizes_are_reported(quick_run):
+    records, _ = quick_run
+    params = {r["case"]: r["params"] for r in records}
+    cloth = scenes.cloth_on_sphere(8).finalize()
+    assert params["cloth"]["particles"] == cloth.particle_count and params["cloth"]["triangles"] == cloth.tri_count
+    assert params["soft_block"]["tets"] == scenes.soft_block(3).finalize().tet_count > 0
+    assert params["particles"]["particle_contact"] is True and params["cloth"]["particle_contact"] is False
+
+
+@pytest.mark.parametrize(
+    "case, launches, recorded",
+    [
+        ("soft_block", 3, 3),  # particle forces, tetrahedra, integrate
+        ("cloth", 4, 4),  # particle forces, triangles, bending, integrate
+        ("particles", 3, 2),  # broad-phase neighbour lists (not recorded), particle forces, integrate
+    ],
+)
+def test_launches_per_step(quick_run, case, launches, recorded):
+    records, _ = quick_run
+    assert _value(records, case, "launches_per_step") == launches
+    assert _value(records, case, "recorded_launches_per_step") == recorded
+
+
+def test_many_worlds_scale_steps_by_world_count(quick_run):
+    records, _ = quick_run
+    multi = [r for r in records if r["metric"] == "world_steps_per_s"]
+    assert len(multi) == 1
+    case, worlds = multi[0]["case"], multi[0]["params"]["worlds"]
+    assert worlds > 1
+    assert multi[0]["value"] == pytest.approx(worlds * _value(records, case, "steps_per_s"))
+    single_world = {r["case"] for r in records if r["params"]["worlds"] == 1}
+    assert not [r for r in records if r["metric"] == "world_steps_per_s" and r["case"] in single_world]
+
+
+def test_stdout_is_left_to_the_caller(quick_run):
+    _, stdout = quick_run
+    assert stdout == ""
+
+
+def test_count_launches_counts_wp_launch_calls():
+    @wp.kernel
+    def bump(a: wp.array(dtype=float)):
+        a[wp.tid()] += 1.0
+
+    a = wp.zeros(4, dtype=float, device="cpu")
+
+    def twice():
+        wp.launch(bump, dim=4, inputs=[a], device="cpu")
+        wp.launch(bump, dim=4, inputs=[a], device="cpu")
+
+    launch = wp.launch
+    assert bench.count_launches(twice) == 2
+    assert wp.launch is launch
+    assert a.numpy().tolist() == [2.0] * 4
+
+
+def test_unknown_suite_and_metric_are_rejected():
+    with pytest.raises(ValueError, match="available"):
+        bench.run_suites(["no_such_suite"])
+    with pytest.raises(ValueError, match="unknown benchmark metric"):
+        bench.record("forward", "x", {}, "speed", 1.0)
+
+
+def test_format_table_lists_every_record_with_units(quick_run):
+    records, _ = quick_run
+    table = bench.format_table(records)
+    lines = table.splitlines()
+    assert lines[0].split()[:5] == ["suite", "case", "metric", "value", "unit"]
+    assert len(lines) == len(records) + 2  # header and device/precision footer
+    assert "steps/s" in table and "world-steps/s" in table and "launches" in table
+    unit_column = lines[0].index("unit")
+    for line, r in zip(lines[1:-1], records):
+        assert line[unit_column:].startswith(bench.METRIC_UNITS[r["metric"]] + " "), line
+        assert line.startswith(f"{r['suite']}  ") and f" {r['case']} " in line
+
+
+def test_suites_registry_entries_are_callables():
+    assert "forward" in bench.SUITES
+    assert all(callable(fn) for fn in bench.SUITES.values())

@@ -1,0 +1,49 @@
+"""Files and terminal output for applications: atomic writes, progress lines, plots."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+
+def atomic_write(path: str | os.PathLike, write) -> Path:
+    """Write a file through ``write(tmp_path)`` into a temporary file beside ``path``, then
+    rename it over ``path``, so an interrupted run never leaves a truncated file behind."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=path.suffix, dir=path.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    return path
+
+
+def write_json(path, data) -> Path:
+    """Write ``data`` as indented JSON, atomically."""
+
+    def write(tmp):
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2)
+            f.write("\n")
+
+    return atomic_write(path, write)
+
+
+def save_figure(fig, path) -> Path:
+    """Save a matplotlib figure atomically (format from the extension)."""
+    return atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120, bbox_inches="tight"))
+
+
+def progress_line(done: int, total: int, message: str, width: int = 24, stream=None) -> None:
+    """Print one progress line ``  12/60 [#####-----] message`` (one line per call, log friendly)."""
+    filled = int(round(width * done / max(total, 1)))
+    bar = "#" * filled + "-" * (width - filled)
+    print(f"{done:>{len(str(total))}}/{total} [{bar}] {message}", file=stream or sys.stdout, flush=True)
