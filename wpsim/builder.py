@@ -10,7 +10,14 @@ import warp as wp
 from . import geometry
 from .model import Model
 from .tables import Column, Table
-from .validation import as_array, lame_parameters, require_indices, require_nonnegative, require_positive
+from .validation import (
+    as_array,
+    lame_parameters,
+    require_finite,
+    require_indices,
+    require_nonnegative,
+    require_positive,
+)
 
 SHAPE_PLANE, SHAPE_SPHERE, SHAPE_BOX, SHAPE_CAPSULE = 0, 1, 2, 3
 _AXES = {"x": 0, "y": 1, "z": 2}
@@ -176,6 +183,7 @@ class ModelBuilder:
     # ------------------------------------------------------------------ meshes
     def _place_vertices(self, vertices, pos, rot, scale) -> np.ndarray:
         v = as_array("mesh vertices", vertices, (3,))
+        require_finite("mesh vertex", "position", v)
         return v * np.asarray(scale, dtype=np.float64) @ geometry.quat_to_matrix(rot).T + np.asarray(pos, dtype=np.float64)
 
     def _add_mesh_particles(self, x, masses, vel, radius, fixed) -> int:

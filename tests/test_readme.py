@@ -1,0 +1,29 @@
+"""The README's commands and quickstart stay true."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+
+
+def test_ci_runs_the_readme_test_command():
+    commands = re.findall(r"^python3 -m venv .*$", README, flags=re.M)
+    assert len(commands) == 2, "the README gives exactly two setup commands"
+    assert commands[0].endswith("wpsim demo")
+    assert commands[1] in (ROOT / ".ci" / "run").read_text()
+
+
+def test_quickstart_runs(tmp_path):
+    code = re.search(r"## Quickstart\n\n```python\n(.*?)```", README, flags=re.S).group(1)
+    assert len(code.splitlines()) <= 25
+    script = tmp_path / "quickstart.py"
+    script.write_text(code)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "healthy | loss" in proc.stdout
+    grad_line = next(line for line in proc.stdout.splitlines() if line.startswith("dloss/dv0"))
+    values = [float(v) for v in re.findall(r"-?\d+\.\d+(?:e-?\d+)?", grad_line.split(":", 1)[1])]
+    assert len(values) == 3 and any(abs(v) > 1e-4 for v in values)
