@@ -29,7 +29,7 @@ def active_deformation_inverse(activation: wp.Float, fiber: vec3):
     identity = wp.identity(3, dtype=type(activation))
     if wp.dot(fiber, fiber) > type(activation)(0.0):
         return identity - wp.outer(fiber, fiber) * (a / (one + a)), one + a
-    return identity * wp.pow(one + a, type(activation)(-1.0 / 3.0)), one + a
+    return identity * wp.pow(one + a, type(activation)(-1.0) / type(activation)(3.0)), one + a
 
 
 @wp.func
