@@ -1,7 +1,7 @@
 """The main job: throw a soft cube so that, after bouncing off the ground, it lands on a target.
 
 A 2x2x2-cell Neo-Hookean cube is thrown with an initial velocity v0 (m/s). At the horizon
-(0.8 s, after one bounce) the loss is the squared horizontal distance (m^2) between its
+(0.8 s, after it has bounced) the loss is the squared horizontal distance (m^2) between its
 centre of mass and a target spot on the ground. The target is where a throw at a hidden
 velocity ends up, so it is reachable. Gradients of the loss w.r.t. v0 come from
 ``wp.Tape`` through 800 steps of FEM and ground contact; gradient descent with an adaptive

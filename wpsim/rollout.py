@@ -21,6 +21,8 @@ def simulate(
     earlier launch is overwritten). ``control`` is one Control for every step or a function
     of the step index. Returns the final state, or all ``num_steps + 1`` states with
     ``keep_states``. ``state`` itself is only read (and its step scratch written).
+    Memory grows with ``num_steps`` (that is what a tape needs); an unrecorded long run
+    should alternate two states with ``solver.step`` instead.
     """
     states = [state] + State.batch(solver.model, num_steps, state.requires_grad)
     for k in range(num_steps):
