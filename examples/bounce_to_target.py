@@ -13,31 +13,29 @@ Writes loss.png, trajectory.png and result.json.
 
 from __future__ import annotations
 
-import argparse
 import sys
-import time
 
 import warp as wp
 
 wp.config.log_level = wp.LOG_WARNING
 
 from wpsim.demo import DemoConfig, run_demo  # noqa: E402
+from wpsim.output import example_main  # noqa: E402
 
 
 def main(argv=None) -> int:
     """Command line: --device, --out, --test (fewer iterations; asserts a 100x lower loss)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default=None, help="Warp device, e.g. cpu or cuda:0")
-    parser.add_argument("--out", default="wpsim_out/bounce_to_target", help="output folder (default: %(default)s)")
-    parser.add_argument("--test", action="store_true", help="short run; fail unless the loss falls at least 100x")
-    args = parser.parse_args(argv)
-    config = DemoConfig(iterations=8) if args.test else DemoConfig()
-    start = time.perf_counter()
-    result = run_demo(args.out, config, device=args.device)
-    print(f"done in {time.perf_counter() - start:.1f} s")
-    if args.test and result["loss_reduction"] < 100.0:
-        raise SystemExit(f"test failed: the loss fell only {result['loss_reduction']:.3g}x (< 100x)")
-    return 0
+
+    def run(test, out, device):
+        return run_demo(out, DemoConfig(iterations=8) if test else DemoConfig(), device=device)
+
+    def check(result):
+        if result["loss_reduction"] < 100.0:
+            return f"the loss fell only {result['loss_reduction']:.3g}x (< 100x)"
+        return None
+
+    return example_main(__doc__, "bounce_to_target", "short run; fail unless the loss falls at least 100x",
+                        run, check, argv)
 
 
 if __name__ == "__main__":

@@ -15,9 +15,7 @@ lies on the ground, the simulation is healthy and the kinetic energy has died do
 
 from __future__ import annotations
 
-import argparse
 import sys
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -27,7 +25,7 @@ import warp as wp
 wp.config.log_level = wp.LOG_WARNING
 
 from wpsim import ModelBuilder, SemiImplicitSolver, diagnostics  # noqa: E402
-from wpsim.output import progress_line, save_figure, write_json  # noqa: E402
+from wpsim.output import example_main, progress_line, save_figure, write_json  # noqa: E402
 
 SPHERE_CENTRE, SPHERE_RADIUS = np.array([0.0, 0.0, 0.25]), 0.25  # m
 CLOTH_SIZE, DROP_HEIGHT, DENSITY = 1.2, 0.65, 0.5  # m, m, kg/m^2
@@ -176,20 +174,17 @@ def _plot(path, model, state, times, energies):
 
 def main(argv=None) -> int:
     """Command line: --device, --out, --test (coarser cloth; asserts the drape checks)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default=None, help="Warp device, e.g. cpu or cuda:0")
-    parser.add_argument("--out", default="wpsim_out/cloth_drape", help="output folder (default: %(default)s)")
-    parser.add_argument("--test", action="store_true", help="coarser, shorter run; fail unless the cloth drapes")
-    args = parser.parse_args(argv)
-    config = DrapeConfig(cells=24, duration_s=3.0) if args.test else DrapeConfig()
-    start = time.perf_counter()
-    result = run(config, args.out, args.device)
-    print(f"done in {time.perf_counter() - start:.1f} s")
-    checks = ("healthy", "rests_on_sphere", "no_penetration", "reaches_ground", "at_rest")
-    failed = [name for name in checks if not result[name]]
-    if args.test and failed:
-        raise SystemExit(f"test failed: {', '.join(failed)}")
-    return 0
+
+    def check(result):
+        checks = ("healthy", "rests_on_sphere", "no_penetration", "reaches_ground", "at_rest")
+        failed = [name for name in checks if not result[name]]
+        return ", ".join(failed) or None
+
+    return example_main(
+        __doc__, "cloth_drape", "coarser, shorter run; fail unless the cloth drapes",
+        lambda test, out, device: run(DrapeConfig(cells=24, duration_s=3.0) if test else DrapeConfig(), out, device),
+        check, argv,
+    )
 
 
 if __name__ == "__main__":

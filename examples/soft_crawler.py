@@ -18,9 +18,7 @@ result.json.
 
 from __future__ import annotations
 
-import argparse
 import sys
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -31,7 +29,7 @@ wp.config.log_level = wp.LOG_WARNING
 
 from wpsim import ModelBuilder, SemiImplicitSolver, diagnostics, simulate  # noqa: E402
 from wpsim.optim import Adam  # noqa: E402
-from wpsim.output import progress_line, save_figure, write_json  # noqa: E402
+from wpsim.output import example_main, progress_line, save_figure, write_json  # noqa: E402
 from wpsim.validation import lame_parameters  # noqa: E402
 
 CELL = 0.05  # m
@@ -217,19 +215,16 @@ def _plot(path, crawler: Crawler, result: dict):
 
 def main(argv=None) -> int:
     """Command line: --device, --out, --test (short horizon; asserts a clear improvement)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default=None, help="Warp device, e.g. cpu or cuda:0")
-    parser.add_argument("--out", default="wpsim_out/soft_crawler", help="output folder (default: %(default)s)")
-    parser.add_argument("--test", action="store_true", help="short run; fail unless the gait gains > 1 cm")
-    args = parser.parse_args(argv)
-    config = CrawlConfig(iterations=12, horizon_s=0.5) if args.test else CrawlConfig()
-    start = time.perf_counter()
-    result = run(config, args.out, args.device)
-    print(f"done in {time.perf_counter() - start:.1f} s")
-    gain = result["best_displacement_m"] - result["initial_displacement_m"]
-    if args.test and gain < 0.01:
-        raise SystemExit(f"test failed: the optimised gait gains only {gain * 100:.2f} cm (< 1 cm)")
-    return 0
+
+    def check(result):
+        gain = result["best_displacement_m"] - result["initial_displacement_m"]
+        return f"the optimised gait gains only {gain * 100:.2f} cm (< 1 cm)" if gain < 0.01 else None
+
+    return example_main(
+        __doc__, "soft_crawler", "short run; fail unless the gait gains > 1 cm",
+        lambda test, out, device: run(CrawlConfig(iterations=12, horizon_s=0.5) if test else CrawlConfig(), out, device),
+        check, argv,
+    )
 
 
 if __name__ == "__main__":

@@ -15,9 +15,7 @@ Writes fit.png (loss per iteration; measured vs fitted tip height) and result.js
 
 from __future__ import annotations
 
-import argparse
 import sys
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -29,7 +27,7 @@ wp.config.log_level = wp.LOG_WARNING
 from wpsim import ModelBuilder, SemiImplicitSolver, diagnostics, simulate  # noqa: E402
 from wpsim.losses import squared_distance  # noqa: E402
 from wpsim.optim import adaptive_gradient_descent  # noqa: E402
-from wpsim.output import progress_line, save_figure, write_json  # noqa: E402
+from wpsim.output import example_main, progress_line, save_figure, write_json  # noqa: E402
 from wpsim.validation import lame_parameters  # noqa: E402
 
 CELLS = 4  # along the beam; one cell across
@@ -225,18 +223,16 @@ def _plot(path, fit: StiffnessFit, config: FitConfig, result: dict, measured: np
 
 def main(argv=None) -> int:
     """Command line: --device, --out, --test (short fit that asserts a 1 % recovery)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default=None, help="Warp device, e.g. cpu or cuda:0")
-    parser.add_argument("--out", default="wpsim_out/soft_stiffness_fit", help="output folder (default: %(default)s)")
-    parser.add_argument("--test", action="store_true", help="short run; fail unless E is recovered within 1 %%")
-    args = parser.parse_args(argv)
-    config = FitConfig(iterations=10, horizon_s=0.4) if args.test else FitConfig()
-    start = time.perf_counter()
-    result = run(config, args.out, args.device)
-    print(f"done in {time.perf_counter() - start:.1f} s")
-    if args.test and abs(result["relative_error"]) > 0.01:
-        raise SystemExit(f"test failed: fitted modulus off by {result['relative_error'] * 100:+.2f} % (> 1 %)")
-    return 0
+
+    def check(result):
+        error = result["relative_error"]
+        return f"fitted modulus off by {error * 100:+.2f} % (> 1 %)" if abs(error) > 0.01 else None
+
+    return example_main(
+        __doc__, "soft_stiffness_fit", "short run; fail unless E is recovered within 1 %%",
+        lambda test, out, device: run(FitConfig(iterations=10, horizon_s=0.4) if test else FitConfig(), out, device),
+        check, argv,
+    )
 
 
 if __name__ == "__main__":

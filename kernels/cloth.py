@@ -76,12 +76,16 @@ def eval_triangles(
 
 
 @wp.func
+def hinge_angle(n1: vec3, n2: vec3, e: vec3):
+    """Signed angle (rad) from normal n1 to n2 about edge e; n1, n2 need not be unit
+    (atan2 of two arguments scaled by the same |n1||n2| is unchanged)."""
+    return wp.atan2(wp.dot(wp.cross(n1, n2), e) / wp.length(e), wp.dot(n1, n2))
+
+
+@wp.func
 def dihedral_angle(x0: vec3, x1: vec3, x2: vec3, x3: vec3):
     """Signed dihedral angle (rad) at edge x2-x3 between triangles (x0,x2,x3) and (x1,x3,x2)."""
-    n1 = wp.normalize(wp.cross(x2 - x0, x3 - x0))
-    n2 = wp.normalize(wp.cross(x3 - x1, x2 - x1))
-    e = wp.normalize(x3 - x2)
-    return wp.atan2(wp.dot(wp.cross(n1, n2), e), wp.dot(n1, n2))
+    return hinge_angle(wp.cross(x2 - x0, x3 - x0), wp.cross(x3 - x1, x2 - x1), x3 - x2)
 
 
 @kernel
@@ -119,7 +123,7 @@ def eval_bending(
         g1 = c * (-e_len)
         g2 = (a * wp.dot(x3 - x0, e) + c * wp.dot(x3 - x1, e)) / e_len
         g3 = (a * wp.dot(x0 - x2, e) + c * wp.dot(x1 - x2, e)) / e_len
-        theta = dihedral_angle(x0, x1, x2, x3)
+        theta = hinge_angle(n1, n2, e)
         theta_dot = (
             wp.dot(g0, particle_qd[i0]) + wp.dot(g1, particle_qd[i1])
             + wp.dot(g2, particle_qd[i2]) + wp.dot(g3, particle_qd[i3])

@@ -86,12 +86,12 @@ def eval_particle_forces(
     x = particle_q[i]
     v = particle_qd[i]
     r = particle_radius[i]
-    m = particle_mass[i]
+    own_rate = dt_over_mass(dt, particle_mass[i])
     zero = r * type(r)(0.0)
     f = particle_f_ext[i] - v * particle_drag[i]
     f = f + particle_shape_contacts(
         x, v, r, particle_world[i], shape_kind, shape_world, shape_transform, shape_size,
-        shape_ke, shape_kd, shape_mu, friction_smoothing, dt_over_mass(dt, m),
+        shape_ke, shape_kd, shape_mu, friction_smoothing, own_rate,
     )
     if neighbor_index.shape[1] > 0:
         for k in range(neighbor_count[i]):
@@ -101,7 +101,7 @@ def eval_particle_forces(
             pen = r + particle_radius[j] - dist
             if pen > zero and dist > zero:
                 # relative motion is resisted by the pair's combined inverse mass
-                rate = dt_over_mass(dt, m) + dt_over_mass(dt, particle_mass[j])
+                rate = own_rate + dt_over_mass(dt, particle_mass[j])
                 f = f + compliant_contact_force(
                     pen, d / dist, v - particle_qd[j], pair_ke[0], pair_kd[0], pair_mu[0], friction_smoothing, rate
                 )
@@ -141,9 +141,8 @@ def integrate_particles(
         v = v * zero
     particle_q_out[i] = x
     particle_qd_out[i] = v
-    if not (wp.isfinite(x) and wp.isfinite(v)):
-        wp.atomic_min(world_fault_step, particle_world[i], step)
-    elif wp.length(x) > max_coordinate or wp.length(v) > max_speed:
+    # NaN compares false, so finiteness is tested explicitly
+    if not (wp.isfinite(x) and wp.isfinite(v)) or wp.length(x) > max_coordinate or wp.length(v) > max_speed:
         wp.atomic_min(world_fault_step, particle_world[i], step)
 
 

@@ -18,11 +18,10 @@ def _quiet_warp():
 
 def cmd_demo(args) -> int:
     """Run the bounce-to-target optimisation and write its plots."""
-    wp = _quiet_warp()
+    _quiet_warp()
     from .demo import DemoConfig, run_demo
 
     config = DemoConfig(iterations=args.iterations)
-    wp.init()
     result = run_demo(args.out, config, device=args.device)
     return 0 if result["loss_reduction"] >= 100.0 else 1
 

@@ -9,10 +9,15 @@ from .kernels.generic import for_precision
 from .model import State
 
 
+def _scalar_type(arr: wp.array):
+    """Scalar precision of a vector array."""
+    return arr.dtype._wp_scalar_type_
+
+
 def _loss_array(like: wp.array, loss: wp.array | None) -> wp.array:
     if loss is not None:
         return loss
-    return wp.zeros(1, dtype=like.dtype._wp_scalar_type_, device=like.device, requires_grad=like.requires_grad)
+    return wp.zeros(1, dtype=_scalar_type(like), device=like.device, requires_grad=like.requires_grad)
 
 
 def squared_distance(
@@ -23,7 +28,7 @@ def squared_distance(
     if points.shape != targets.shape:
         raise ValueError(f"squared_distance: points {points.shape} and targets {targets.shape} differ in shape")
     loss = _loss_array(points, loss)
-    real = points.dtype._wp_scalar_type_
+    real = _scalar_type(points)
     wp.launch(for_precision(losses.squared_distance_loss, real), dim=points.shape[0],
               inputs=[points, targets, wp.types.vector(3, real)(*axis_weights)], outputs=[loss], device=points.device)
     return loss
@@ -32,7 +37,7 @@ def squared_distance(
 def linear_state_loss(state: State, weight_q: wp.array, weight_qd: wp.array, loss: wp.array | None = None) -> wp.array:
     """sum_i weight_q[i] . x_i + weight_qd[i] . v_i, added into ``loss`` (new if None)."""
     loss = _loss_array(state.particle_q, loss)
-    real = state.particle_q.dtype._wp_scalar_type_
+    real = _scalar_type(state.particle_q)
     wp.launch(for_precision(losses.linear_state_loss, real), dim=state.particle_q.shape[0],
               inputs=[state.particle_q, state.particle_qd, weight_q, weight_qd], outputs=[loss],
               device=state.particle_q.device)

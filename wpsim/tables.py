@@ -28,18 +28,19 @@ class Table:
         self.chunks = {name: [] for name in columns}
         self.count = 0
 
-    def mark(self) -> tuple:
-        """A restore point for ``rollback``."""
-        return self.count, {name: len(chunks) for name, chunks in self.chunks.items()}
+    def mark(self) -> int:
+        """A restore point for ``rollback``: the current row count."""
+        return self.count
 
-    def rollback(self, mark: tuple):
+    def rollback(self, mark: int):
         """Drop every row appended since ``mark`` was taken."""
-        self.count, lengths = mark
-        for name, length in lengths.items():
-            del self.chunks[name][length:]
+        for name in self.columns:
+            rows = self.array(name)[:mark]
+            self.chunks[name] = [rows] if mark else []
+        self.count = mark
 
-    def validated(self, count: int, **values) -> dict:
-        """Convert and check a chunk of ``count`` rows without storing it."""
+    def append(self, count: int, **values) -> int:
+        """Validate and store ``count`` rows; returns the index of the first new row."""
         rows = {}
         for name, col in self.columns.items():
             arr = as_array(f"{self.kind} {name}", values[name], col.trailing, count, col.dtype)
@@ -50,11 +51,6 @@ class Table:
             elif col.check == "positive":
                 require_positive(self.kind, name, arr, col.unit, self.count)
             rows[name] = arr
-        return rows
-
-    def append(self, count: int, **values) -> int:
-        """Validate and store ``count`` rows; returns the index of the first new row."""
-        rows = self.validated(count, **values)
         for name, arr in rows.items():
             self.chunks[name].append(arr)
         first = self.count
@@ -62,11 +58,15 @@ class Table:
         return first
 
     def array(self, name: str) -> np.ndarray:
-        """All rows of one column as a single array."""
+        """All rows of one column as a single array (the chunks are merged once, so repeated
+        calls between appends cost nothing)."""
         col = self.columns[name]
-        if not self.chunks[name]:
+        chunks = self.chunks[name]
+        if not chunks:
             return np.zeros((0, *col.trailing), dtype=col.dtype)
-        return np.concatenate(self.chunks[name], axis=0)
+        if len(chunks) > 1:
+            chunks[:] = [np.concatenate(chunks, axis=0)]
+        return chunks[0]
 
     def extend_from(self, other: Table, remap):
         """Append all rows of ``other``, passing each column through ``remap(name, array)``."""

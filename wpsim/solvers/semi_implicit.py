@@ -46,6 +46,7 @@ class SemiImplicitSolver:
         self.health_check_interval = health_check_interval
         self.max_coordinate = model.real(max_coordinate)
         self.max_speed = model.real(max_speed)
+        self._friction_smoothing = model.real(model.friction_smoothing)
         self.step_count = 0
         """Steps taken by this solver; the step index reported by health checks."""
         device = model.device
@@ -72,7 +73,7 @@ class SemiImplicitSolver:
                 model.particle_mass, model.particle_radius, model.particle_drag, model.particle_world,
                 model.shape_kind, model.shape_world, model.shape_transform, model.shape_size,
                 model.shape_ke, model.shape_kd, model.shape_mu,
-                model.pair_ke, model.pair_kd, model.pair_mu, real(model.friction_smoothing), real(dt),
+                model.pair_ke, model.pair_kd, model.pair_mu, self._friction_smoothing, real(dt),
                 state_in.particle_q, state_in.particle_qd, state_in.neighbor_count, state_in.neighbor_index,
                 control.particle_f_ext,
             ],
