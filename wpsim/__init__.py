@@ -11,13 +11,14 @@ from .diff import check_gradient
 from .health import HealthReport, SimulationBlowUp, SimulationError
 from .model import Control, Model, State
 from .rollout import simulate
-from .solvers import SemiImplicitSolver
+from .solvers import ImplicitEulerSolver, SemiImplicitSolver
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Control",
     "HealthReport",
+    "ImplicitEulerSolver",
     "Model",
     "ModelBuilder",
     "SemiImplicitSolver",

@@ -32,6 +32,7 @@ METRIC_UNITS = {
     "steps_per_s": "steps/s",
     "world_steps_per_s": "world-steps/s",
     "backward_over_forward": "x",
+    "memory_ratio": "x",
     "wall_s": "s",
     "peak_memory_bytes": "MiB",
     "launches_per_step": "launches",
@@ -235,18 +236,26 @@ def forward_suite(device=None, quick: bool = False) -> list[dict]:
         start = time.perf_counter()
         found = benchmark_scene("forward", case, device, timing)
         records += found
-        _progress(f"forward/{case.name}: {_summary(found)} ({time.perf_counter() - start:.1f} s)")
+        progress(f"forward/{case.name}: {_summary(found)} ({time.perf_counter() - start:.1f} s)")
     return records
 
 
-SUITES: dict[str, Callable[..., list]] = {"forward": forward_suite}
+def implicit_integration_suite(device=None, quick: bool = False) -> list[dict]:
+    """Suite ``implicit_integration`` (see ``wpsim.bench_implicit``)."""
+    from .bench_implicit import implicit_integration_suite as suite
+
+    return suite(device, quick)
+
+
+SUITES: dict[str, Callable[..., list]] = {"forward": forward_suite, "implicit_integration": implicit_integration_suite}
 """Registered suites by name; each is ``(device, quick: bool) -> list[dict]`` of records."""
 
 DEFAULT_SUITES = ("forward",)
 
 
 # ---------------------------------------------------------------------------- running & output
-def _progress(line: str):
+def progress(line: str):
+    """One progress line on stderr."""
     print(f"[wpsim bench] {line}", file=sys.stderr, flush=True)
 
 
@@ -269,7 +278,7 @@ def run_suites(names: list[str] | None = None, device=None, quick: bool = False)
     with contextlib.redirect_stdout(sys.stderr):
         device = wp.get_device(device)
         for name in names:
-            _progress(f"suite {name} on {device} ({'quick' if quick else 'full'})")
+            progress(f"suite {name} on {device} ({'quick' if quick else 'full'})")
             records += SUITES[name](device, quick)
     return records
 
@@ -282,7 +291,7 @@ def format_value(metric: str, value: float) -> str:
         return f"{value / 2**20:.2f}"
     if metric.endswith("launches_per_step"):
         return f"{value:.0f}"
-    if metric == "backward_over_forward":
+    if metric in ("backward_over_forward", "memory_ratio"):
         return f"{value:.2f}"
     if metric == "wall_s":
         return f"{value:.4f}"

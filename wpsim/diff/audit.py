@@ -8,7 +8,7 @@ row per (family, parameter).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -18,7 +18,7 @@ from ..builder import ModelBuilder
 from ..geometry import grid_points
 from ..losses import linear_state_loss
 from ..rollout import simulate
-from ..solvers import SemiImplicitSolver
+from ..solvers import ImplicitEulerSolver, SemiImplicitSolver
 from .gradcheck import check_gradient
 
 TOLERANCE = 1e-4
@@ -30,7 +30,7 @@ class AuditScene:
 
     def __init__(self, builder: ModelBuilder, steps: int, dt: float, setup: Callable | None = None):
         self.model = builder.finalize(requires_grad=True, dtype=wp.float64)
-        self.solver = SemiImplicitSolver(self.model)
+        self.solver = None  # set by run_case
         self.state = self.model.state()
         self.control = self.model.control()
         if setup is not None:
@@ -130,9 +130,13 @@ class AuditCase:
     scene: Callable[[], AuditScene]
     array: str
     relative: bool = False  # perturb each entry in proportion to itself (keeps zeros, e.g. fixed masses)
+    solver: str = "semi-implicit"  # a key of SOLVERS
 
 
-AUDIT_CASES = (
+SOLVERS = {"semi-implicit": SemiImplicitSolver, "implicit Euler": ImplicitEulerSolver}
+"""Solver classes the audit runs, by name."""
+
+SEMI_IMPLICIT_CASES = (
     AuditCase("particle", "initial position", _chain_scene, "state.particle_q"),
     AuditCase("particle", "initial velocity", _chain_scene, "state.particle_qd"),
     AuditCase("particle", "mass", _chain_scene, "model.particle_mass", relative=True),
@@ -169,10 +173,20 @@ AUDIT_CASES = (
     AuditCase("particle contact", "mu", lambda: _contact_scene("pairs"), "model.pair_mu"),
 )
 
+IMPLICIT_CASES = tuple(
+    replace(case, family=f"implicit Euler: {case.family}", solver="implicit Euler")
+    for case in SEMI_IMPLICIT_CASES
+    if case.family != "particle contact"  # not supported by ImplicitEulerSolver
+)
+"""The same scenes and parameters stepped by the backward-Euler solver (IFT adjoint)."""
+
+AUDIT_CASES = SEMI_IMPLICIT_CASES + IMPLICIT_CASES
+
 
 def run_case(case: AuditCase, eps: float = EPS, tol: float = TOLERANCE) -> dict:
     """Check one case; returns its row (family, param, rel_error, ok, tape, fd)."""
     scene = case.scene()
+    scene.solver = SOLVERS[case.solver](scene.model)
     param = scene.array(case.array)
     direction = None
     if case.relative:

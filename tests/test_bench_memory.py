@@ -1,0 +1,36 @@
+"""Peak-memory benchmarks: the tracker-report parser and the ``implicit_integration`` suite
+(quick mode, one worker process per case). Memory peaks are deterministic allocation sums,
+so the growth targets are asserted; no timings are."""
+
+import math
+
+from wpsim import bench
+from wpsim.bench_process import parse_peak_bytes
+
+REPORT = """Allocation Tracking Report
+  Total allocations:
+    cpu              2 (394.53 KB)
+  Peak usage:
+    cpu              390.62 KB
+    cuda:0           1.50 MB
+  Live allocations:
+    cpu              1 (3.91 KB)
+"""
+
+
+def test_peak_parser_sums_devices_with_units():
+    assert parse_peak_bytes(REPORT) == int(390.62 * 1024 + 1.5 * 2**20)
+    assert parse_peak_bytes("Allocation Tracking Report\n") == 0
+
+
+def test_implicit_adjoint_memory_does_not_grow_with_newton_iterations():
+    records = bench.run_suites(["implicit_integration"], device="cpu", quick=True)
+    peaks = {(r["params"]["mode"], r["params"]["iterations"]): r["value"]
+             for r in records if r["metric"] == "peak_memory_bytes"}
+    assert set(peaks) == {(m, n) for m in ("unrolled", "implicit") for n in (1, 5, 20)}
+    assert all(v > 0 and math.isfinite(v) for v in peaks.values())
+    assert peaks["implicit", 20] < 1.05 * peaks["implicit", 1]
+    assert peaks["unrolled", 20] > 5.0 * peaks["unrolled", 1]
+    assert peaks["unrolled", 1] > peaks["implicit", 1]
+    ratios = {r["params"]["mode"]: r["value"] for r in records if r["metric"] == "memory_ratio"}
+    assert ratios["implicit"] == peaks["implicit", 20] / peaks["implicit", 1]

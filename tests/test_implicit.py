@@ -1,0 +1,173 @@
+"""Backward-Euler solver: closed forms, dissipation, stability beyond the explicit limit,
+and its implicit (IFT) adjoint against unrolled differentiation of the same iterations.
+
+Gradients of every parameter family against central finite differences are in the audit
+(``tests/test_gradients.py`` runs the "implicit Euler: ..." cases).
+"""
+
+import numpy as np
+import pytest
+import warp as wp
+
+import wpsim
+from wpsim.diagnostics import energy_report, tet_volume_ratios
+from wpsim.diff.audit import _chain_scene, _cloth_scene, _contact_scene, _soft_scene
+from wpsim.geometry import grid_points
+from wpsim.losses import linear_state_loss
+
+
+def _ping_pong(solver, state, steps, dt, observe=None):
+    """Unrecorded steps alternating two states; returns the final state."""
+    model = solver.model
+    a, b = model.state(requires_grad=False), model.state(requires_grad=False)
+    a.assign(state)
+    for k in range(steps):
+        solver.step(a, b, None, dt)
+        a, b = b, a
+        if observe is not None:
+            observe(k + 1, a, solver)
+    return a
+
+
+def test_free_fall_matches_the_backward_euler_closed_form():
+    """Linear dynamics: v_k = v0 + k dt g, x_k = x_{k-1} + dt v_k; Newton converges in at most
+    two iterations (the first is exact up to the finite-difference Jacobian products)."""
+    b = wpsim.ModelBuilder()
+    b.add_particle((0.0, 0.0, 10.0), (1.0, -0.5, 2.0), mass=0.3)
+    model = b.finalize(dtype=wp.float64)
+    solver = wpsim.ImplicitEulerSolver(model)
+    dt, steps = 0.05, 20
+    final = _ping_pong(solver, model.state(), steps, dt)
+    g = np.array([0.0, 0.0, -9.81])
+    v0, x0 = np.array([1.0, -0.5, 2.0]), np.array([0.0, 0.0, 10.0])
+    v = v0 + steps * dt * g
+    x = x0 + dt * sum(v0 + k * dt * g for k in range(1, steps + 1))
+    np.testing.assert_allclose(final.particle_qd.numpy()[0], v, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(final.particle_q.numpy()[0], x, rtol=0, atol=1e-12)
+    assert solver.last_solve.newton_iterations <= 2 and solver.last_solve.converged
+
+
+def test_undamped_spring_loses_energy_monotonically():
+    """Backward Euler dissipates: an undamped spring oscillator at a large step never gains
+    energy, and the amplitude decays."""
+    b = wpsim.ModelBuilder(gravity=0.0)
+    anchor = b.add_particle((0.0, 0.0, 0.0), mass=0.0)
+    tip = b.add_particle((1.2, 0.0, 0.0), mass=1.0)
+    b.add_spring(anchor, tip, ke=100.0, kd=0.0, rest_length=1.0)
+    model = b.finalize(dtype=wp.float64)
+    energies = []
+
+    def observe(k, state, solver):
+        assert solver.last_solve.converged
+        energies.append(float(energy_report(model, state)["total"][0]))
+
+    _ping_pong(wpsim.ImplicitEulerSolver(model), model.state(), 60, 0.05, observe)
+    e0 = 0.5 * 100.0 * 0.2**2
+    assert energies[0] < e0
+    assert np.all(np.diff(energies) <= 1e-12 * e0)
+    assert energies[-1] < 0.5 * e0
+
+
+def _stiff_cantilever():
+    """A 3x1x1-cell block (E = 1 MPa, 2 cm cells) clamped at x = 0, sagging under gravity."""
+    b = wpsim.ModelBuilder()
+    clamped = np.flatnonzero(grid_points((4, 2, 2), (1.0, 1.0, 1.0))[:, 0] == 0.0)
+    b.add_soft_grid(pos=(0.0, 0.0, 1.0), dim_x=3, dim_y=1, dim_z=1, cell_x=0.02, cell_y=0.02, cell_z=0.02,
+                    density=1000.0, young_modulus=1.0e6, poisson_ratio=0.3, kd=2.0, fixed=clamped)
+    return b.finalize(dtype=wp.float64)
+
+
+def test_stable_at_ten_times_the_explicit_stability_limit():
+    """The semi-implicit solver is stable at dt = 3e-4 s and blows up at 4e-4 s on the stiff
+    block; the implicit solver at 4e-3 s (10x the unstable step) settles, converges every step,
+    and rests where the explicit run oscillates around."""
+    model = _stiff_cantilever()
+    state = model.state(requires_grad=False)
+    explicit = wpsim.SemiImplicitSolver(model)
+    explicit_final = _ping_pong(explicit, state, 333, 3e-4)
+    assert explicit.health().ok
+    unstable = wpsim.SemiImplicitSolver(model)
+    _ping_pong(unstable, state, 250, 4e-4)
+    assert not unstable.health().ok, "the explicit step no longer blows up: raise the step of this test"
+
+    implicit = wpsim.ImplicitEulerSolver(model, krylov_tolerance=1e-2)
+    converged = []
+    final = _ping_pong(implicit, state, 25, 4e-3, lambda k, s, solver: converged.append(solver.last_solve.converged))
+    assert implicit.health().ok and all(converged)
+    assert np.abs(final.particle_qd.numpy()).max() < 1e-2
+    assert tet_volume_ratios(model, final).min() > 0.9
+    np.testing.assert_allclose(final.particle_q.numpy(), explicit_final.particle_q.numpy(), atol=1e-3)
+
+
+SCENES = {"chain": _chain_scene, "cloth": _cloth_scene, "soft": lambda: _soft_scene((1.0, 0.0, 0.0)),
+          "ground": lambda: _contact_scene("ground")}
+PARAMS = {"chain": ["state.particle_qd", "model.spring_ke", "model.particle_mass", "control.particle_f_ext"],
+          "cloth": ["state.particle_q", "model.tri_mu", "model.bend_ke"],
+          "soft": ["model.tet_mu", "model.tet_kd", "control.tet_activation"],
+          "ground": ["state.particle_qd", "model.shape_mu", "model.shape_ke"]}
+
+
+def _gradients(scene_name, adjoint, steps=4, **options):
+    """Loss and gradients of PARAMS[scene_name] after ``steps`` implicit steps."""
+    scene = SCENES[scene_name]()
+    scene.solver = wpsim.ImplicitEulerSolver(scene.model, adjoint=adjoint, tolerance=1e-12, **options)
+    tape = wp.Tape()
+    with tape:
+        final = wpsim.simulate(scene.solver, scene.state, steps, 5.0 * scene.dt, scene.control)
+        loss = linear_state_loss(final, scene.weight_q, scene.weight_qd)
+    tape.backward(loss)
+    grads = {p: scene.array(p).grad.numpy().copy() for p in PARAMS[scene_name]}
+    return loss.numpy()[0], final.particle_q.numpy(), grads, len(tape.launches)
+
+
+@pytest.mark.parametrize("scene_name", sorted(SCENES))
+def test_implicit_adjoint_matches_unrolled_differentiation(scene_name):
+    """Same forward bitwise; IFT gradients equal unrolled AD of the converged iterations to 1e-7."""
+    loss_i, q_i, grads_i, records_i = _gradients(scene_name, "implicit")
+    loss_u, q_u, grads_u, records_u = _gradients(scene_name, "unrolled")
+    assert loss_i == loss_u and np.array_equal(q_i, q_u)
+    assert records_i == 5  # one custom backward per step + the loss
+    assert records_u > 20 * records_i
+    for name in grads_i:
+        scale = np.abs(grads_u[name]).max()
+        assert scale > 0.0, name
+        assert np.abs(grads_i[name] - grads_u[name]).max() <= 1e-7 * scale, name
+
+
+def test_tape_zero_clears_the_gradients_the_custom_backward_wrote():
+    scene = _chain_scene()
+    scene.solver = wpsim.ImplicitEulerSolver(scene.model)
+    tape = wp.Tape()
+    with tape:
+        final = wpsim.simulate(scene.solver, scene.state, 3, scene.dt, scene.control)
+        loss = linear_state_loss(final, scene.weight_q, scene.weight_qd)
+    tape.backward(loss)
+    assert np.abs(scene.model.spring_ke.grad.numpy()).max() > 0.0
+    tape.zero()
+    for arr in (scene.model.spring_ke, scene.model.particle_mass, scene.control.particle_f_ext, scene.state.particle_q):
+        assert not arr.grad.numpy().any()
+
+
+def test_unconverged_steps_are_counted_and_can_raise():
+    """One Newton iteration with a loose linear solve cannot reach 1e-12 m/s on a stiff block."""
+    model = _stiff_cantilever()
+    solver = wpsim.ImplicitEulerSolver(model, newton_iterations=1, krylov_iterations=2, tolerance=1e-12)
+    _ping_pong(solver, model.state(requires_grad=False), 2, 4e-3)
+    assert solver.unconverged_steps == 2 and not solver.last_solve.converged
+    strict = wpsim.ImplicitEulerSolver(model, newton_iterations=1, krylov_iterations=2, tolerance=1e-12,
+                                       raise_on_blowup=True)
+    with pytest.raises(wpsim.SimulationError, match="Newton did not converge"):
+        _ping_pong(strict, model.state(requires_grad=False), 1, 4e-3)
+
+
+def test_bad_options_are_rejected():
+    b = wpsim.ModelBuilder()
+    b.set_particle_contact(True)
+    b.add_particle((0.0, 0.0, 0.0), mass=1.0, radius=0.1)
+    with pytest.raises(ValueError, match="particle-particle contact"):
+        wpsim.ImplicitEulerSolver(b.finalize())
+    model = _stiff_cantilever()
+    with pytest.raises(ValueError, match="adjoint"):
+        wpsim.ImplicitEulerSolver(model, adjoint="reverse")
+    with pytest.raises(ValueError, match="newton_iterations"):
+        wpsim.ImplicitEulerSolver(model, newton_iterations=0)

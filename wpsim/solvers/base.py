@@ -1,0 +1,72 @@
+"""What every solver shares: its model, step counter and per-world blow-up detection."""
+
+from __future__ import annotations
+
+import warp as wp
+
+from ..health import NO_FAULT, HealthReport, SimulationBlowUp, SimulationError
+from ..model import Model
+
+
+class SolverBase:
+    """Step counter, zero control and health flags of a solver.
+
+    Args:
+        model: the Model to step.
+        raise_on_blowup: raise ``SimulationBlowUp`` as soon as a health check fails.
+        health_check_interval: with ``raise_on_blowup``, read the health flags back every
+            this many steps (each read synchronises with the device).
+        max_coordinate: positions beyond this distance from the origin (m) count as a blow-up.
+        max_speed: speeds beyond this (m/s) count as a blow-up.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        raise_on_blowup: bool = False,
+        health_check_interval: int = 1,
+        max_coordinate: float = 1.0e5,
+        max_speed: float = 1.0e5,
+    ):
+        if health_check_interval < 1:
+            raise ValueError("health_check_interval must be >= 1")
+        self.model = model
+        self.raise_on_blowup = raise_on_blowup
+        self.health_check_interval = health_check_interval
+        self.max_coordinate = model.real(max_coordinate)
+        self.max_speed = model.real(max_speed)
+        self._friction_smoothing = model.real(model.friction_smoothing)
+        self.step_count = 0
+        """Steps taken by this solver; the step index reported by health checks."""
+        self.world_fault_step = wp.full(model.num_worlds, NO_FAULT, dtype=wp.int32, device=model.device)
+        self.neighbor_overflow = wp.zeros(1, dtype=wp.int32, device=model.device)
+        self._zero_control = model.control(requires_grad=False)
+
+    def _step_done(self):
+        """Count the step; with ``raise_on_blowup``, check health every interval."""
+        self.step_count += 1
+        if self.raise_on_blowup and self.step_count % self.health_check_interval == 0:
+            self.check_health(raise_error=True)
+
+    def health(self) -> HealthReport:
+        """Read the per-world blow-up flags and the neighbour overflow flag (synchronises)."""
+        steps = self.world_fault_step.numpy()
+        overflow = int(self.neighbor_overflow.numpy()[0])
+        faults = {int(w): int(s) for w, s in enumerate(steps) if s != NO_FAULT}
+        return HealthReport(faults, overflow - 1 if overflow > 0 else None)
+
+    def check_health(self, raise_error: bool = True) -> HealthReport:
+        """The health report. With ``raise_error``: ``SimulationBlowUp`` if a world blew up,
+        ``SimulationError`` if particle contacts were dropped."""
+        report = self.health()
+        if raise_error and report.fault_steps:
+            raise SimulationBlowUp(str(report))
+        if raise_error and not report.ok:
+            raise SimulationError(str(report))
+        return report
+
+    def reset_health(self):
+        """Clear the blow-up and overflow flags and restart the step counter at 0."""
+        self.world_fault_step.fill_(NO_FAULT)
+        self.neighbor_overflow.zero_()
+        self.step_count = 0

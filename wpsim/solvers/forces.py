@@ -1,0 +1,70 @@
+"""Launch sequence evaluating every particle force of a model (shared by the solvers)."""
+
+from __future__ import annotations
+
+import warp as wp
+
+from ..kernels import cloth, fem, particles, springs
+from ..kernels.generic import for_precision
+
+
+def launch_forces(model, q: wp.array, qd: wp.array, control, dt: float, friction_smoothing,
+                  neighbor_count: wp.array, neighbor_index: wp.array, f: wp.array):
+    """Write into ``f`` (N, shape (P,)) the forces on particles at positions ``q`` (m) and
+    velocities ``qd`` (m/s): drag, external force and contact first (overwriting ``f``),
+    then springs, membranes, bending hinges and tetrahedra (accumulated). Gravity is not
+    included. ``model`` is read by attribute, so a proxy with the same arrays works too.
+    Launch kinds without elements are skipped.
+    """
+    real, device = model.dtype, model.device
+    wp.launch(
+        for_precision(particles.eval_particle_forces, real),
+        dim=model.particle_count,
+        inputs=[
+            model.particle_mass, model.particle_radius, model.particle_drag, model.particle_world,
+            model.shape_kind, model.shape_world, model.shape_transform, model.shape_size,
+            model.shape_ke, model.shape_kd, model.shape_mu,
+            model.pair_ke, model.pair_kd, model.pair_mu, friction_smoothing, real(dt),
+            q, qd, neighbor_count, neighbor_index, control.particle_f_ext,
+        ],
+        outputs=[f],
+        device=device,
+    )
+    if model.spring_count:
+        wp.launch(
+            for_precision(springs.eval_springs, real),
+            dim=model.spring_count,
+            inputs=[model.spring_indices, model.spring_ke, model.spring_kd, model.spring_rest_length, q, qd],
+            outputs=[f],
+            device=device,
+        )
+    if model.tri_count:
+        wp.launch(
+            for_precision(cloth.eval_triangles, real),
+            dim=model.tri_count,
+            inputs=[
+                model.tri_indices, model.tri_rest_inv, model.tri_rest_area,
+                model.tri_mu, model.tri_lambda, model.tri_kd, q, qd,
+            ],
+            outputs=[f],
+            device=device,
+        )
+    if model.bend_count:
+        wp.launch(
+            for_precision(cloth.eval_bending, real),
+            dim=model.bend_count,
+            inputs=[model.bend_indices, model.bend_rest_angle, model.bend_ke, model.bend_kd, q, qd],
+            outputs=[f],
+            device=device,
+        )
+    if model.tet_count:
+        wp.launch(
+            for_precision(fem.eval_tetrahedra, real),
+            dim=model.tet_count,
+            inputs=[
+                model.tet_indices, model.tet_rest_inv, model.tet_rest_volume, model.tet_mu,
+                model.tet_lambda, model.tet_kd, model.tet_fiber, q, qd, control.tet_activation,
+            ],
+            outputs=[f],
+            device=device,
+        )
