@@ -247,7 +247,18 @@ def implicit_integration_suite(device=None, quick: bool = False) -> list[dict]:
     return suite(device, quick)
 
 
-SUITES: dict[str, Callable[..., list]] = {"forward": forward_suite, "implicit_integration": implicit_integration_suite}
+def checkpoint_suite(device=None, quick: bool = False) -> list[dict]:
+    """Suite ``checkpoint`` (see ``wpsim.bench_checkpoint``)."""
+    from .bench_checkpoint import checkpoint_suite as suite
+
+    return suite(device, quick)
+
+
+SUITES: dict[str, Callable[..., list]] = {
+    "forward": forward_suite,
+    "checkpoint": checkpoint_suite,
+    "implicit_integration": implicit_integration_suite,
+}
 """Registered suites by name; each is ``(device, quick: bool) -> list[dict]`` of records."""
 
 DEFAULT_SUITES = ("forward",)

@@ -25,6 +25,8 @@ from .solvers import ImplicitEulerSolver
 
 ITERATIONS = (1, 5, 20)
 MODES = ("unrolled", "implicit")
+WORKER_MODULE = "wpsim.bench_implicit"
+"""Run as ``python -m`` by the suite (``__name__`` is ``__main__`` when run that way)."""
 DT = 5.0e-3
 """Time step (s): 25x the semi-implicit stability limit of this block."""
 
@@ -83,8 +85,8 @@ def implicit_integration_suite(device=None, quick: bool = False) -> list[dict]:
     records, peaks = [], {}
     for mode in MODES:
         for iterations in ITERATIONS:
-            args = [str(iterations), mode, "--quick" if quick else "--full", "--device", str(device or wp.get_device())]
-            found = run_worker(__name__, args)
+            args = [str(iterations), mode, "--device", str(wp.get_device(device))] + (["--quick"] if quick else [])
+            found = run_worker(WORKER_MODULE, args)
             if found["newton_iterations_run"] != [iterations] * found["steps"]:
                 raise RuntimeError(f"implicit_integration: asked for {iterations} Newton iterations per step, "
                                    f"ran {found['newton_iterations_run']}")
@@ -104,19 +106,25 @@ def implicit_integration_suite(device=None, quick: bool = False) -> list[dict]:
     return records
 
 
-def main():
-    """Worker entry point: ``python -m wpsim.bench_implicit --worker ITERATIONS MODE``."""
+def main(argv=None) -> int:
+    """Command line: ``--worker ITERATIONS MODE`` measures one case and prints one JSON line;
+    without ``--worker`` the whole suite runs and its records are printed as JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--worker", action="store_true", required=True)
-    parser.add_argument("iterations", type=int)
-    parser.add_argument("mode", choices=MODES)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--full", dest="quick", action="store_false")
+    parser.add_argument("--worker", nargs=2, metavar=("ITERATIONS", "MODE"), help="measure one case (internal)")
+    parser.add_argument("--quick", action="store_true", help="small block (seconds)")
     parser.add_argument("--device", default=None)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     wp.config.log_level = wp.LOG_WARNING
-    print(json.dumps(measure(args.iterations, args.mode, args.quick, args.device)))
+    if args.worker:
+        iterations, mode = int(args.worker[0]), args.worker[1]
+        if mode not in MODES:
+            parser.error(f"MODE must be one of {MODES}")
+        result = measure(iterations, mode, args.quick, args.device)
+    else:
+        result = implicit_integration_suite(args.device, args.quick)
+    print(json.dumps(result))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -147,6 +147,8 @@ def bicgstab(
         alpha = ws.ratio(rho, ws.dot(b, v, "b_dot_v"), "alpha")
         s = ws.axpy_device(r, v, alpha, -1.0, "s")
         residual_norm = ws.norm(s)
+        if not math.isfinite(residual_norm):
+            return ws.zeros("x"), it + 1, residual_norm  # diverged: no usable direction
         if residual_norm <= target:
             return ws.axpy_device(x, p, alpha, 1.0, "x"), it + 1, residual_norm
         t = apply(s, ws.vector("t"))
@@ -154,6 +156,8 @@ def bicgstab(
         x = ws.launch(implicit.bicgstab_update, [x, p, s, alpha, omega], ws.vector("x"))
         r = ws.axpy_device(s, t, omega, -1.0, "r")
         residual_norm = ws.norm(r)
+        if not math.isfinite(residual_norm):
+            return ws.zeros("x"), it + 1, residual_norm
         if residual_norm <= target:
             return x, it + 1, residual_norm
         rho_prev = rho
