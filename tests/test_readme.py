@@ -27,3 +27,17 @@ def test_quickstart_runs(tmp_path):
     grad_line = next(line for line in proc.stdout.splitlines() if line.startswith("dloss/dv0"))
     values = [float(v) for v in re.findall(r"-?\d+\.\d+(?:e-?\d+)?", grad_line.split(":", 1)[1])]
     assert len(values) == 3 and any(abs(v) > 1e-4 for v in values)
+
+
+def test_long_horizon_snippet_runs(tmp_path):
+    code = re.search(r"## Long horizons\n\n```python\n(.*?)```", README, flags=re.S).group(1)
+    script = tmp_path / "long_horizon.py"
+    script.write_text(code)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    loss = float(re.search(r"^loss (\S+) m\^2 after 3000 steps$", proc.stdout, flags=re.M).group(1))
+    assert loss > 0.0
+    grad_line = next(line for line in proc.stdout.splitlines() if line.startswith("dloss/dv0"))
+    values = [float(v) for v in re.findall(r"-?\d+\.\d+(?:e-?\d+)?", grad_line.split(":", 1)[1])]
+    assert len(values) == 3 and any(abs(v) > 1e-3 for v in values)
+    assert (tmp_path / "adjoint_norms.png").stat().st_size > 0

@@ -50,12 +50,18 @@ ADJOINT_MODES = ("implicit", "unrolled")
 
 @dataclass
 class SolveStats:
-    """Convergence of the last solve: Newton iterations, total Krylov iterations, final
-    max-norm residual (m/s), and whether it met the tolerance."""
+    """Convergence of one solve.
+
+    For a step: Newton iterations, total BiCGSTAB iterations, the final residual as the
+    largest absolute component of R (m/s), the tolerance it was held to (m/s; see
+    ``ImplicitEulerSolver``) and whether it met it. For an adjoint solve: 1, its BiCGSTAB
+    iterations, the 2-norm of its final residual, the tolerance as an absolute 2-norm.
+    """
 
     newton_iterations: int = 0
     krylov_iterations: int = 0
     residual: float = float("nan")
+    tolerance: float = float("nan")
     converged: bool = False
 
 
@@ -88,20 +94,32 @@ class ImplicitEulerSolver(SolverBase):
         adjoint: ``"implicit"`` (IFT adjoint, memory independent of iterations) or
             ``"unrolled"`` (the tape differentiates every iteration).
         newton_iterations: maximum Newton iterations per step.
-        tolerance: Newton stops when max_i |R_i| <= tolerance (m/s); default 1e-10 in
-            float64, 1e-3 in float32 (float32 rounding of dt f / m limits the attainable
-            residual of stiff scenes). 0 runs all ``newton_iterations`` (unless it stalls).
+        tolerance: Newton stops when every component of R is within the tolerance (m/s):
+            the larger of this value (default 1e-10 in float64, 1e-3 in float32) and the
+            step's rounding floor 1000 eps |x|_rms / dt (the velocity error of rounding the
+            positions, with room for stiffness amplification up to dt^2 k / m = 1000), so
+            that scenes far from the origin still converge. 0 runs all
+            ``newton_iterations`` (unless it stalls), and such steps count as unconverged.
         krylov_iterations: maximum BiCGSTAB iterations per linear solve.
         krylov_tolerance: relative residual at which a Newton direction is accepted.
         line_search_steps: maximum halvings of the Newton step.
         adjoint_tolerance: relative residual of the adjoint solve; default 1e-12 (float64)
             or 1e-6 (float32).
         adjoint_iterations: maximum BiCGSTAB iterations of the adjoint solve (a warning
-            says when it stops short: that step's gradient is then inexact).
+            says when it stops short: that step's gradient is then inexact; a non-finite
+            incoming gradient propagates as NaN).
         **health_options: see ``SolverBase``. With ``raise_on_blowup`` an unconverged step
             also raises ``SimulationError``.
 
-    Attributes: ``last_solve`` and ``last_adjoint`` (``SolveStats``), ``unconverged_steps``.
+    Attributes: ``last_solve`` and ``last_adjoint`` (``SolveStats``), ``unconverged_steps``
+    (since construction or ``reset_health``; checkpoint re-runs count again).
+
+    Friction uses the model's smoothing speed without the explicit solver's dt/m bound
+    (backward Euler is stable without it, and the bound would let static friction creep
+    more as dt grows). ``state_in.particle_f`` receives the forces at the end state
+    (without gravity), recorded on the tape like the semi-implicit solver's. The unrolled
+    mode is a float64 comparison tool: in float32 its differentiated finite differences
+    are dominated by rounding.
     """
 
     def __init__(
@@ -145,6 +163,7 @@ class ImplicitEulerSolver(SolverBase):
         self.last_solve = SolveStats()
         self.last_adjoint = SolveStats()
         self.unconverged_steps = 0
+        self._epsilon = float(np.finfo(np.float64 if double else np.float32).eps)
         n, device = model.particle_count, model.device
         self._forward_ws = Workspace(n, model.dtype, device, reuse=True)
         self._adjoint_ws = Workspace(n, model.dtype, device, reuse=True)
@@ -154,29 +173,36 @@ class ImplicitEulerSolver(SolverBase):
 
     # ------------------------------------------------------------------ forward
     def step(self, state_in: State, state_out: State, control: Control | None, dt: float):
-        """Advance ``state_in`` by ``dt`` seconds into ``state_out`` under ``control``.
-
-        ``state_in.particle_f`` receives the forces at the end state (without gravity).
-        """
+        """Advance ``state_in`` by ``dt`` seconds into ``state_out`` under ``control``."""
+        model = self.model
         control = self._zero_control if control is None else control
         if self.adjoint == "unrolled":
-            self._solve(self.model, state_in, state_out, control, dt, Workspace(
-                self.model.particle_count, self.model.dtype, self.model.device, reuse=False))
+            self._solve(model, state_in, state_out, control, dt,
+                        Workspace(model.particle_count, model.dtype, model.device, reuse=False))
         else:
             with tape_paused() as tape:
-                self._solve(self.model, state_in, state_out, control, dt, self._forward_ws)
+                self._solve(model, state_in, state_out, control, dt, self._forward_ws)
             if tape is not None and state_out.particle_q.requires_grad:
                 self._record_adjoint(tape, state_in, state_out, control, dt)
+        # the end forces, recorded after the step so that their adjoint runs first
+        launch_forces(model, state_out.particle_q, state_out.particle_qd, control, 0.0, self._friction_smoothing,
+                      state_in.neighbor_count, state_in.neighbor_index, state_in.particle_f)
         self._step_done()
+
+    def reset_health(self):
+        """Clear the health flags, the step counter and ``unconverged_steps``."""
+        super().reset_health()
+        self.unconverged_steps = 0
 
     def _solve(self, model, state_in: State, state_out: State, control: Control, dt: float, ws: Workspace):
         """Newton iterations from v = v_n; writes state_out and the end forces."""
         v = state_in.particle_qd
         self._position_scale = ws.norm(state_in.particle_q) / np.sqrt(max(ws.n, 1)) + 0.01
+        tolerance = max(self.tolerance, 1e3 * self._epsilon * self._position_scale / dt)
         r, r_max = self._residual(model, state_in, control, v, dt, ws, "R0")
         keys = {"v": "v1", "R": "R1"}  # names holding the next trial (alternate in reuse mode)
-        stats = SolveStats()
-        while r_max > self.tolerance and stats.newton_iterations < self.newton_iterations:
+        stats = SolveStats(tolerance=tolerance)
+        while r_max > tolerance and stats.newton_iterations < self.newton_iterations:
             direction, k_its, _ = bicgstab(
                 lambda p, out: self._jacobian_product(model, state_in, control, v, r, p, dt, ws, out),
                 r, ws, self.krylov_tolerance, 0.0, self.krylov_iterations)
@@ -194,10 +220,8 @@ class ImplicitEulerSolver(SolverBase):
             keys = {"v": _other(keys["v"]), "R": _other(keys["R"])}
             v, r, r_max = v_trial, r_trial, trial_max
             stats.newton_iterations += 1
-        stats.residual, stats.converged = r_max, bool(r_max <= self.tolerance)
+        stats.residual, stats.converged = r_max, bool(r_max <= tolerance)
         self.last_solve = stats
-        # forces of the accepted iterate (the last residual evaluation may be a rejected trial)
-        self._residual(model, state_in, control, v, dt, ws, "R_end", forces=state_in.particle_f)
         wp.launch(
             for_precision(implicit.finish_step, model.dtype), dim=model.particle_count,
             inputs=[state_in.particle_q, v, model.particle_world, model.real(dt), self.step_count,
@@ -209,21 +233,23 @@ class ImplicitEulerSolver(SolverBase):
             self.unconverged_steps += 1
             if self.raise_on_blowup:
                 raise SimulationError(f"step {self.step_count}: Newton did not converge "
-                                      f"(residual {r_max:.3e} m/s > {self.tolerance:.1e} m/s)")
+                                      f"(residual {r_max:.3e} m/s > {tolerance:.1e} m/s)")
 
     def _residual(self, model, state_in: State, control, v: wp.array, dt: float, ws: Workspace, key: str,
-                  forces: wp.array | None = None, particle_q: wp.array | None = None,
-                  particle_qd: wp.array | None = None):
-        """R(v) into the vector ``key``; returns (R, host max |R_i| in m/s)."""
+                  measure: bool = True, particle_q: wp.array | None = None, particle_qd: wp.array | None = None):
+        """R(v) into the vector ``key``; returns (R, host max_i |R_i| in m/s, or None
+        without ``measure``). Friction gets dt = 0: no explicit-stability bound."""
         real = model.dtype
         q_n = state_in.particle_q if particle_q is None else particle_q
         qd_n = state_in.particle_qd if particle_qd is None else particle_qd
         x = ws.launch(implicit.implicit_positions, [q_n, v, real(dt)], ws.vector("x_eval"))
-        f = ws.vector("f_eval") if forces is None else forces
-        launch_forces(model, x, v, control, dt, self._friction_smoothing,
+        f = ws.vector("f_eval")
+        launch_forces(model, x, v, control, 0.0, self._friction_smoothing,
                       state_in.neighbor_count, state_in.neighbor_index, f)
         r = ws.launch(implicit.implicit_residual, [model.particle_mass, model.gravity, qd_n, v, f, real(dt)],
                       ws.vector(key))
+        if not measure:
+            return r, None
         return r, (float(np.abs(r.numpy()).max()) if ws.n else 0.0)
 
     def _jacobian_product(self, model, state_in, control, v, r, p, dt, ws: Workspace, out: wp.array):
@@ -237,10 +263,11 @@ class ImplicitEulerSolver(SolverBase):
         rms = np.sqrt(ws.n)
         scale = max(ws.norm(v) / rms + 1.0, self._position_scale / dt)
         h = self._fd_scale * scale / (p_norm / rms)
-        r_plus, _ = self._residual(model, state_in, control, ws.axpy(v, p, h, "v_plus"), dt, ws, "R_plus")
+        r_plus, _ = self._residual(model, state_in, control, ws.axpy(v, p, h, "v_plus"), dt, ws, "R_plus", False)
         if model.dtype == wp.float64:
             return ws.launch(implicit.scaled_difference, [r_plus, r, model.real(1.0 / h)], out)
-        r_minus, _ = self._residual(model, state_in, control, ws.axpy(v, p, -h, "v_minus"), dt, ws, "R_minus")
+        r_minus, _ = self._residual(model, state_in, control, ws.axpy(v, p, -h, "v_minus"), dt, ws, "R_minus",
+                                    False)
         return ws.launch(implicit.scaled_difference, [r_plus, r_minus, model.real(0.5 / h)], out)
 
     # ------------------------------------------------------------------ adjoint
@@ -266,8 +293,7 @@ class ImplicitEulerSolver(SolverBase):
             with detached_tape:
                 r, _ = self._residual(
                     self._detached_model, state_in, _Detached(control, [s.name for s in CONTROL_FIELDS]), probe, dt,
-                    vjp_ws, "R", particle_q=_without_grad(state_in.particle_q),
-                    particle_qd=_without_grad(state_in.particle_qd))
+                    vjp_ws, "R", False, _without_grad(state_in.particle_q), _without_grad(state_in.particle_qd))
 
             def transpose_product(w: wp.array, out: wp.array) -> wp.array:
                 detached_tape.backward(grads={r: w})
@@ -277,18 +303,20 @@ class ImplicitEulerSolver(SolverBase):
 
             lam, its, res = bicgstab(transpose_product, rhs, ws, self.adjoint_tolerance, 0.0, self.adjoint_iterations)
             target = self.adjoint_tolerance * ws.norm(rhs)
-            self.last_adjoint = SolveStats(1, its, res, bool(res <= target))
-            if not self.last_adjoint.converged:
+            self.last_adjoint = SolveStats(1, its, res, target, bool(res <= target))
+            if np.isfinite(res) and not self.last_adjoint.converged:
                 warnings.warn(f"ImplicitEulerSolver: adjoint solve did not converge ({its} iterations, "
                               f"residual {res:.3e} > {target:.3e}); the step's gradient is inexact", stacklevel=2)
             vjp_ws.zero_grads()
             input_tape = wp.Tape()
             with input_tape:
-                r, _ = self._residual(model, state_in, control, probe, dt, vjp_ws, "R")
+                r, _ = self._residual(model, state_in, control, probe, dt, vjp_ws, "R", False)
             input_tape.backward(grads={r: lam})
             vjp_ws.zero_grads()
         if state_in.particle_q.grad is not None:
             ws.launch(implicit.axpy, [state_in.particle_q.grad, gx, model.real(1.0)], state_in.particle_q.grad)
+        gx.zero_()  # consumed, as Warp's kernel adjoints consume their outputs' adjoints
+        gv.zero_()
 
 
 def _other(key: str) -> str:

@@ -3,7 +3,8 @@
 A ``Workspace`` decides where every intermediate vector and scalar lives:
 
 - ``reuse=True``: one array per name, allocated once and overwritten. Memory does not
-  depend on the iteration count; nothing may be recorded on a tape.
+  depend on the iteration count; a recorded tape may only hold a computation whose
+  arrays are not overwritten before its backward (one evaluation per tape).
 - ``reuse=False``: every request returns a new zeroed array with gradients, so the whole
   solve is a sequence of recorded launches on fresh arrays that ``wp.Tape`` can
   differentiate (unrolled differentiation; memory grows with the iterations).
@@ -129,8 +130,10 @@ def bicgstab(
 ) -> tuple[wp.array, int, float]:
     """Solve A x = b from x = 0 by BiCGSTAB, with ``apply(p, out)`` writing A p into ``out``.
 
-    Stops when the residual norm is at most max(rtol |b|, atol) or after ``max_iterations``.
-    Returns (x, iterations, final residual norm). ``b`` is only read.
+    Stops when the residual norm is at most max(rtol |b|, atol), after ``max_iterations``,
+    or when it becomes NaN/Inf (the iterate, then non-finite too, is returned so that the
+    caller sees it). Returns (x, iterations, final residual norm). ``b`` is only read; it
+    must not be one of the workspace's own vectors ("x", "p", "v", "s", "t", "r").
     """
     target = max(rtol * ws.norm(b), atol)
     x = ws.zeros("x")
@@ -148,7 +151,7 @@ def bicgstab(
         s = ws.axpy_device(r, v, alpha, -1.0, "s")
         residual_norm = ws.norm(s)
         if not math.isfinite(residual_norm):
-            return ws.zeros("x"), it + 1, residual_norm  # diverged: no usable direction
+            return ws.axpy_device(x, p, alpha, 1.0, "x"), it + 1, residual_norm  # non-finite: stop, pass it on
         if residual_norm <= target:
             return ws.axpy_device(x, p, alpha, 1.0, "x"), it + 1, residual_norm
         t = apply(s, ws.vector("t"))
@@ -157,7 +160,7 @@ def bicgstab(
         r = ws.axpy_device(s, t, omega, -1.0, "r")
         residual_norm = ws.norm(r)
         if not math.isfinite(residual_norm):
-            return ws.zeros("x"), it + 1, residual_norm
+            return x, it + 1, residual_norm
         if residual_norm <= target:
             return x, it + 1, residual_norm
         rho_prev = rho
