@@ -10,6 +10,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 PLOTS = {
     "bounce_to_target": ["loss.png", "trajectory.png"],
     "cloth_drape": ["drape.png"],
+    "long_horizon_swing": ["optimisation.png", "gradient_norms.png"],
     "soft_crawler": ["crawl.png"],
     "soft_stiffness_fit": ["fit.png"],
 }

@@ -9,7 +9,8 @@ from wpsim.diff.audit import AUDIT_CASES, TOLERANCE, run_case
 from wpsim.losses import linear_state_loss
 
 
-@pytest.mark.parametrize("case", AUDIT_CASES, ids=[f"{c.family}-{c.param}".replace(" ", "_") for c in AUDIT_CASES])
+@pytest.mark.parametrize("case", AUDIT_CASES,
+                         ids=[f"{c.solver}-{c.family}-{c.param}".replace(" ", "_") for c in AUDIT_CASES])
 def test_audit_case(case):
     """Every differentiable parameter family: relative error <= 1e-4 (the gradcheck audit)."""
     row = run_case(case)

@@ -36,10 +36,12 @@ def parse_peak_bytes(report: str) -> int:
 
 def tracked_peak(fn: Callable[[], object]) -> tuple[int, object]:
     """Run ``fn()`` with Warp's allocation tracker on; returns (peak bytes of Warp
-    allocations made meanwhile, result). The report's 2-decimal rounding bounds the error
-    at 0.5% of the peak."""
+    allocations made meanwhile, result). The tracker is cleared first, so an earlier
+    measurement in the same process does not leak into this one. The report's 2-decimal
+    rounding bounds the error at 0.5% of the peak."""
     reports = []
-    with wp.ScopedMemoryTracker("bench", report_func=reports.append):
+    with wp.ScopedMemoryTracker("bench", report_func=reports.append) as tracker:
+        tracker.clear()  # forget the high-water mark of anything tracked before
         result = fn()
         wp.synchronize()
     return parse_peak_bytes(reports[-1] if reports else ""), result

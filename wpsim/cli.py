@@ -34,19 +34,21 @@ def cmd_gradcheck(args) -> int:
 
     def progress(done, total, row):
         status = "ok" if row["ok"] else "FAIL"
-        progress_line(done, total, f"{row['family']:<17} {row['param']:<25} rel. error {row['rel_error']:.2e}  {status}",
-                      stream=sys.stderr)
+        progress_line(done, total, f"{row['solver']:<14} {row['family']:<17} {row['param']:<25} "
+                      f"rel. error {row['rel_error']:.2e}  {status}", stream=sys.stderr)
 
     # Warp prints module-load lines on stdout; keep stdout for the result.
     with contextlib.redirect_stdout(sys.stderr):
         rows = run_audit(progress)
     failed = [r for r in rows if not r["ok"]]
     if args.json:
-        print(json.dumps([{k: r[k] for k in ("family", "param", "rel_error", "ok")} for r in rows], indent=2))
+        print(json.dumps([{k: r[k] for k in ("solver", "family", "param", "rel_error", "ok")} for r in rows], indent=2))
     else:
-        print(f"{'family':<18}{'parameter':<27}{'rel. error':>11}  result   (tape vs central differences, float64)")
+        print(f"{'solver':<15}{'family':<18}{'parameter':<27}{'rel. error':>11}  result   "
+              "(tape vs central differences, float64)")
         for r in rows:
-            print(f"{r['family']:<18}{r['param']:<27}{r['rel_error']:>11.2e}  {'ok' if r['ok'] else 'FAIL'}")
+            print(f"{r['solver']:<15}{r['family']:<18}{r['param']:<27}{r['rel_error']:>11.2e}  "
+                  f"{'ok' if r['ok'] else 'FAIL'}")
         print(f"{len(rows) - len(failed)}/{len(rows)} passed (bound {TOLERANCE:g})")
     return 1 if failed else 0
 
