@@ -146,3 +146,9 @@ def test_builder_options_rejected():
         b.add_soft_grid(pos=(0, 0, 0))
     with pytest.raises(ValueError, match="either young_modulus and poisson_ratio, or mu and lam"):
         b.add_soft_grid(pos=(0, 0, 0), young_modulus=1e4, mu=1.0, lam=1.0)
+
+
+def test_a_model_without_particles_simulates():
+    model = wpsim.ModelBuilder().finalize()
+    final = wpsim.simulate(wpsim.SemiImplicitSolver(model), model.state(), 3, 1e-3)
+    assert final.particle_q.shape == (0,)

@@ -39,7 +39,7 @@ def suite_config(quick: bool) -> tuple[int, tuple]:
     return (4, (20, 80)) if quick else (16, (1000, 10000))
 
 
-def _rollout(device, dim: int, steps: int, mode: str):
+def _rollout(device, dim: int, steps: int, mode: str, levels: int = 1):
     """The benchmark rollout: a dim x dim cloth falling onto a sphere for ``steps`` steps,
     loss = squared distance (m^2) of the final positions to the initial ones 0.3 m lower."""
     model = scenes.cloth_on_sphere(dim).finalize(device=device, requires_grad=True)
@@ -50,18 +50,19 @@ def _rollout(device, dim: int, steps: int, mode: str):
         if k == steps:
             squared_distance(state.particle_q, targets, loss=loss)
 
-    return model, Rollout(solver, steps, DT, loss_fn, mode=mode), model.state(requires_grad=True)
+    rollout = Rollout(solver, steps, DT, loss_fn, mode=mode, levels=levels)
+    return model, rollout, model.state(requires_grad=True)
 
 
-def measure(device, dim: int, steps: int, mode: str) -> dict:
+def measure(device, dim: int, steps: int, mode: str, levels: int = 1) -> dict:
     """Measure one configuration in this process (call it in a fresh process)."""
     device = wp.get_device(device)
-    _, warm, warm_state = _rollout(device, dim, 2, mode)
+    _, warm, warm_state = _rollout(device, dim, 2, mode, levels)
     warm.forward(warm_state)
     warm.backward()
 
     def differentiate():
-        model, rollout, state = _rollout(device, dim, steps, mode)
+        model, rollout, state = _rollout(device, dim, steps, mode, levels)
 
         def forward_backward():
             value = rollout.forward(state)
@@ -80,7 +81,7 @@ def measure(device, dim: int, steps: int, mode: str) -> dict:
         "wall_s": wall,
         "max_rss_bytes": rss * (1 if sys.platform == "darwin" else 1024),
         "particles": model.particle_count,
-        "segment_length": rollout.segment_lengths[0] if mode == "checkpoint" else None,
+        "segment_length": rollout.segment_lengths if mode == "checkpoint" else None,
         "precision": "float64" if model.dtype == wp.float64 else "float32",
         "loss": loss,
     }
@@ -88,28 +89,30 @@ def measure(device, dim: int, steps: int, mode: str) -> dict:
 
 def checkpoint_suite(device=None, quick: bool = False) -> list[dict]:
     """Suite ``checkpoint``: for T in (1,000, 10,000) steps (quick: 20, 80 on a tiny cloth),
-    ``peak_memory_bytes`` and ``wall_s`` (forward + backward) of full and checkpoint mode,
-    and their ``memory_ratio``."""
+    ``peak_memory_bytes`` and ``wall_s`` (forward + backward) of full mode and of checkpoint
+    mode with one and two levels (``params["levels"]``), and the full/one-level
+    ``memory_ratio``."""
     device = wp.get_device(device)
     dim, horizons = suite_config(quick)
     records = []
     for steps in horizons:
         peaks = {}
-        for mode in ("full", "checkpoint"):
+        for mode, levels in (("full", None), ("checkpoint", 1), ("checkpoint", 2)):
             start = time.perf_counter()
             found = run_worker(WORKER_MODULE, ["--device", str(device), "--dim", str(dim), "--steps", str(steps),
-                                          "--mode", mode])
-            params = {"T": steps, "mode": mode, "device": str(device), "precision": found["precision"],
-                      "particles": found["particles"], "segment_length": found["segment_length"], "dt": DT,
-                      "max_rss_bytes": found["max_rss_bytes"]}
+                                               "--mode", mode, "--levels", str(levels or 1)])
+            params = {"T": steps, "mode": mode, "levels": levels, "device": str(device),
+                      "precision": found["precision"], "particles": found["particles"],
+                      "segment_length": found["segment_length"], "dt": DT, "max_rss_bytes": found["max_rss_bytes"]}
             records.append(record(SUITE, "cloth", params, "peak_memory_bytes", found["peak_memory_bytes"]))
             records.append(record(SUITE, "cloth", params, "wall_s", found["wall_s"]))
-            peaks[mode] = found["peak_memory_bytes"]
-            progress(f"checkpoint/cloth T={steps} {mode}: peak {found['peak_memory_bytes'] / 2**20:.2f} MiB, "
-                     f"{found['wall_s']:.2f} s ({time.perf_counter() - start:.1f} s)")
+            peaks[mode, levels] = found["peak_memory_bytes"]
+            progress(f"checkpoint/cloth T={steps} {mode}{'' if levels is None else f' ({levels} level)'}: peak "
+                     f"{found['peak_memory_bytes'] / 2**20:.2f} MiB, {found['wall_s']:.2f} s "
+                     f"({time.perf_counter() - start:.1f} s)")
         params = {"T": steps, "mode": "full/checkpoint", "device": str(device), "precision": found["precision"],
                   "particles": found["particles"], "dt": DT}
-        records.append(record(SUITE, "cloth", params, "memory_ratio", peaks["full"] / peaks["checkpoint"]))
+        records.append(record(SUITE, "cloth", params, "memory_ratio", peaks["full", None] / peaks["checkpoint", 1]))
     return records
 
 
@@ -122,11 +125,12 @@ def main(argv=None) -> int:
     parser.add_argument("--dim", type=int, default=16, help="cloth cells per side (worker)")
     parser.add_argument("--steps", type=int, default=1000, help="horizon T in steps (worker)")
     parser.add_argument("--mode", choices=("full", "checkpoint"), default="checkpoint", help="rollout mode (worker)")
+    parser.add_argument("--levels", type=int, choices=(1, 2), default=1, help="checkpoint levels (worker)")
     parser.add_argument("--quick", action="store_true", help="small suite (seconds)")
     args = parser.parse_args(argv)
     wp.config.log_level = wp.LOG_WARNING
     if args.worker:
-        result = measure(args.device, args.dim, args.steps, args.mode)
+        result = measure(args.device, args.dim, args.steps, args.mode, args.levels)
     else:
         result = checkpoint_suite(args.device, args.quick)
     print(json.dumps(result))

@@ -151,7 +151,8 @@ class State:
 
 def _state_storage(model: Model, count: int, requires_grad: bool) -> dict:
     """Per state field, an indexable of ``count`` arrays. Without particle contact the
-    (unused) neighbour arrays are shared by all states."""
+    (unused) neighbour arrays are shared by all states, as are the empty arrays of a model
+    without particles."""
     storage = {}
     for spec in STATE_FIELDS:
         dtype = warp_dtype(spec.kind, model.dtype)
@@ -159,7 +160,8 @@ def _state_storage(model: Model, count: int, requires_grad: bool) -> dict:
         shape = (model.particle_count,)
         if spec.name == "neighbor_index":
             shape = (model.particle_count, model.particle_max_neighbors)
-        if count == 1 or (spec.name.startswith("neighbor") and model.particle_max_neighbors == 0):
+        shared = spec.name.startswith("neighbor") and model.particle_max_neighbors == 0
+        if count == 1 or shared or model.particle_count == 0:
             storage[spec.name] = [wp.zeros(shape, dtype=dtype, device=model.device, requires_grad=grad)] * count
         else:
             storage[spec.name] = wp.zeros((count, *shape), dtype=dtype, device=model.device, requires_grad=grad)
