@@ -139,7 +139,7 @@ class RopeSwing:
         found = {}
         for mode in ("checkpoint", "full"):
             peak, _ = tracked_peak(lambda: self.loss_and_gradient(p, self.make_rollout(mode)))
-            found[mode] = (peak, self.state0.particle_q.grad.numpy(), self.state0.particle_qd.grad.numpy())
+            found[mode] = (peak, self.state0.particle_q.grad.numpy().copy(), self.state0.particle_qd.grad.numpy().copy())
         (ck, *ck_grads), (full, *full_grads) = found["checkpoint"], found["full"]
         equal = all(np.array_equal(a, b) for a, b in zip(ck_grads, full_grads))
         return {"checkpoint_peak_bytes": ck, "full_peak_bytes": full, "memory_ratio": full / ck,

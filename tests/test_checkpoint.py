@@ -403,3 +403,45 @@ def test_quick_checkpoint_suite():
         assert ratios[steps] == pytest.approx(memory[steps, "full", None] / memory[steps, "checkpoint", 1])
         assert memory[steps, "checkpoint", 1] < memory[steps, "full", None]
         assert memory[steps, "checkpoint", 2] < memory[steps, "full", None]
+
+
+@pytest.mark.parametrize("change", ["state0", "first control", "middle control"])
+def test_changes_in_any_segment_are_detected(change):
+    """Every re-run segment must end where the forward went, and state0 must be unchanged."""
+    case = contact_case()
+    rollout = Rollout(case.solver, case.steps, case.dt, case.loss_fn, control=case.control, mode="checkpoint",
+                      segment_length=5)
+    rollout.forward(case.state)
+    if change == "state0":
+        case.state.particle_q.assign(case.state.particle_q.numpy() + 1e-3)
+    else:
+        control = case.control[0 if change == "first control" else 12]
+        control.particle_f_ext.assign(control.particle_f_ext.numpy() * 2.0)
+    with pytest.raises(RuntimeError, match="does not reproduce"):
+        rollout.backward()
+
+
+def test_failed_forward_cannot_be_backpropagated():
+    case = contact_case()
+    calls = []
+
+    def loss_fn(k, state, loss):
+        calls.append(k)
+        if len(calls) > case.steps + 5:
+            raise RuntimeError("loss failed")
+        case.loss_fn(k, state, loss)
+
+    rollout = Rollout(case.solver, case.steps, case.dt, loss_fn, control=case.control, mode="checkpoint")
+    rollout.forward(case.state)
+    with pytest.raises(RuntimeError, match="loss failed"):
+        rollout.forward(case.state)
+    with pytest.raises(ValueError, match="needs a forward"):
+        rollout.backward()
+
+
+@pytest.mark.parametrize("mode", ["full", "checkpoint"])
+def test_model_without_particles(mode):
+    model = wpsim.ModelBuilder().finalize(requires_grad=True)
+    rollout = Rollout(wpsim.SemiImplicitSolver(model), 4, 1e-3, lambda k, state, loss: None, mode=mode)
+    assert rollout.forward(model.state()) == 0.0
+    rollout.backward()

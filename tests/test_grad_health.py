@@ -244,3 +244,18 @@ def test_adjoint_clip_bounds_the_propagated_adjoint():
         assert np.allclose(norm[1:-1], 0.5, rtol=1e-12)
         assert report.adjoint_clip == 0.5
     assert np.array_equal(reports[0].adjoint_q_norm, reports[1].adjoint_q_norm)
+
+
+def test_clip_counts_a_repeated_array_once_and_checks_strided_views():
+    s = wp.zeros(2, dtype=wp.float64, requires_grad=True)
+    s.grad.assign(np.array([3.0, 4.0]))
+    assert clip_grad_norm([s, s], 1.0) == pytest.approx(5.0, rel=1e-12)
+    assert np.allclose(s.grad.numpy(), [0.6, 0.8], rtol=1e-12)
+    # a strided view: read-only checks work on a copy, in-place clipping refuses
+    a = wp.zeros(6, dtype=wp.float64, requires_grad=True)
+    a.grad.assign(np.array([0.0, 1.0, np.nan, 1.0, 0.0, 1.0]))
+    every_other = a[::2]
+    (bad,) = nonfinite_grads({"even": every_other})
+    assert (bad.count, bad.size, bad.first_index) == (1, 3, 1)
+    with pytest.raises(ValueError, match="not contiguous"):
+        clip_grad_norm([every_other], 1.0)

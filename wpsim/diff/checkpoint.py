@@ -42,10 +42,13 @@ identically in both modes.
 Gradients accumulate into existing ``.grad`` arrays like ``wp.Tape.backward`` (see
 ``zero_grad``). Between ``forward`` and ``backward`` the model parameters, user-given
 controls, the controller's parameters and ``state0`` must not be modified: a full-mode
-backward reads them as they are then, a checkpointed backward re-runs the steps with them
-(it checks that the re-run reproduces the final state bitwise and raises RuntimeError
-otherwise). ``loss_fn`` and a controller must not keep references to the states they get
-(checkpoint mode reuses them).
+backward reads them as they are then (unchecked), a checkpointed backward re-runs the steps
+with them: it checks that ``state0`` and the end state of every re-run segment are bitwise
+the forward's, and raises RuntimeError otherwise (one read-back per segment). ``loss_fn``
+and a controller must not keep references to the states they get (checkpoint mode reuses
+them), and must read only positions and velocities: a state's ``particle_f`` and
+neighbour lists belong to the step that starts from it, which has not run yet when the
+state's loss term is recorded.
 """
 
 from __future__ import annotations
@@ -204,6 +207,8 @@ class Rollout:
         """Run T steps from ``state0`` and return the loss (reads it back: one sync)."""
         if not isinstance(state0, State):
             raise ValueError(f"state0 must be a State, got {type(state0).__name__}")
+        self._pending = False  # until this forward completes
+        self._states = self._tapes = None  # release a previous full-mode forward first
         self._state0, self._step0 = state0, self.solver.step_count
         self._loss = wp.zeros(1, dtype=self.model.dtype, device=self.model.device, requires_grad=True)
         if self.mode == "full":
@@ -241,7 +246,6 @@ class Rollout:
             raise ValueError("backward(): state0 was created without requires_grad, so it has no gradient arrays")
         if track and not (diagnostics or check_finite):
             raise ValueError("track needs diagnostics=True or check_finite=True")
-        self._pending = False
         self._names = self._base_names(track) if check_finite or diagnostics else {}
         if check_finite:
             already = nonfinite_grads(self._names)
@@ -249,14 +253,16 @@ class Rollout:
                 raise NonFiniteGradientError(already, None)
         self._check = check_finite
         self._monitor = GradientMonitor(self.num_steps, self.model.device, track) if diagnostics else None
+        self._pending = False
         try:
             if self.mode == "full":
                 self._loss.grad.fill_(1.0)
                 self._backward_steps(0, self.num_steps, self._states, *self._tapes)
-                self._tapes = None
+                self._states = self._tapes = None  # final_state stays
             else:
                 self._rerun_loss.grad.fill_(1.0)
-                self._backward_range(0, self.num_steps, 0)
+                self._verify(self._state0, 0, self._checkpoint(0, 0, 0))
+                self._backward_range(0, self.num_steps, 0, (self._final.particle_q, self._final.particle_qd))
         finally:
             self.solver.step_count = self._step0 + self.num_steps
         if not diagnostics:
@@ -302,7 +308,6 @@ class Rollout:
         states 0 and 1, storing the states at the level's segment starts; with ``loss``, add
         the loss terms of states a..b into it and keep the final state. Returns state b."""
         length = self.segment_lengths[level]
-        q_store, qd_store = self._stores[level]
         self.solver.step_count = self._step0 + a
         scratch = None if self._scratch is None else self._scratch[0]
         state = start
@@ -310,8 +315,9 @@ class Rollout:
             self.loss_fn(a, state, loss)
         for k in range(a, b):
             if (k - a) % length == 0:
-                wp.copy(q_store[(k - a) // length], state.particle_q)
-                wp.copy(qd_store[(k - a) // length], state.particle_qd)
+                q, qd = self._checkpoint(level, a, k)
+                wp.copy(q, state.particle_q)
+                wp.copy(qd, state.particle_qd)
             out = self._pool[1] if state is self._pool[0] else self._pool[0]
             if scratch is not None:
                 _zero_control(scratch, grads=False)
@@ -349,29 +355,39 @@ class Rollout:
         """State s from the level's checkpoints of the range starting at a (state0 for s = 0)."""
         if s == 0:
             return self._state0
-        length = self.segment_lengths[level]
-        q_store, qd_store = self._stores[level]
         start = self._pool[0]
-        wp.copy(start.particle_q, q_store[(s - a) // length])
-        wp.copy(start.particle_qd, qd_store[(s - a) // length])
+        q, qd = self._checkpoint(level, a, s)
+        wp.copy(start.particle_q, q)
+        wp.copy(start.particle_qd, qd)
         return start
 
-    def _backward_range(self, a: int, b: int, level: int):
+    def _checkpoint(self, level: int, a: int, k: int) -> tuple:
+        """(positions, velocities) arrays stored for state k at ``level`` (range from a)."""
+        if not self.model.particle_count:
+            return self._final.particle_q, self._final.particle_qd  # nothing to store: empty arrays
+        index = (k - a) // self.segment_lengths[level]
+        return self._stores[level][0][index], self._stores[level][1][index]
+
+    def _backward_range(self, a: int, b: int, level: int, expected_end: tuple):
         """Backward of steps a..b-1, whose level-``level`` checkpoints are stored, segment by
-        segment in reverse; an inner level first re-runs the segment to store its own."""
+        segment in reverse; an inner level first re-runs the segment to store its own. Every
+        re-run must end where the forward went: at the next checkpoint, or at
+        ``expected_end`` (positions, velocities of state b)."""
         length = self.segment_lengths[level]
         for s in reversed(range(a, b, length)):
             e = min(s + length, b)
+            end = expected_end if e == b else self._checkpoint(level, a, e)
             start = self._restore(s, level, a)
             if level + 1 == len(self.segment_lengths):
-                self._backward_segment(s, e, start)
+                self._backward_segment(s, e, start, end)
             else:
-                self._sweep(s, e, start, level + 1)
-                self._backward_range(s, e, level + 1)
+                self._verify(self._sweep(s, e, start, level + 1), e, end)
+                self._backward_range(s, e, level + 1, end)
 
-    def _backward_segment(self, s: int, e: int, start: State):
-        """Re-run steps s..e-1 recorded from ``start`` into the pool, seed state e's adjoint
-        with the carried one, backpropagate and carry state s's adjoint on."""
+    def _backward_segment(self, s: int, e: int, start: State, expected_end: tuple):
+        """Re-run steps s..e-1 recorded from ``start`` into the pool, check that state e is
+        the forward's, seed its adjoint with the carried one, backpropagate and carry state
+        s's adjoint on."""
         states = [start] + self._pool[1:e - s + 1]
         for state in states:
             if state is not self._state0:
@@ -384,20 +400,19 @@ class Rollout:
             wp.copy(states[-1].particle_qd.grad, self._carry[1])
         self.solver.step_count = self._step0 + s
         tapes = self._record_range(s, e, states, self._rerun_loss, self._scratch)
-        if e == self.num_steps:
-            self._verify_final(states[-1])
+        self._verify(states[-1], e, expected_end)
         self._backward_steps(s, e, states, *tapes)
         if s > 0:
             wp.copy(self._carry[0], states[0].particle_q.grad)
             wp.copy(self._carry[1], states[0].particle_qd.grad)
 
-    def _verify_final(self, state: State):
-        """The re-run must reproduce the forward's final state bitwise."""
-        for name in ("particle_q", "particle_qd"):
-            if not np.array_equal(getattr(state, name).numpy(), getattr(self._final, name).numpy()):
+    def _verify(self, state: State, k: int, expected: tuple):
+        """A re-run must reproduce the forward's state k bitwise (reads both back)."""
+        for name, reference in zip(("particle_q", "particle_qd"), expected):
+            if not np.array_equal(getattr(state, name).numpy(), reference.numpy()):
                 raise RuntimeError(
-                    f"the checkpointed re-run does not reproduce the forward's final {name}: a model parameter, "
-                    "control, controller parameter or state0 changed between forward() and backward()"
+                    f"the checkpointed re-run does not reproduce the forward's {name} of state {k}: a model "
+                    "parameter, control, controller parameter or state0 changed between forward() and backward()"
                 )
 
     def _backward_steps(self, s: int, e: int, states: list, loss_tapes: list, step_tapes: list):

@@ -30,13 +30,16 @@ from ..output import save_figure
 _NO_INDEX = 2**31 - 1
 
 
-def _flat(arr: wp.array, name: str) -> wp.array:
-    """A flat 1-D view of the scalars of a contiguous float32/float64 array."""
+def _flat(arr: wp.array, name: str, writable: bool = False) -> wp.array:
+    """A flat 1-D view of the scalars of a float32/float64 array; of a contiguous copy when
+    the array is strided (not allowed when the result is to be written)."""
     scalar = getattr(arr.dtype, "_wp_scalar_type_", arr.dtype)
     if scalar not in PRECISIONS:
         raise ValueError(f"{name}: dtype {wp.types.type_repr(arr.dtype)} is not built on float32 or float64")
     if not arr.is_contiguous:
-        raise ValueError(f"{name}: the array is not contiguous")
+        if writable:
+            raise ValueError(f"{name}: the array is not contiguous, so its gradient cannot be scaled in place")
+        arr = arr.contiguous()
     view = arr if arr.dtype is scalar else arr.view(scalar)
     return view.flatten()
 
@@ -170,6 +173,7 @@ def backward_checked(tape: wp.Tape, loss: wp.array | None = None, names: dict | 
     After a custom backward function (``record_func``) all arrays registered on the tape
     are checked. Post hoc: ``tape.zero(); backward_checked(tape, loss)`` replays a backward
     that went wrong. Returns the ``NonFiniteSource``, or None when all stayed finite.
+    Array fields of ``wp.struct`` arguments are not checked (wpsim kernels take none).
     """
     if loss is not None:
         if loss.size != 1 or loss.grad is None:
@@ -217,7 +221,8 @@ def clip_grad_norm(arrays, max_norm: float, sync: bool = True) -> float | None:
     leaves the gradients unchanged."""
     if not (max_norm > 0.0 and math.isfinite(max_norm)):
         raise ValueError(f"max_norm must be a positive finite number, got {max_norm}")
-    flats = [_flat(_grad(name, a), name) for name, a in _named_items(arrays)]
+    items = {a.grad.ptr if a.grad is not None else id(a): (name, a) for name, a in _named_items(arrays)}
+    flats = [_flat(_grad(name, a), name, writable=True) for name, a in items.values()]  # each gradient once
     total = wp.zeros(1, dtype=wp.float64, device=_same_device(flats, "clip_grad_norm"))
     for flat in flats:
         _launch(sum_squares, flat, flat.size, [flat, 0, total])
@@ -276,7 +281,8 @@ class GradientMonitor:
     def __init__(self, num_steps: int, device, track: dict | None = None):
         self.num_steps = num_steps
         self._norms = wp.zeros(2 * (num_steps + 1), dtype=wp.float64, device=device)
-        self._track = [(name, _flat(_grad(name, a), name)) for name, a in (track or {}).items()]
+        # views of the live gradients, so they must be contiguous
+        self._track = [(name, _flat(_grad(name, a), name, writable=True)) for name, a in (track or {}).items()]
         self._before = [wp.empty_like(flat) for _, flat in self._track]
         self._changes = wp.zeros(len(self._track) * num_steps, dtype=wp.float64, device=device)
 
