@@ -203,8 +203,10 @@ class ImplicitEulerSolver(SolverBase):
         keys = {"v": "v1", "R": "R1"}  # names holding the next trial (alternate in reuse mode)
         stats = SolveStats(tolerance=tolerance)
         while r_max > tolerance and stats.newton_iterations < self.newton_iterations:
+            # velocity scale of the finite-difference step: |v| + 1 m/s, or the positions' size / dt
+            scale = max(ws.norm(v) / np.sqrt(ws.n) + 1.0, self._position_scale / dt)
             direction, k_its, _ = bicgstab(
-                lambda p, out: self._jacobian_product(model, state_in, control, v, r, p, dt, ws, out),
+                lambda p, out: self._jacobian_product(model, state_in, control, v, r, p, dt, scale, ws, out),
                 r, ws, self.krylov_tolerance, 0.0, self.krylov_iterations)
             stats.krylov_iterations += k_its
             r_norm = ws.norm(r)
@@ -252,17 +254,15 @@ class ImplicitEulerSolver(SolverBase):
             return r, None
         return r, (float(np.abs(r.numpy()).max()) if ws.n else 0.0)
 
-    def _jacobian_product(self, model, state_in, control, v, r, p, dt, ws: Workspace, out: wp.array):
+    def _jacobian_product(self, model, state_in, control, v, r, p, dt, scale, ws: Workspace, out: wp.array):
         """out = J p by a difference of R along p: forward (from ``r`` = R(v)) in float64,
-        central in float32, whose rounding would swamp a forward difference."""
+        central in float32, whose rounding would swamp a forward difference. The step moves
+        velocities by fd_scale * ``scale`` (m/s) in RMS, so positions move by at least
+        fd_scale relative to the scene's size and rounding stays small."""
         p_norm = ws.norm(p)
         if p_norm == 0.0 or not np.isfinite(p_norm):
             return ws.launch(implicit.scaled_difference, [p, p, model.real(0.0)], out)
-        # perturb velocities by fd_scale relative to |v| + 1 m/s, and positions (by dt times
-        # that) by at least fd_scale relative to the scene's size, so rounding stays small
-        rms = np.sqrt(ws.n)
-        scale = max(ws.norm(v) / rms + 1.0, self._position_scale / dt)
-        h = self._fd_scale * scale / (p_norm / rms)
+        h = self._fd_scale * scale / (p_norm / np.sqrt(ws.n))
         r_plus, _ = self._residual(model, state_in, control, ws.axpy(v, p, h, "v_plus"), dt, ws, "R_plus", False)
         if model.dtype == wp.float64:
             return ws.launch(implicit.scaled_difference, [r_plus, r, model.real(1.0 / h)], out)
