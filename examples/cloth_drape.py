@@ -7,8 +7,8 @@ compliant with Coulomb friction; light air drag (1.5 N s/m per m^2 of cloth) let
 rest. Self-collision is not modelled. The run is forward only (no tape), stepping two
 States in turn.
 
-Writes drape.png (3D view of the settled cloth over the sphere; kinetic energy over time)
-and result.json with the drape checks that ``--test`` asserts: the cloth on top of the
+Writes drape.png (3D view of the settled cloth over the sphere; kinetic energy over time),
+drape.usd (the cloth, the sphere and the ground, 50 frames per second) and result.json with the drape checks that ``--test`` asserts: the cloth on top of the
 sphere rests on its surface, nothing penetrates it by more than 3 mm, some of the cloth
 lies on the ground, the simulation is healthy and the kinetic energy has died down.
 """
@@ -26,6 +26,7 @@ wp.config.log_level = wp.LOG_WARNING
 
 from wpsim import ModelBuilder, SemiImplicitSolver, diagnostics  # noqa: E402
 from wpsim.output import example_main, progress_line, save_figure, write_json  # noqa: E402
+from wpsim.usd_export import UsdRecorder  # noqa: E402
 
 SPHERE_CENTRE, SPHERE_RADIUS = np.array([0.0, 0.0, 0.25]), 0.25  # m
 CLOTH_SIZE, DROP_HEIGHT, DENSITY = 1.2, 0.65, 0.5  # m, m, kg/m^2
@@ -37,6 +38,7 @@ RADIUS = 0.008  # m, contact radius of the cloth vertices
 SURFACE_TOLERANCE = 0.002  # m, how far above the sphere a vertex "resting" on it may be
 MAX_PENETRATION = 0.003  # m
 MAX_KINETIC_ENERGY = 1e-4  # J: mean speed below 2 cm/s for the 0.72 kg cloth
+USD_FPS = 50.0  # frames per second of drape.usd
 
 
 @dataclass
@@ -114,10 +116,15 @@ def run(config: DrapeConfig, out_dir, device=None) -> dict:
     solver = SemiImplicitSolver(model)
     state, scratch = model.state(), model.state()
     every = int(round(config.report_every_s / config.dt))
+    frame_every = int(round(1.0 / (USD_FPS * config.dt)))
+    recorder = UsdRecorder(model, fps=1.0 / (frame_every * config.dt))
+    recorder.record(state)
     times, energies = [0.0], [float(diagnostics.energy_report(model, state)["kinetic"][0])]
     for k in range(1, config.steps + 1):
         solver.step(state, scratch, None, config.dt)
         state, scratch = scratch, state
+        if k % frame_every == 0:
+            recorder.record(state)
         if k % 10 == 0:
             times.append(k * config.dt)
             energies.append(float(diagnostics.energy_report(model, state)["kinetic"][0]))
@@ -131,13 +138,14 @@ def run(config: DrapeConfig, out_dir, device=None) -> dict:
     out = Path(out_dir)
     write_json(out / "result.json", result)
     _plot(out / "drape.png", model, state, times, energies)
+    recorder.write(out / "drape.usd")
     print(f"health: {health}; kinetic energy {checks['kinetic_energy_j']:.2e} J (limit {MAX_KINETIC_ENERGY:.0e} J)")
     print(f"{checks['vertices_above_sphere']} vertices on top of the sphere, at most "
           f"{checks['largest_lift_above_sphere_m'] * 1e3:.2f} mm off its surface "
           f"(limit {SURFACE_TOLERANCE * 1e3:.0f} mm); "
           f"deepest penetration {checks['max_penetration_m'] * 1e3:.2f} mm (limit {MAX_PENETRATION * 1e3:.0f} mm); "
           f"{checks['vertices_on_ground']} vertices on the ground")
-    print(f"wrote {out / 'drape.png'}, {out / 'result.json'}")
+    print(f"wrote {out / 'drape.png'}, {out / 'drape.usd'} ({recorder.frame_count} frames), {out / 'result.json'}")
     return result
 
 

@@ -24,7 +24,9 @@ norms.
 
 Writes optimisation.png (loss per iteration; the bob's path in the swing plane and its angle
 over time, before and after, with the target), gradient_norms.png (adjoint norms against the
-step index) and result.json (lengths in m, losses in m^2, memory in bytes).
+step index), swing.usd (the initial and optimised swings as the variants of the set
+"iteration", 100 frames per second) and result.json (lengths in m, losses in m^2, memory in
+bytes).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from wpsim.diff.grad_health import plot_gradient_norms  # noqa: E402
 from wpsim.losses import squared_distance  # noqa: E402
 from wpsim.optim import adaptive_gradient_descent  # noqa: E402
 from wpsim.output import example_main, progress_line, save_figure, write_json  # noqa: E402
+from wpsim.usd_export import UsdRecorder  # noqa: E402
 
 LINKS = 8
 ROPE_LENGTH = 1.0  # m
@@ -145,16 +148,21 @@ class RopeSwing:
         return {"checkpoint_peak_bytes": ck, "full_peak_bytes": full, "memory_ratio": full / ck,
                 "gradients_bitwise_equal": bool(equal)}
 
-    def bob_path(self, p, every: int = 10) -> np.ndarray:
-        """Bob positions (m), every ``every`` steps from t = 0, of an unrecorded rollout."""
+    def bob_path(self, p, every: int = 10, recorder: UsdRecorder | None = None) -> np.ndarray:
+        """Bob positions (m), every ``every`` steps from t = 0, of an unrecorded rollout (whose
+        states at those steps also go to ``recorder``)."""
         self.launch(p)
         states = [self.model.state(requires_grad=False) for _ in range(2)]
         states[0].assign(self.state0)
         path = [states[0].particle_q.numpy()[LINKS].copy()]
+        if recorder is not None:
+            recorder.record(states[0])
         for k in range(self.config.steps):
             self.solver.step(states[k % 2], states[(k + 1) % 2], None, self.config.dt)
             if (k + 1) % every == 0:
                 path.append(states[(k + 1) % 2].particle_q.numpy()[LINKS].copy())
+                if recorder is not None:
+                    recorder.record(states[(k + 1) % 2])
         return np.array(path)
 
 
@@ -211,10 +219,16 @@ def run(config: SwingConfig, out_dir, device=None) -> dict:
     plot_gradient_norms(report, out / "gradient_norms.png",
                         title=f"adjoint norms at the optimised launch over {config.steps} steps (checkpointed)")
     _plot(out / "optimisation.png", swing, config, result, initial, best)
+    recorder = UsdRecorder(swing.model, fps=1.0 / (10 * config.dt))
+    for name, p in (("initial", initial), ("optimised", best)):
+        recorder.begin_take(name)
+        swing.bob_path(p, recorder=recorder)
+    recorder.write(out / "swing.usd")
     print(f"bob {result['final_distance_m'] * 1e3:.3f} mm from the target after {config.horizon_s:.1f} s "
           f"(from {result['initial_distance_m'] * 1e3:.1f} mm): "
           f"{radial * 1e3:+.3f} mm radial, {result['final_miss_along_swing_m'] * 1e3:.3f} mm along the swing")
-    print(f"wrote {out / 'optimisation.png'}, {out / 'gradient_norms.png'}, {out / 'result.json'}")
+    print(f"wrote {out / 'optimisation.png'}, {out / 'gradient_norms.png'}, {out / 'swing.usd'} (variants "
+          f"'initial' and 'optimised'), {out / 'result.json'}")
     return result
 
 

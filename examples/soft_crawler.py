@@ -12,8 +12,9 @@ halves of a cycle and the block can walk.
 Adam maximises the forward (x) displacement of the centre of mass after 1 s. Every step
 gets its own Control whose activation array is one row of a (steps, tets) array; the tape
 fills that array's gradient, and the chain rule on the host maps it onto (alpha, beta).
-Writes crawl.png (objective per iteration, centre-of-mass path, optimised gait) and
-result.json.
+Writes crawl.png (objective per iteration, centre-of-mass path, optimised gait), crawl.usd
+(the initial and the optimised gait as the variants "initial" and "optimised" of the set
+"iteration") and result.json.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ wp.config.log_level = wp.LOG_WARNING
 from wpsim import ModelBuilder, SemiImplicitSolver, diagnostics, simulate  # noqa: E402
 from wpsim.optim import Adam  # noqa: E402
 from wpsim.output import example_main, progress_line, save_figure, write_json  # noqa: E402
+from wpsim.usd_export import write_rollouts  # noqa: E402
 from wpsim.validation import lame_parameters  # noqa: E402
 
 CELL = 0.05  # m
@@ -38,6 +40,7 @@ DENSITY, MODULUS, POISSON, TET_KD = 500.0, 20e3, 0.3, 1.0  # kg/m^3, Pa, -, Pa s
 GROUND_KE, GROUND_KD, GROUND_MU = 2e3, 0.5, 0.8  # N/m, N s/m, -
 RADIUS = 0.005  # m, contact radius of the vertices
 MAX_AMPLITUDE = 0.3
+USD_FPS = 100.0  # frames per second of crawl.usd
 GROUPS = ("back bottom", "back top", "front bottom", "front top")
 
 
@@ -180,9 +183,15 @@ def run(config: CrawlConfig, out_dir, device=None) -> dict:
     out = Path(out_dir)
     write_json(out / "result.json", result)
     _plot(out / "crawl.png", crawler, result)
+    every = int(round(1.0 / (USD_FPS * config.dt)))
+    write_rollouts(out / "crawl.usd", crawler.model, {
+        "initial": crawler._rollout(initial, keep_states=True)[::every],
+        "optimised": crawler._rollout(best_params, keep_states=True)[::every],
+    }, fps=1.0 / (every * config.dt))
     print(f"forward displacement after {config.horizon_s:.1f} s: {history[0]:+.4f} m (initial gait) -> "
           f"{best:+.4f} m (optimised)")
-    print(f"wrote {out / 'crawl.png'}, {out / 'result.json'}")
+    print(f"wrote {out / 'crawl.png'}, {out / 'crawl.usd'} (variants 'initial' and 'optimised'), "
+          f"{out / 'result.json'}")
     return result
 
 

@@ -10,7 +10,9 @@ error. The Lame parameters of every tet are set from (E, nu)
 before each rollout, and dL/dlog E = sum_e (mu_e dL/dmu_e + lambda_e dL/dlambda_e) comes
 from the tape's gradients w.r.t. ``model.tet_mu`` and ``model.tet_lambda``.
 
-Writes fit.png (loss per iteration; measured vs fitted tip height) and result.json.
+Writes fit.png (loss per iteration; measured vs fitted tip height), fit.usd (the beam at the
+hidden and at the fitted modulus, without noise, as the variants "measured" and "fitted")
+and result.json.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from wpsim import ModelBuilder, SemiImplicitSolver, diagnostics, simulate  # noq
 from wpsim.losses import squared_distance  # noqa: E402
 from wpsim.optim import adaptive_gradient_descent  # noqa: E402
 from wpsim.output import example_main, progress_line, save_figure, write_json  # noqa: E402
+from wpsim.usd_export import write_rollouts  # noqa: E402
 from wpsim.validation import lame_parameters  # noqa: E402
 
 CELLS = 4  # along the beam; one cell across
@@ -185,9 +188,14 @@ def run(config: FitConfig, out_dir, device=None) -> dict:
     out = Path(out_dir)
     write_json(out / "result.json", result)
     _plot(out / "fit.png", fit, config, result, measured)
+    takes = {}
+    for name, modulus in (("measured", config.hidden_modulus_pa), ("fitted", fitted)):
+        fit._set_modulus(modulus)
+        takes[name] = fit._rollout()[::config.frame_every]
+    write_rollouts(out / "fit.usd", fit.model, takes, fps=1.0 / (config.frame_every * config.dt))
     print(f"fitted E = {fitted / 1e3:.3f} kPa (hidden {config.hidden_modulus_pa / 1e3:.3f} kPa, "
           f"error {error * 100:+.3f} %)")
-    print(f"wrote {out / 'fit.png'}, {out / 'result.json'}")
+    print(f"wrote {out / 'fit.png'}, {out / 'fit.usd'} (variants 'measured' and 'fitted'), {out / 'result.json'}")
     return result
 
 

@@ -32,7 +32,7 @@ def test_demo_writes_its_outputs(tmp_path):
     result = json.loads((tmp_path / "result.json").read_text())
     assert result["losses_m2"][-1] < result["losses_m2"][0]
     assert (proc.returncode == 0) == (result["loss_reduction"] >= 100.0)
-    for name in ("loss.png", "trajectory.png"):
+    for name in ("loss.png", "trajectory.png", "rollout.usd"):
         assert (tmp_path / name).stat().st_size > 1000
     assert "loss" in proc.stdout and "m^2" in proc.stdout
     assert not list(tmp_path.glob(".*")), "temporary files left behind"

@@ -1,35 +1,41 @@
-"""Every example runs in its short ``--test`` mode (which asserts its result) and writes its plots."""
+"""Every example runs in its short ``--test`` mode (which asserts its result) and writes its plots
+and its USD stage."""
 
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from pxr import Usd
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-PLOTS = {
-    "bounce_to_target": ["loss.png", "trajectory.png"],
-    "cloth_drape": ["drape.png"],
-    "long_horizon_swing": ["optimisation.png", "gradient_norms.png"],
-    "soft_crawler": ["crawl.png"],
-    "soft_stiffness_fit": ["fit.png"],
+OUTPUTS = {
+    "bounce_to_target": ["loss.png", "trajectory.png", "rollout.usd"],
+    "cloth_drape": ["drape.png", "drape.usd"],
+    "long_horizon_swing": ["optimisation.png", "gradient_norms.png", "swing.usd"],
+    "soft_crawler": ["crawl.png", "crawl.usd"],
+    "soft_stiffness_fit": ["fit.png", "fit.usd"],
 }
 
 
 def test_every_example_is_listed():
-    """A new example must say which plots it writes."""
-    assert sorted(p.stem for p in EXAMPLES.glob("*.py")) == sorted(PLOTS)
+    """A new example must say which plots and stages it writes."""
+    assert sorted(p.stem for p in EXAMPLES.glob("*.py")) == sorted(OUTPUTS)
 
 
 @pytest.mark.parametrize("script", sorted(EXAMPLES.glob("*.py")), ids=lambda p: p.stem)
 def test_example(script, tmp_path):
-    """The example's --test run succeeds and writes non-empty plots and result.json."""
+    """The example's --test run succeeds and writes non-empty plots, a USD stage with frames
+    (opened here with pxr) and result.json."""
     proc = subprocess.run(
         [sys.executable, str(script), "--test", "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, f"{script.name} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
-    for name in PLOTS.get(script.stem, []):
-        plot = tmp_path / name
-        assert plot.is_file() and plot.stat().st_size > 0, f"{script.name} did not write {name}"
+    for name in OUTPUTS.get(script.stem, []):
+        output = tmp_path / name
+        assert output.is_file() and output.stat().st_size > 0, f"{script.name} did not write {name}"
+        if output.suffix == ".usd":
+            stage = Usd.Stage.Open(str(output))
+            assert stage.GetDefaultPrim().GetPath() == "/World" and stage.GetEndTimeCode() > 0, name
     assert (tmp_path / "result.json").is_file()

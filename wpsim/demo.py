@@ -64,11 +64,16 @@ class BounceProblem:
         self.solver.check_health()
         return diagnostics.centroids(self.model, final, self.weights).numpy()[0].astype(np.float64)
 
-    def trajectory(self, velocity) -> np.ndarray:
-        """Centre-of-mass path (steps + 1, 3) in m for initial velocity ``velocity``."""
+    def states(self, velocity) -> list:
+        """All steps + 1 states of the rollout with initial velocity ``velocity``."""
         self._throw(velocity)
         states = simulate(self.solver, self.state0, self.config.steps, self.config.dt, keep_states=True)
         self.solver.check_health()
+        return states
+
+    def trajectory(self, velocity) -> np.ndarray:
+        """Centre-of-mass path (steps + 1, 3) in m for initial velocity ``velocity``."""
+        states = self.states(velocity)
         return np.array([diagnostics.centroids(self.model, s, self.weights).numpy()[0] for s in states], dtype=np.float64)
 
     def loss_and_gradient(self, velocity) -> tuple[float, np.ndarray]:
@@ -88,17 +93,20 @@ class BounceProblem:
 
 
 def run_demo(out_dir="wpsim_out", config: DemoConfig | None = None, device=None, quiet: bool = False) -> dict:
-    """Run the optimisation, write loss.png, trajectory.png and result.json into ``out_dir``."""
+    """Run the optimisation, write loss.png, trajectory.png, result.json and rollout.usd
+    into ``out_dir``."""
     config = config or DemoConfig()
     problem = BounceProblem(config, device)
     target = problem.final_centroid(config.hidden_velocity)
     problem.target.assign([target])
     if not quiet:
         print(f"target spot at {config.horizon_s:.2f} s: x = {target[0]:.3f} m, y = {target[1]:.3f} m")
-    tried = []
+    tried, accepted_iterates = [], []
 
     def report(it, velocity, loss, accepted):
         tried.append(velocity.tolist())
+        if accepted:
+            accepted_iterates.append((it, velocity.copy()))
         if not quiet:
             v = ", ".join(f"{c:.3f}" for c in velocity)
             mark = "" if accepted else "  (rejected, smaller step)"
@@ -119,11 +127,25 @@ def run_demo(out_dir="wpsim_out", config: DemoConfig | None = None, device=None,
     out = Path(out_dir)
     write_json(out / "result.json", result)
     _plot(out, problem, config, losses, best, target)
+    write_usd(out / "rollout.usd", problem, accepted_iterates)
     if not quiet:
         print(f"loss {losses[0]:.3e} -> {losses[-1]:.3e} m^2 ({result['loss_reduction']:.3g}x lower); "
               f"final horizontal distance to the target {np.sqrt(losses[-1]) * 100:.2f} cm")
-        print(f"wrote {out / 'loss.png'}, {out / 'trajectory.png'}, {out / 'result.json'}")
+        print(f"wrote {out / 'loss.png'}, {out / 'trajectory.png'}, {out / 'result.json'}, {out / 'rollout.usd'} "
+              "(variant set 'iteration': the throw after each accepted step)")
     return result
+
+
+def write_usd(path: Path, problem: BounceProblem, iterates: list, max_takes: int = 8, fps: float = 100.0) -> Path:
+    """The rollouts of up to ``max_takes`` accepted iterates (first and last included) as
+    the variants "iteration_<kkk>" (zero-padded, so that they sort) of one USD stage, at
+    ``fps`` frames per second."""
+    from .usd_export import write_rollouts
+
+    every = max(1, int(round(1.0 / (fps * problem.config.dt))))
+    chosen = sorted(set(np.linspace(0, len(iterates) - 1, min(max_takes, len(iterates))).round().astype(int)))
+    takes = {f"iteration_{iterates[i][0]:03d}": problem.states(iterates[i][1])[::every] for i in chosen}
+    return write_rollouts(path, problem.model, takes, fps=1.0 / (every * problem.config.dt))
 
 
 def _plot(out: Path, problem: BounceProblem, config: DemoConfig, losses, final_velocity, target):

@@ -11,6 +11,13 @@ import time
 from pathlib import Path
 
 
+def _umask() -> int:
+    """The process's file-creation mask."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: str | os.PathLike, write) -> Path:
     """Write a file through ``write(tmp_path)`` into a temporary file beside ``path``, then
     rename it over ``path``, so an interrupted run never leaves a truncated file behind."""
@@ -20,6 +27,7 @@ def atomic_write(path: str | os.PathLike, write) -> Path:
     os.close(fd)
     try:
         write(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; give it a normal file's mode
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
