@@ -1,12 +1,14 @@
-"""The ``wpsim`` console script: gradcheck, demo and bench, as a user runs them."""
+"""The ``wpsim`` console script: gradcheck, demo, bench and run, as a user runs them."""
 
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 WPSIM = [sys.executable, "-m", "wpsim.cli"]
+ASSETS = Path(__file__).resolve().parents[1] / "assets"
 
 
 def run(args, **kw):
@@ -50,3 +52,26 @@ def test_bench_quick_json():
 def test_help(args):
     proc = run(args)
     assert proc.returncode == 0 and "usage: wpsim" in proc.stdout
+
+
+def test_run_drops_a_mesh_file_and_writes_usd(tmp_path):
+    from pxr import Usd, UsdGeom
+
+    out = tmp_path / "finger.usda"
+    proc = run(["run", str(ASSETS / "soft_finger.obj"), "--cell", "0.004", "--steps", "400", "--fps", "100",
+                "--out", str(out)])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "984 tets of 4.0 mm cells" in proc.stdout and "frames" in proc.stdout
+    stage = Usd.Stage.Open(str(out))
+    soft = UsdGeom.Mesh(stage.GetPrimAtPath("/World/world_0/soft"))
+    assert soft.GetPointsAttr().GetTimeSamples() == [float(k) for k in range(5)]  # t = 0, 10 ms, ... 40 ms
+    assert stage.GetPrimAtPath("/World/shapes/shape_0").GetTypeName() == "Plane"
+
+
+@pytest.mark.parametrize("name, match", [("robot.urdf", "needs rigid bodies"), ("scene.dae", "unsupported scene file"),
+                                         ("missing.npz", "no such file")])
+def test_run_rejects_what_it_cannot_import(tmp_path, name, match):
+    if name.endswith(".urdf"):
+        (tmp_path / name).write_text("<robot name='r'/>")
+    proc = run(["run", str(tmp_path / name), "--steps", "1", "--out", str(tmp_path / "x.usd")])
+    assert proc.returncode == 2 and match in proc.stderr and "Traceback" not in proc.stderr
