@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 WPSIM = [sys.executable, "-m", "wpsim.cli"]
@@ -75,3 +76,35 @@ def test_run_rejects_what_it_cannot_import(tmp_path, name, match):
         (tmp_path / name).write_text("<robot name='r'/>")
     proc = run(["run", str(tmp_path / name), "--steps", "1", "--out", str(tmp_path / "x.usd")])
     assert proc.returncode == 2 and match in proc.stderr and "Traceback" not in proc.stderr
+
+
+
+@pytest.mark.parametrize("arrays, extra, match", [
+    ({"vertices": np.zeros((4, 2)), "tets": np.array([[0, 1, 2, 3]])}, [], "'vertices' must be"),
+    ({"vertices": np.eye(4)[:, :3], "tets": np.array([[0.0, 1.0, 2.0, 3.0]])}, [], "'tets' must be"),
+    ({"vertices": np.eye(4)[:, :3], "tets": np.array([[0, 1, 2, 4]])}, [], "outside"),
+    ({"vertices": np.eye(4)[:, :3], "tets": np.array([[0, 1, 2, 3]])}, ["--fps", "0"], "fps must be > 0"),
+    ({"vertices": np.eye(4)[:, :3], "tets": np.array([[0, 1, 2, 3]])}, ["--height", "-0.1"], "drop height"),
+])
+def test_run_checks_tet_files_and_options_first(tmp_path, arrays, extra, match):
+    path = tmp_path / "mesh.npz"
+    np.savez(path, **arrays)
+    proc = run(["run", str(path), "--out", str(tmp_path / "x.usd"), *extra])
+    assert proc.returncode == 2 and match in proc.stderr, proc.stderr[-1000:]
+    assert not (tmp_path / "x.usd").exists()
+
+
+def test_run_ignores_vertices_no_tet_uses(tmp_path):
+    """An unused vertex far below would otherwise decide the drop height (and be a fixed particle)."""
+    tets = np.load(ASSETS / "soft_finger_tets.npz")
+    path = tmp_path / "finger.npz"
+    np.savez(path, vertices=np.vstack([tets["vertices"], [[0.0, 0.0, -5.0]]]), tets=tets["tets"])
+    out = tmp_path / "finger.usda"
+    proc = run(["run", str(path), "--steps", "10", "--out", str(out)])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    from pxr import Usd, UsdGeom
+
+    stage = Usd.Stage.Open(str(out))
+    assert not stage.GetPrimAtPath("/World/world_0/particles")  # no stray particle
+    points = np.array(UsdGeom.Mesh(stage.GetPrimAtPath("/World/world_0/soft")).GetPointsAttr().Get(0))
+    assert points[:, 2].min() == pytest.approx(0.021, abs=1e-6)  # 2 cm drop + 1 mm contact radius

@@ -118,7 +118,7 @@ def test_file_errors_name_the_file(tmp_path):
     with pytest.raises(ValueError, match="empty.ply"):
         load_surface(tmp_path / "empty.ply")
     (tmp_path / "nan.obj").write_text("v 0 0 0\nv 1 0 0\nv 0 nan 0\nv 0 0 1\nf 1 3 2\nf 1 2 4\nf 1 4 3\nf 2 3 4\n")
-    with pytest.raises(ValueError, match="nan.obj"):
+    with pytest.raises(ValueError, match="nan.obj: vertex 2 is not finite"):
         load_surface(tmp_path / "nan.obj")
     ring = trimesh.creation.annulus(r_min=0.8, r_max=1.0, height=0.1)  # one big cell: its centre is in the hole
     with pytest.raises(ValueError, match="no cell"):
@@ -148,3 +148,22 @@ def test_truncated_and_corrupted_files_fail_cleanly(asset, tmp_path):
         else:
             check_solid(mesh.vertices, mesh.faces, path.name)
     assert failures >= 5  # at least the truncations are caught
+
+
+def test_seams_duplicates_and_distance_from_the_origin(tmp_path):
+    """OBJ texture/normal seams split vertices: they are merged; duplicate faces are dropped;
+    volumes of small parts far from the origin stay exact."""
+    box = trimesh.creation.box(extents=(0.1, 0.1, 0.1))
+    lines = [f"v {x} {y} {z}" for x, y, z in box.vertices[box.faces].reshape(-1, 3)]  # 3 own vertices per face
+    lines += [f"vt {u} {v}" for u, v in np.random.default_rng(0).random((3 * len(box.faces), 2))]
+    lines += [f"vn {x} {y} {z}" for x, y, z in np.repeat(box.face_normals, 3, axis=0)]
+    lines += [f"f {3 * i + 1}/{3 * i + 1}/{3 * i + 1} {3 * i + 2}/{3 * i + 2}/{3 * i + 2} {3 * i + 3}/{3 * i + 3}/{3 * i + 3}"
+              for i in range(len(box.faces))]
+    (tmp_path / "seams.obj").write_text("\n".join(lines) + "\n")
+    merged = load_surface(tmp_path / "seams.obj")
+    assert len(merged.vertices) == 8 and merged.volume == pytest.approx(1e-3)
+    doubled = trimesh.Trimesh(box.vertices, np.vstack([box.faces, box.faces[:1]]), process=False)
+    assert len(load_surface(_write(tmp_path / "doubled.stl", doubled)).faces) == 12
+    far = trimesh.creation.icosphere(subdivisions=2, radius=0.005)
+    from wpsim.meshing import signed_volume
+    assert signed_volume(far.vertices + 1e6, far.faces) == pytest.approx(far.volume, rel=1e-9)

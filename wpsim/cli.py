@@ -66,10 +66,11 @@ def cmd_bench(args) -> int:
 def cmd_run(args) -> int:
     """Simulate a soft body from a mesh file dropped on the ground; write its USD stage."""
     _quiet_warp()
-    from .scene_files import SoftSceneOptions, simulate_to_usd, soft_scene
+    from .scene_files import SoftSceneOptions, check_run_options, simulate_to_usd, soft_scene
 
     options = SoftSceneOptions(cell_size=args.cell, scale=args.scale, density=args.density,
                                young_modulus=args.young, drop_height=args.height)
+    check_run_options(options, args.out, args.fps)
     builder, quality = soft_scene(args.scene, options)
     if quality is not None:
         print(f"{args.scene}: {quality['tets']} tets of {args.cell * 1e3:.1f} mm cells; volume "

@@ -11,7 +11,8 @@ surface (generalised winding number > 1/2, computed here from solid angles, so n
 index library is needed); each kept cell is split into 6 positively oriented tetrahedra in
 the same conforming pattern as ``ModelBuilder.add_soft_grid``. The result is a staircase
 approximation: its volume differs from the surface's by about half a cell layer over the
-surface, which ``TetMesh.quality`` reports, with element-quality statistics. Every
+surface, which ``TetMesh.quality`` reports, with element-quality statistics. The inside
+test costs cells x faces, so large surfaces are best decimated first. Every
 tetrahedron has the same shape, so quality does not degrade near the boundary.
 
 trimesh is imported when a file is loaded.
@@ -27,6 +28,10 @@ import numpy as np
 from .geometry import grid_points, grid_tetrahedra
 
 SURFACE_SUFFIXES = (".obj", ".stl", ".ply")
+WINDING_BUDGET = 25_000_000
+"""Scalars per chunk of winding-number evaluation (bounds its memory at about 200 MB)."""
+MAX_INSIDE_TESTS = 500_000_000
+"""Largest cells x faces product tetrahedralize accepts (about 4 minutes on one core)."""
 
 
 def load_surface(path, scale: float = 1.0):
@@ -43,18 +48,26 @@ def load_surface(path, scale: float = 1.0):
     if not scale > 0.0:
         raise ValueError(f"{path}: scale must be > 0, got {scale}")
     try:
-        mesh = trimesh.load(str(path), force="mesh", process=True)
+        mesh = trimesh.load(str(path), force="mesh", process=False)
     except Exception as error:  # trimesh raises many kinds on malformed files
         raise ValueError(f"{path}: cannot be read as a {path.suffix[1:].upper()} mesh ({type(error).__name__}: "
                          f"{error})") from error
     if not isinstance(mesh, trimesh.Trimesh) or len(mesh.faces) == 0:
         raise ValueError(f"{path}: contains no triangles")
-    vertices = np.asarray(mesh.vertices, dtype=np.float64)
+    vertices, faces = np.asarray(mesh.vertices, dtype=np.float64), np.asarray(mesh.faces)
     if not np.isfinite(vertices).all():
         bad = int(np.flatnonzero(~np.isfinite(vertices).all(axis=1))[0])
         raise ValueError(f"{path}: vertex {bad} is not finite")
-    check_solid(vertices, np.asarray(mesh.faces), str(path))
-    return trimesh.Trimesh(vertices * scale, mesh.faces, process=False)
+    if faces.min() < 0 or faces.max() >= len(vertices):
+        bad = int(np.flatnonzero((faces < 0).any(axis=1) | (faces >= len(vertices)).any(axis=1))[0])
+        raise ValueError(f"{path}: face {bad} refers to a vertex outside [0, {len(vertices)})")
+    # one vertex per position, even where texture coordinates or normals split it (OBJ seams);
+    # exact duplicate and zero-area faces dropped
+    mesh.merge_vertices(merge_tex=True, merge_norm=True)
+    mesh.update_faces(mesh.unique_faces() & mesh.nondegenerate_faces())
+    mesh.remove_unreferenced_vertices()
+    check_solid(np.asarray(mesh.vertices), np.asarray(mesh.faces), str(path))
+    return trimesh.Trimesh(np.asarray(mesh.vertices, dtype=np.float64) * scale, mesh.faces, process=False)
 
 
 def check_solid(vertices: np.ndarray, faces: np.ndarray, name: str = "mesh"):
@@ -83,16 +96,20 @@ def check_solid(vertices: np.ndarray, faces: np.ndarray, name: str = "mesh"):
 
 
 def signed_volume(vertices: np.ndarray, faces: np.ndarray) -> float:
-    """Volume (m^3) enclosed by a closed triangle surface, positive when faces point outward."""
-    v = np.asarray(vertices, dtype=np.float64)[np.asarray(faces)]
+    """Volume (m^3) enclosed by a closed triangle surface, positive when faces point outward
+    (summed about the centroid of the vertices, so that far from the origin nothing cancels)."""
+    vertices = np.asarray(vertices, dtype=np.float64)
+    v = (vertices - vertices.mean(axis=0))[np.asarray(faces)]
     return float(np.einsum("ij,ij->i", v[:, 0], np.cross(v[:, 1], v[:, 2])).sum() / 6.0)
 
 
-def winding_numbers(vertices: np.ndarray, faces: np.ndarray, points: np.ndarray, chunk: int = 2048) -> np.ndarray:
+def winding_numbers(vertices: np.ndarray, faces: np.ndarray, points: np.ndarray) -> np.ndarray:
     """Generalised winding number of a closed surface at each point (N,): 1 inside, 0
-    outside, from the sum of the triangles' signed solid angles (Van Oosterom-Strackee)."""
+    outside, from the sum of the triangles' signed solid angles (Van Oosterom-Strackee).
+    Cost: points x faces (about 0.5 us each on one CPU core); memory about 200 MB."""
     tri = np.asarray(vertices, dtype=np.float64)[np.asarray(faces)]  # (F, 3, 3)
     points = np.asarray(points, dtype=np.float64).reshape(-1, 3)
+    chunk = max(1, WINDING_BUDGET // (9 * len(tri)))
     out = np.empty(len(points))
     for start in range(0, len(points), chunk):
         p = points[start:start + chunk, None, None, :]
@@ -154,8 +171,10 @@ def tetrahedralize(vertices: np.ndarray, faces: np.ndarray, cell_size: float, na
         raise ValueError(f"{name}: cell_size must be > 0, got {cell_size}")
     lower, upper = vertices.min(axis=0), vertices.max(axis=0)
     counts = np.maximum(np.ceil((upper - lower) / cell_size - 1e-9).astype(int), 1)
-    if np.prod(counts) > 2_000_000:
-        raise ValueError(f"{name}: cell_size {cell_size} m gives {np.prod(counts)} cells; use a larger one")
+    cells = int(np.prod(counts))
+    if cells > 2_000_000 or cells * len(faces) > MAX_INSIDE_TESTS:
+        raise ValueError(f"{name}: cell_size {cell_size} m gives {cells} cells x {len(faces)} faces inside tests; "
+                         "use a larger cell_size or a surface with fewer faces")
     origin = 0.5 * (lower + upper) - 0.5 * counts * cell_size  # centre the grid on the surface
     centres = origin + grid_points(counts, (cell_size,) * 3) + 0.5 * cell_size
     inside = winding_numbers(vertices, faces, centres) > 0.5

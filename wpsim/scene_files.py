@@ -48,16 +48,46 @@ def soft_mesh_from_file(path) -> tuple:
         raise ValueError(f"{path}: importing {suffix} scenes needs rigid bodies and articulations, which wpsim "
                          "does not have yet; give a closed surface mesh (.obj, .stl, .ply) or a .npz tet mesh")
     if suffix == ".npz":
-        if not path.is_file():
-            raise ValueError(f"{path}: no such file")
-        try:
-            with np.load(path) as data:
-                return np.asarray(data["vertices"], dtype=np.float64), np.asarray(data["tets"]), None
-        except (KeyError, ValueError, OSError) as error:
-            raise ValueError(f"{path}: not a tet mesh with arrays 'vertices' and 'tets' ({error})") from error
+        return _tet_mesh_npz(path) + (None,)
     if suffix not in SURFACE_SUFFIXES:
         raise ValueError(f"{path}: unsupported scene file {suffix!r}; expected {SURFACE_SUFFIXES} or .npz")
     return None
+
+
+def _tet_mesh_npz(path: Path) -> tuple:
+    """(vertices (V, 3) float64, tets (E, 4) int64) of a .npz tet mesh, without unused vertices."""
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file")
+    try:
+        data = np.load(path)
+        if not isinstance(data, np.lib.npyio.NpzFile):
+            raise ValueError("not an .npz archive")
+        with data:
+            vertices, tets = np.asarray(data["vertices"]), np.asarray(data["tets"])
+    except (KeyError, ValueError, OSError) as error:
+        raise ValueError(f"{path}: not a tet mesh with arrays 'vertices' and 'tets' ({error})") from error
+    if vertices.ndim != 2 or vertices.shape[1] != 3 or len(vertices) == 0 or not np.issubdtype(vertices.dtype, np.number):
+        raise ValueError(f"{path}: 'vertices' must be a non-empty (V, 3) numeric array, got {vertices.shape} "
+                         f"{vertices.dtype}")
+    if tets.ndim != 2 or tets.shape[1] != 4 or len(tets) == 0 or not np.issubdtype(tets.dtype, np.integer):
+        raise ValueError(f"{path}: 'tets' must be a non-empty (E, 4) integer array, got {tets.shape} {tets.dtype}")
+    if tets.min() < 0 or tets.max() >= len(vertices):
+        raise ValueError(f"{path}: a tet vertex index is outside [0, {len(vertices)})")
+    used, compact = np.unique(tets, return_inverse=True)  # vertices no tet uses would be fixed particles
+    return vertices[used].astype(np.float64), compact.reshape(-1, 4).astype(np.int64)
+
+
+def check_run_options(options: SoftSceneOptions, out, fps: float):
+    """Reject bad ``wpsim run`` settings before anything is simulated."""
+    if Path(out).suffix not in (".usd", ".usda", ".usdc"):
+        raise ValueError(f"{out}: the output must be a USD stage (.usd, .usda or .usdc)")
+    if not fps > 0.0:
+        raise ValueError(f"fps must be > 0, got {fps}")
+    if not options.drop_height >= 0.0:
+        raise ValueError(f"drop height must be >= 0 m (above the ground), got {options.drop_height}")
+    for name in ("cell_size", "scale", "density", "young_modulus"):
+        if not getattr(options, name) > 0.0:
+            raise ValueError(f"{name} must be > 0, got {getattr(options, name)}")
 
 
 def soft_scene(path, options: SoftSceneOptions) -> tuple:

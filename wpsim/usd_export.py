@@ -187,7 +187,11 @@ class UsdRecorder:
                 variants.SetVariantSelection(name)
                 with variants.GetVariantEditContext():
                     self._author_frames(prims, frames)
-        return atomic_write(path, lambda tmp: stage.GetRootLayer().Export(str(tmp)))
+        def export(tmp):
+            if not stage.GetRootLayer().Export(str(tmp)):
+                raise OSError(f"{path}: USD could not write the stage")
+
+        return atomic_write(path, export)
 
     def _world_offset(self, w: int) -> np.ndarray:
         if self.world_spacing is None or self.world is not None:
