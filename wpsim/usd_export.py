@@ -32,7 +32,8 @@ from .model import Model, State
 from .output import atomic_write
 
 PLANE_HALF_SIZE = 10.0
-"""Half side (m) of the square drawn for an infinite ground plane."""
+"""Smallest half side (m) of the square drawn for an infinite ground plane; it grows to
+1.5 times the farthest initial particle (worlds offset included)."""
 
 _TET_FACES = ((1, 2, 3), (0, 3, 2), (0, 1, 3), (0, 2, 1))
 """Vertex triples of a positively oriented tetrahedron's faces, counter-clockwise seen from outside."""
@@ -238,6 +239,13 @@ class UsdRecorder:
                 lo, hi = points.min(axis=0) - pad, points.max(axis=0) + pad
                 extent_attr.Set(Vt.Vec3fArray.FromNumpy(np.stack([lo, hi]).astype(np.float32)), k)
 
+    def _plane_half_size(self) -> float:
+        """Half side (m) of the drawn ground plane: covers every recorded world's start."""
+        q = self.model.particle_q.numpy().astype(np.float64)
+        world_of = self.model.particle_world.numpy()
+        reach = [np.abs(q[world_of == w] + self._world_offset(w)).max() for w in self._parts if (world_of == w).any()]
+        return max([PLANE_HALF_SIZE] + [1.5 * r for r in reach])
+
     def _define_shapes(self, stage):
         """Static collision shapes under /World/shapes, in world frame (quaternion x, y, z, w)."""
         from pxr import Gf, UsdGeom
@@ -250,8 +258,8 @@ class UsdRecorder:
             if kind == SHAPE_PLANE:
                 prim = UsdGeom.Plane.Define(stage, path)
                 prim.CreateAxisAttr(UsdGeom.Tokens.z)
-                prim.CreateWidthAttr(2.0 * PLANE_HALF_SIZE)
-                prim.CreateLengthAttr(2.0 * PLANE_HALF_SIZE)
+                prim.CreateWidthAttr(2.0 * self._plane_half_size())
+                prim.CreateLengthAttr(2.0 * self._plane_half_size())
             elif kind == SHAPE_SPHERE:
                 prim = UsdGeom.Sphere.Define(stage, path)
                 prim.CreateRadiusAttr(float(size[0]))
