@@ -80,6 +80,8 @@ def cmd_run(args) -> int:
     summary = simulate_to_usd(builder, args.out, args.steps, args.dt, args.fps, args.solver, args.device)
     print(f"wrote {summary['usd']}: {summary['frames']} frames at {summary['fps']:.1f} fps; final lowest point "
           f"{summary['final_lowest_z_m'] * 1e3:.2f} mm, max speed {summary['final_max_speed_m_per_s']:.3f} m/s")
+    if "unconverged_steps" in summary:
+        print(f"implicit solver: {summary['unconverged_steps']} of {args.steps} steps did not converge")
     return 0
 
 
