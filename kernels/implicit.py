@@ -7,6 +7,7 @@ unrolled solve is an ordinary sequence of recorded launches that Warp can differ
 import warp as wp
 
 from .generic import kernel, set_deterministic, vec3
+from .particles import flag_fault
 
 set_deterministic(__name__)
 
@@ -60,8 +61,7 @@ def finish_step(
     x = particle_q[i] + v * dt
     q_out[i] = x
     qd_out[i] = v
-    if not (wp.isfinite(x) and wp.isfinite(v)) or wp.length(x) > max_coordinate or wp.length(v) > max_speed:
-        wp.atomic_min(world_fault_step, particle_world[i], step)
+    flag_fault(x, v, particle_world[i], step, max_coordinate, max_speed, world_fault_step)
 
 
 @kernel

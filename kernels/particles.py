@@ -108,6 +108,16 @@ def eval_particle_forces(
     particle_f[i] = f
 
 
+@wp.func
+def flag_fault(x: vec3, v: vec3, world: int, step: int, max_coordinate: wp.Float, max_speed: wp.Float,
+               world_fault_step: wp.array(dtype=int)):
+    """Record ``step`` as the world's earliest fault when a particle's new position x (m) or
+    velocity v (m/s) is non-finite or beyond max_coordinate / max_speed."""
+    # NaN compares false, so finiteness is tested explicitly
+    if not (wp.isfinite(x) and wp.isfinite(v)) or wp.length(x) > max_coordinate or wp.length(v) > max_speed:
+        wp.atomic_min(world_fault_step, world, step)
+
+
 @kernel
 def integrate_particles(
     particle_mass: wp.array(dtype=wp.Float),
@@ -141,9 +151,7 @@ def integrate_particles(
         v = v * zero
     particle_q_out[i] = x
     particle_qd_out[i] = v
-    # NaN compares false, so finiteness is tested explicitly
-    if not (wp.isfinite(x) and wp.isfinite(v)) or wp.length(x) > max_coordinate or wp.length(v) > max_speed:
-        wp.atomic_min(world_fault_step, particle_world[i], step)
+    flag_fault(x, v, particle_world[i], step, max_coordinate, max_speed, world_fault_step)
 
 
 @kernel(enable_backward=False)

@@ -11,7 +11,7 @@ import warp as wp
 import wpsim
 from wpsim.diagnostics import tet_volume_ratios
 from wpsim.meshing import check_solid, load_surface, tetrahedralize, tetrahedralize_file, winding_numbers
-from wpsim.usd_export import boundary_faces
+from wpsim.geometry import boundary_faces
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import wpsim
-from wpsim.usd_export import UsdRecorder, boundary_faces
+from wpsim.geometry import boundary_faces
+from wpsim.usd_export import UsdRecorder
 
 READER = textwrap.dedent('''
     import json, sys

@@ -152,3 +152,16 @@ def lumped_masses(count: int, elements: np.ndarray, measures: np.ndarray, densit
     for k in range(elements.shape[1]):
         np.add.at(mass, elements[:, k], share)
     return mass
+
+
+TET_FACES = ((1, 2, 3), (0, 3, 2), (0, 1, 3), (0, 2, 1))
+"""Vertex triples of a positively oriented tetrahedron's faces, counter-clockwise seen from outside."""
+
+
+def boundary_faces(tets: np.ndarray) -> np.ndarray:
+    """Faces (F, 3) used by exactly one tetrahedron of ``tets`` (E, 4), oriented outward."""
+    tets = np.asarray(tets, dtype=np.int64).reshape(-1, 4)
+    faces = np.concatenate([tets[:, list(f)] for f in TET_FACES])
+    keys = np.sort(faces, axis=1)
+    _, first, counts = np.unique(keys, axis=0, return_index=True, return_counts=True)
+    return faces[np.sort(first[counts == 1])]

@@ -40,18 +40,21 @@ class SoftSceneOptions:
     ground_mu: float = 0.5
 
 
-def soft_mesh_from_file(path) -> tuple:
-    """(vertices (V, 3), tets (E, 4), quality dict or None) of the soft body in ``path``."""
+def soft_mesh_from_file(path, options: SoftSceneOptions) -> tuple:
+    """(vertices (V, 3) in m, tets (E, 4), mesher quality dict or None for a .npz tet mesh)
+    of the soft body in ``path``."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix in RIGID_SUFFIXES:
         raise ValueError(f"{path}: importing {suffix} scenes needs rigid bodies and articulations, which wpsim "
                          "does not have yet; give a closed surface mesh (.obj, .stl, .ply) or a .npz tet mesh")
     if suffix == ".npz":
-        return _tet_mesh_npz(path) + (None,)
+        vertices, tets = _tet_mesh_npz(path)
+        return vertices * options.scale, tets, None
     if suffix not in SURFACE_SUFFIXES:
         raise ValueError(f"{path}: unsupported scene file {suffix!r}; expected {SURFACE_SUFFIXES} or .npz")
-    return None
+    mesh = tetrahedralize_file(path, options.cell_size, options.scale)
+    return mesh.vertices, mesh.tets, mesh.quality
 
 
 def _tet_mesh_npz(path: Path) -> tuple:
@@ -93,12 +96,7 @@ def check_run_options(options: SoftSceneOptions, out, fps: float):
 def soft_scene(path, options: SoftSceneOptions) -> tuple:
     """A ModelBuilder with the ground and the soft body of ``path`` lying ``drop_height``
     above it, and the mesher's quality statistics (None for a .npz tet mesh)."""
-    found = soft_mesh_from_file(path)
-    if found is None:
-        mesh = tetrahedralize_file(path, options.cell_size, options.scale)
-        vertices, tets, quality = mesh.vertices, mesh.tets, mesh.quality
-    else:
-        vertices, tets, quality = found[0] * options.scale, found[1], None
+    vertices, tets, quality = soft_mesh_from_file(path, options)
     builder = ModelBuilder()
     builder.add_ground_plane(ke=options.ground_ke, kd=options.ground_kd, mu=options.ground_mu)
     lift = options.drop_height + options.contact_radius - vertices[:, 2].min()

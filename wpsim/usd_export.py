@@ -28,24 +28,13 @@ from pathlib import Path
 import numpy as np
 
 from .builder import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_PLANE, SHAPE_SPHERE
+from .geometry import boundary_faces
 from .model import Model, State
 from .output import atomic_write
 
 PLANE_HALF_SIZE = 10.0
 """Smallest half side (m) of the square drawn for an infinite ground plane; it grows to
 1.5 times the farthest initial particle (worlds offset included)."""
-
-_TET_FACES = ((1, 2, 3), (0, 3, 2), (0, 1, 3), (0, 2, 1))
-"""Vertex triples of a positively oriented tetrahedron's faces, counter-clockwise seen from outside."""
-
-
-def boundary_faces(tets: np.ndarray) -> np.ndarray:
-    """Faces (F, 3) used by exactly one tetrahedron of ``tets`` (E, 4), oriented outward."""
-    tets = np.asarray(tets, dtype=np.int64).reshape(-1, 4)
-    faces = np.concatenate([tets[:, list(f)] for f in _TET_FACES])
-    keys = np.sort(faces, axis=1)
-    _, first, counts = np.unique(keys, axis=0, return_index=True, return_counts=True)
-    return faces[np.sort(first[counts == 1])]
 
 
 class _Part:
@@ -258,8 +247,9 @@ class UsdRecorder:
             if kind == SHAPE_PLANE:
                 prim = UsdGeom.Plane.Define(stage, path)
                 prim.CreateAxisAttr(UsdGeom.Tokens.z)
-                prim.CreateWidthAttr(2.0 * self._plane_half_size())
-                prim.CreateLengthAttr(2.0 * self._plane_half_size())
+                side = 2.0 * self._plane_half_size()
+                prim.CreateWidthAttr(side)
+                prim.CreateLengthAttr(side)
             elif kind == SHAPE_SPHERE:
                 prim = UsdGeom.Sphere.Define(stage, path)
                 prim.CreateRadiusAttr(float(size[0]))

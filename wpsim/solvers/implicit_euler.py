@@ -158,8 +158,6 @@ class ImplicitEulerSolver(SolverBase):
         self.adjoint_iterations = adjoint_iterations
         self._fd_scale = 1e-8 if double else 3e-3
         """Relative forward-difference step of Jacobian-vector products (see _jacobian_product)."""
-        self._position_scale = 1.0
-        """RMS particle distance from the origin + 1 cm (m), set per step."""
         self.last_solve = SolveStats()
         self.last_adjoint = SolveStats()
         self.unconverged_steps = 0
@@ -170,6 +168,8 @@ class ImplicitEulerSolver(SolverBase):
         self._vjp_ws = Workspace(n, model.dtype, device, reuse=True, requires_grad=True)
         grad_fields = [s.name for s in MODEL_FIELDS if s.differentiable]
         self._detached_model = _Detached(model, grad_fields)
+        self._model_grad_arrays = [a for a in model.parameter_arrays().values() if a.grad is not None and a.size > 0]
+        """Parameter arrays whose gradients the custom backward writes (and tape.zero() clears)."""
 
     # ------------------------------------------------------------------ forward
     def step(self, state_in: State, state_out: State, control: Control | None, dt: float):
@@ -197,14 +197,14 @@ class ImplicitEulerSolver(SolverBase):
     def _solve(self, model, state_in: State, state_out: State, control: Control, dt: float, ws: Workspace):
         """Newton iterations from v = v_n; writes state_out and the end forces."""
         v = state_in.particle_qd
-        self._position_scale = ws.norm(state_in.particle_q) / np.sqrt(max(ws.n, 1)) + 0.01
-        tolerance = max(self.tolerance, 1e3 * self._epsilon * self._position_scale / dt)
+        position_scale = ws.norm(state_in.particle_q) / np.sqrt(max(ws.n, 1)) + 0.01  # RMS distance + 1 cm (m)
+        tolerance = max(self.tolerance, 1e3 * self._epsilon * position_scale / dt)
         r, r_max = self._residual(model, state_in, control, v, dt, ws, "R0")
         keys = {"v": "v1", "R": "R1"}  # names holding the next trial (alternate in reuse mode)
         stats = SolveStats(tolerance=tolerance)
         while r_max > tolerance and stats.newton_iterations < self.newton_iterations:
             # velocity scale of the finite-difference step: |v| + 1 m/s, or the positions' size / dt
-            scale = max(ws.norm(v) / np.sqrt(ws.n) + 1.0, self._position_scale / dt)
+            scale = max(ws.norm(v) / np.sqrt(ws.n) + 1.0, position_scale / dt)
             direction, k_its, _ = bicgstab(
                 lambda p, out: self._jacobian_product(model, state_in, control, v, r, p, dt, scale, ws, out),
                 r, ws, self.krylov_tolerance, 0.0, self.krylov_iterations)
@@ -274,9 +274,8 @@ class ImplicitEulerSolver(SolverBase):
     def _record_adjoint(self, tape: wp.Tape, state_in: State, state_out: State, control: Control, dt: float):
         """Put the IFT backward of this step on ``tape``."""
         candidates = [state_out.particle_q, state_out.particle_qd, state_in.particle_q, state_in.particle_qd]
-        candidates += list(self.model.parameter_arrays().values())
         candidates += [getattr(control, s.name) for s in CONTROL_FIELDS]
-        arrays = [a for a in candidates if a.grad is not None and a.size > 0]  # zeroed by tape.zero()
+        arrays = [a for a in candidates if a.grad is not None and a.size > 0] + self._model_grad_arrays
         tape.record_func(backward=lambda: self._backward(state_in, state_out, control, dt), arrays=arrays)
 
     def _backward(self, state_in: State, state_out: State, control: Control, dt: float):
