@@ -4,6 +4,9 @@ Installed as ``wpsim.kernels``. No orchestration or allocation lives here; the s
 ``wpsim`` launch these kernels. Every kernel is instantiated for float32 and float64.
 """
 
-from . import cloth, contact, diagnostics, fem, generic, gradients, implicit, losses, particles, springs
+from . import articulation, cloth, contact, diagnostics, fem, generic, gradients, implicit, losses, particles, rigid_contact, springs
 
-__all__ = ["cloth", "contact", "diagnostics", "fem", "generic", "gradients", "implicit", "losses", "particles", "springs"]
+__all__ = [
+    "articulation", "cloth", "contact", "diagnostics", "fem", "generic", "gradients", "implicit", "losses",
+    "particles", "rigid_contact", "springs",
+]

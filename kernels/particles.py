@@ -15,6 +15,7 @@ def particle_shape_contacts(
     radius: wp.Float,
     world: int,
     shape_kind: wp.array(dtype=int),
+    shape_body: wp.array(dtype=int),
     shape_world: wp.array(dtype=int),
     shape_transform: wp.array(dtype=transform),
     shape_size: wp.array(dtype=vec3),
@@ -24,11 +25,12 @@ def particle_shape_contacts(
     friction_smoothing: wp.Float,
     dt_over_mass: wp.Float,
 ):
-    """Sum of contact forces (N) of all static shapes of the particle's world on one particle."""
+    """Sum of contact forces (N) of all static shapes of the particle's world on one particle
+    (shapes on rigid bodies do not touch particles)."""
     f = v * type(radius)(0.0)
     for s in range(shape_kind.shape[0]):
         sw = shape_world[s]
-        if sw == -1 or sw == world:
+        if shape_body[s] < 0 and (sw == -1 or sw == world):
             X = shape_transform[s]
             q = wp.transform_get_rotation(X)
             p_local = wp.quat_rotate_inv(q, x - wp.transform_get_translation(X))
@@ -57,6 +59,7 @@ def eval_particle_forces(
     particle_drag: wp.array(dtype=wp.Float),
     particle_world: wp.array(dtype=int),
     shape_kind: wp.array(dtype=int),
+    shape_body: wp.array(dtype=int),
     shape_world: wp.array(dtype=int),
     shape_transform: wp.array(dtype=transform),
     shape_size: wp.array(dtype=vec3),
@@ -90,7 +93,7 @@ def eval_particle_forces(
     zero = r * type(r)(0.0)
     f = particle_f_ext[i] - v * particle_drag[i]
     f = f + particle_shape_contacts(
-        x, v, r, particle_world[i], shape_kind, shape_world, shape_transform, shape_size,
+        x, v, r, particle_world[i], shape_kind, shape_body, shape_world, shape_transform, shape_size,
         shape_ke, shape_kd, shape_mu, friction_smoothing, own_rate,
     )
     if neighbor_index.shape[1] > 0:

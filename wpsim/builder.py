@@ -8,7 +8,9 @@ import numpy as np
 import warp as wp
 
 from . import geometry
+from . import mass as mass_props
 from .model import Model
+from .rigid_builder import RigidBodyBuilder
 from .tables import Column, Table
 from .validation import (
     as_array,
@@ -28,8 +30,9 @@ def _element_table(kind: str, arity: int, **params: Column) -> Table:
     return Table(kind, {"indices": Column((arity,), np.int64, None), **params})
 
 
-class ModelBuilder:
-    """Host-side scene description: particles, springs, cloth, soft bodies, collision shapes.
+class ModelBuilder(RigidBodyBuilder):
+    """Host-side scene description: particles, springs, cloth, soft bodies, rigid bodies and
+    joints, collision shapes.
 
     Every ``add_*`` call validates its input and raises ``ValueError`` naming the element
     kind and index before anything is stored. Elements belong to world 0 unless they come
@@ -94,6 +97,7 @@ class ModelBuilder:
                 "mu": Column(check="nonnegative"),
             },
         )
+        self._init_rigid()
 
     # ------------------------------------------------------------------ counts
     @property
@@ -102,8 +106,8 @@ class ModelBuilder:
 
     @property
     def num_worlds(self) -> int:
-        """1 + the largest world index used by a particle or a world-owned shape (0 if empty)."""
-        worlds = [self.particles.array("world"), self.shapes.array("world")]
+        """1 + the largest world index used by a particle, body or world-owned shape (0 if empty)."""
+        worlds = [self.particles.array("world"), self.shapes.array("world"), self.bodies.array("world")]
         used = np.concatenate(worlds)
         return int(used.max()) + 1 if used.size and used.max() >= 0 else 0
 
@@ -195,10 +199,14 @@ class ModelBuilder:
             masses[fixed] = 0.0
         return int(self.add_particles(x, vel, masses, radius)[0])
 
+    def _tables(self) -> tuple:
+        return (self.particles, self.springs, self.triangles, self.hinges, self.tetrahedra, self.shapes,
+                self.bodies, self.joints, self.joint_coords, self.joint_dofs)
+
     @contextmanager
     def _all_or_nothing(self):
         """Undo every row added inside the block if it raises."""
-        tables = (self.particles, self.springs, self.triangles, self.hinges, self.tetrahedra, self.shapes)
+        tables = self._tables()
         marks = [t.mark() for t in tables]
         try:
             yield
@@ -282,40 +290,64 @@ class ModelBuilder:
         return self.add_soft_mesh(x, geometry.grid_tetrahedra(dim_x, dim_y, dim_z), pos, rot, vel=vel, **soft)
 
     # ------------------------------------------------------------------ shapes
-    def _add_shape(self, kind, body, pos, rot, size, ke, kd, mu, world) -> int:
-        if body != -1:
-            raise ValueError(f"shape {self.shapes.count}: body {body} does not exist (only static shapes, body=-1)")
+    def _add_shape(self, kind, body, pos, rot, size, ke, kd, mu, density=0.0, mass_properties=None) -> int:
+        index = self.shapes.count
+        if not (isinstance(body, (int, np.integer)) and -1 <= body < self.bodies.count):
+            raise ValueError(f"shape {index}: body {body} does not exist (-1 = static, {self.bodies.count} bodies)")
+        if kind == SHAPE_PLANE and body != -1:
+            raise ValueError(f"shape {index}: a plane must be static (body -1)")
         rot = np.asarray(rot, dtype=np.float64)
         if rot.shape != (4,) or not np.isfinite(rot).all() or np.linalg.norm(rot) < 1e-12:
-            raise ValueError(f"shape {self.shapes.count}: rotation must be a non-zero quaternion (x, y, z, w)")
+            raise ValueError(f"shape {index}: rotation must be a non-zero quaternion (x, y, z, w)")
+        require_nonnegative("shape", "density", np.array([density]), "kg/m^3", index)
         transform = np.concatenate([np.asarray(pos, dtype=np.float64), rot / np.linalg.norm(rot)])
-        return self.shapes.append(
-            1, kind=[kind], body=[body], world=[world], transform=[transform], size=[size], ke=ke, kd=kd, mu=mu
-        )
+        world = self.bodies.array("world")[body] if body >= 0 else (-1 if kind == SHAPE_PLANE else 0)
+        with self._all_or_nothing():
+            self.shapes.append(
+                1, kind=[kind], body=[body], world=[world], transform=[transform], size=[size], ke=ke, kd=kd, mu=mu
+            )
+            if body >= 0 and density > 0:
+                m, inertia = mass_properties(density)
+                self._add_shape_mass(body, m, inertia, transform)
+        return index
 
     def add_ground_plane(self, height: float = 0.0, ke: float = 1.0e4, kd: float = 10.0, mu: float = 0.5, world: int = -1) -> int:
         """Add an infinite ground plane normal to the up axis at ``height`` (m); shared by all worlds."""
         up = np.array(self.up_vector)
         rot = geometry.quat_between((0.0, 0.0, 1.0), up)
-        return self._add_shape(SHAPE_PLANE, -1, up * height, rot, (0.0, 0.0, 0.0), ke, kd, mu, world)
+        index = self._add_shape(SHAPE_PLANE, -1, up * height, rot, (0.0, 0.0, 0.0), ke, kd, mu)
+        self.shapes.array("world")[index] = world
+        return index
 
-    def add_shape_sphere(self, body=-1, pos=(0.0, 0.0, 0.0), rot=_IDENTITY_QUAT, radius=0.5, ke=1.0e4, kd=10.0, mu=0.5) -> int:
-        """Add a sphere of ``radius`` (m) centred at ``pos``."""
+    def add_shape_sphere(self, body=-1, pos=(0.0, 0.0, 0.0), rot=_IDENTITY_QUAT, radius=0.5, ke=1.0e4, kd=10.0, mu=0.5,
+                         density=1000.0) -> int:
+        """Add a sphere of ``radius`` (m) centred at ``pos`` (body frame, or world if static).
+
+        On a body, a positive ``density`` (kg/m^3) adds the solid's mass and inertia to it.
+        ke (N/m), kd (N s/m), mu: contact stiffness, damping, friction.
+        """
         require_positive("shape", "radius", np.array([radius]), "m", self.shapes.count)
-        return self._add_shape(SHAPE_SPHERE, body, pos, rot, (radius, 0.0, 0.0), ke, kd, mu, 0)
+        return self._add_shape(SHAPE_SPHERE, body, pos, rot, (radius, 0.0, 0.0), ke, kd, mu, density,
+                               lambda rho: mass_props.sphere_mass_properties(radius, rho))
 
-    def add_shape_box(self, body=-1, pos=(0.0, 0.0, 0.0), rot=_IDENTITY_QUAT, hx=0.5, hy=0.5, hz=0.5, ke=1.0e4, kd=10.0, mu=0.5) -> int:
-        """Add a box with half extents (hx, hy, hz) (m) in its frame at ``pos``/``rot``."""
+    def add_shape_box(self, body=-1, pos=(0.0, 0.0, 0.0), rot=_IDENTITY_QUAT, hx=0.5, hy=0.5, hz=0.5, ke=1.0e4, kd=10.0,
+                      mu=0.5, density=1000.0) -> int:
+        """Add a box with half extents (hx, hy, hz) (m) in its frame at ``pos``/``rot``; see
+        ``add_shape_sphere`` for the other arguments."""
         require_positive("shape", "half extent", np.array([hx, hy, hz]), "m", self.shapes.count)
-        return self._add_shape(SHAPE_BOX, body, pos, rot, (hx, hy, hz), ke, kd, mu, 0)
+        return self._add_shape(SHAPE_BOX, body, pos, rot, (hx, hy, hz), ke, kd, mu, density,
+                               lambda rho: mass_props.box_mass_properties((hx, hy, hz), rho))
 
     def add_shape_capsule(
-        self, body=-1, pos=(0.0, 0.0, 0.0), rot=_IDENTITY_QUAT, radius=0.1, half_height=0.5, ke=1.0e4, kd=10.0, mu=0.5
+        self, body=-1, pos=(0.0, 0.0, 0.0), rot=_IDENTITY_QUAT, radius=0.1, half_height=0.5, ke=1.0e4, kd=10.0, mu=0.5,
+        density=1000.0,
     ) -> int:
-        """Add a capsule along its local z axis: segment half length ``half_height``, ``radius`` (m)."""
+        """Add a capsule along its local z axis: segment half length ``half_height``, ``radius``
+        (m); see ``add_shape_sphere`` for the other arguments."""
         require_positive("shape", "radius", np.array([radius]), "m", self.shapes.count)
         require_nonnegative("shape", "half height", np.array([half_height]), "m", self.shapes.count)
-        return self._add_shape(SHAPE_CAPSULE, body, pos, rot, (radius, half_height, 0.0), ke, kd, mu, 0)
+        return self._add_shape(SHAPE_CAPSULE, body, pos, rot, (radius, half_height, 0.0), ke, kd, mu, density,
+                               lambda rho: mass_props.capsule_mass_properties(radius, half_height, rho))
 
     def set_particle_contact(self, enabled=True, ke=1.0e3, kd=1.0, mu=0.5, max_neighbors=16):
         """Enable particle-particle contact (same world only) with a compliant law.
@@ -336,7 +368,8 @@ class ModelBuilder:
         """Append a copy of ``other`` as new world(s), translated by ``offset`` (m).
 
         Returns the world index of the copy's world 0. Shapes that ``other`` shares across
-        its worlds (world -1) belong to the copy's world. Settings of ``self`` are kept.
+        its worlds (world -1) belong to the copy's world. Particles, static shapes and the
+        joint frames of articulation roots are translated. Settings of ``self`` are kept.
         """
         if other is self:
             raise ValueError("cannot add a builder to itself")
@@ -345,23 +378,36 @@ class ModelBuilder:
         world0 = self.num_worlds
         if other.num_worlds > 1 and (other.shapes.array("world") == -1).any():
             raise ValueError("add_builder: cannot copy shared shapes of a builder with several worlds")
-        shift = self.particle_count
+        shift, body_shift = self.particle_count, self.body_count
         offset = np.asarray(offset, dtype=np.float64)
+        static_shape = other.shapes.array("body") < 0
+        root_joint = other.joints.array("parent") < 0
+
+        def translated(poses, rows):
+            out = poses.copy()
+            out[rows, :3] += offset
+            return out
 
         def remap(name, arr):
             if name == "indices":
                 return arr + shift
             if name == "world":
                 return np.maximum(arr, 0) + world0
-            if name == "q":
+            if name == "q" and arr.ndim == 2:  # particle positions
                 return arr + offset
             if name == "transform":
-                return np.hstack([arr[:, :3] + offset, arr[:, 3:]])
+                return translated(arr, static_shape)
+            if name == "body":
+                return np.where(arr >= 0, arr + body_shift, arr)
+            if name in ("parent", "child"):
+                return np.where(arr >= 0, arr + body_shift, arr)
+            if name == "X_p":
+                return translated(arr, root_joint)
             return arr
 
         with self._all_or_nothing():
-            for table in ("particles", "springs", "triangles", "hinges", "tetrahedra", "shapes"):
-                getattr(self, table).extend_from(getattr(other, table), remap)
+            for table, source in zip(self._tables(), other._tables()):
+                table.extend_from(source, remap)
         return world0
 
     def replicate(self, other: ModelBuilder, num_worlds: int, spacing=(0.0, 0.0, 0.0)) -> list:
@@ -417,7 +463,10 @@ class ModelBuilder:
             "pair_ke": [self.pair_ke],
             "pair_kd": [self.pair_kd],
             "pair_mu": [self.pair_mu],
+            "contact_pair": self._contact_pairs(),
         }
+        rigid_arrays, rigid_scalars = self._rigid_layout()
+        arrays.update(rigid_arrays)
         scalars = {
             "num_worlds": max(self.num_worlds, 1),
             "particle_count": p.count,
@@ -431,5 +480,7 @@ class ModelBuilder:
             "friction_smoothing": float(self.friction_smoothing),
             "particle_max_neighbors": self.particle_max_neighbors if self.particle_contact and p.count else 0,
             "particle_max_radius": float(radius.max()) if p.count else 0.0,
+            "contact_pair_count": len(arrays["contact_pair"]),
+            **rigid_scalars,
         }
         return Model(arrays, scalars, device, dtype, requires_grad)

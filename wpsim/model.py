@@ -5,9 +5,13 @@ Every array field is declared once in a ``FieldSpec`` table below, which gives i
 element type and SI unit; the tables are appended to the class docstrings, allocate the
 arrays, and drive precision conversion and ``requires_grad``.
 
-Shape letters: P particles, S springs, T triangles, B bending hinges, E tetrahedra,
-C collision shapes, W worlds, K particle-contact neighbours per particle (0 when
-particle-particle contact is off).
+Shape letters: P particles, S springs, T triangles, H bending hinges, E tetrahedra,
+C collision shapes, N candidate rigid contact pairs, W worlds, K particle-contact neighbours
+per particle (0 when particle-particle contact is off), B rigid bodies, J joints,
+Q joint coordinates, D joint dofs, A articulations, M mass-matrix entries (sum over
+articulations of dofs^2). Joint coordinates and dofs are laid out depth first, articulation
+by articulation (``joint_q_start``/``joint_qd_start`` give each joint's first entry).
+Spatial vectors ("spatial") are (angular, linear), see ``wpsim.kernels.articulation``.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ class FieldSpec:
     """Declaration of one array field: name, element kind, shape, SI unit, meaning."""
 
     name: str
-    kind: str  # "real", "vec3", "mat22", "mat33", "transform" or "int"
+    kind: str  # "real", "vec3", "spatial", "mat22", "mat33", "transform" or "int"
     shape: str
     unit: str
     doc: str
@@ -38,6 +42,8 @@ def warp_dtype(kind: str, real):
         return real
     if kind == "vec3":
         return wp.types.vector(3, real)
+    if kind == "spatial":
+        return wp.types.vector(6, real)
     if kind == "mat22":
         return wp.types.matrix((2, 2), real)
     if kind == "mat33":
@@ -78,10 +84,10 @@ MODEL_FIELDS = (
     FieldSpec("tri_mu", "real", "(T,)", "N/m", "membrane shear modulus (first Lame-style parameter)"),
     FieldSpec("tri_lambda", "real", "(T,)", "N/m", "membrane area-stretch modulus (second Lame-style parameter)"),
     FieldSpec("tri_kd", "real", "(T,)", "N s/m", "membrane damping on the strain rate"),
-    FieldSpec("bend_indices", "int", "(B, 4)", "-", "hinge particles: two opposite vertices, then the shared edge", False),
-    FieldSpec("bend_rest_angle", "real", "(B,)", "rad", "rest dihedral angle"),
-    FieldSpec("bend_ke", "real", "(B,)", "N m/rad^2", "bending stiffness"),
-    FieldSpec("bend_kd", "real", "(B,)", "N m s/rad^2", "bending damping"),
+    FieldSpec("bend_indices", "int", "(H, 4)", "-", "hinge particles: two opposite vertices, then the shared edge", False),
+    FieldSpec("bend_rest_angle", "real", "(H,)", "rad", "rest dihedral angle"),
+    FieldSpec("bend_ke", "real", "(H,)", "N m/rad^2", "bending stiffness"),
+    FieldSpec("bend_kd", "real", "(H,)", "N m s/rad^2", "bending damping"),
     FieldSpec("tet_indices", "int", "(E, 4)", "-", "particles of each tetrahedron (positive orientation)", False),
     FieldSpec("tet_rest_inv", "mat33", "(E,)", "1/m", "inverse rest edge matrix (rest shape)"),
     FieldSpec("tet_rest_volume", "real", "(E,)", "m^3", "rest volume"),
@@ -92,7 +98,7 @@ MODEL_FIELDS = (
     FieldSpec("shape_kind", "int", "(C,)", "-", "0 plane, 1 sphere, 2 box, 3 capsule", False),
     FieldSpec("shape_body", "int", "(C,)", "-", "body the shape is attached to; -1 = static world geometry", False),
     FieldSpec("shape_world", "int", "(C,)", "-", "world of the shape; -1 = shared by all worlds", False),
-    FieldSpec("shape_transform", "transform", "(C,)", "m, quat xyzw", "shape frame in world coordinates"),
+    FieldSpec("shape_transform", "transform", "(C,)", "m, quat xyzw", "shape frame in its body's frame (world if static)"),
     FieldSpec("shape_size", "vec3", "(C,)", "m", "sphere (r,-,-), box half extents, capsule (r, half height, -)"),
     FieldSpec("shape_ke", "real", "(C,)", "N/m", "contact stiffness"),
     FieldSpec("shape_kd", "real", "(C,)", "N s/m", "contact damping"),
@@ -100,6 +106,38 @@ MODEL_FIELDS = (
     FieldSpec("pair_ke", "real", "(1,)", "N/m", "particle-particle contact stiffness"),
     FieldSpec("pair_kd", "real", "(1,)", "N s/m", "particle-particle contact damping"),
     FieldSpec("pair_mu", "real", "(1,)", "-", "particle-particle friction coefficient"),
+    FieldSpec("contact_pair", "int", "(N, 2)", "-", "candidate rigid shape pairs (body shape, other shape)", False),
+    FieldSpec("body_mass", "real", "(B,)", "kg", "body mass"),
+    FieldSpec("body_com", "vec3", "(B,)", "m", "centre of mass in the body frame"),
+    FieldSpec("body_inertia", "mat33", "(B,)", "kg m^2", "inertia about the centre of mass, body axes"),
+    FieldSpec("body_world", "int", "(B,)", "-", "world index of each body", False),
+    FieldSpec("body_joint", "int", "(B,)", "-", "the joint whose child the body is", False),
+    FieldSpec("joint_type", "int", "(J,)", "-", "0 free, 1 ball, 2 revolute, 3 prismatic, 4 fixed", False),
+    FieldSpec("joint_parent", "int", "(J,)", "-", "parent body; -1 = world", False),
+    FieldSpec("joint_child", "int", "(J,)", "-", "child body", False),
+    FieldSpec("joint_X_p", "transform", "(J,)", "m, quat xyzw", "joint frame in the parent body frame (link offset)"),
+    FieldSpec("joint_X_c", "transform", "(J,)", "m, quat xyzw", "joint frame in the child body frame"),
+    FieldSpec("joint_axis", "vec3", "(J,)", "-", "unit axis of a revolute/prismatic joint in the joint frame", False),
+    FieldSpec("joint_q_start", "int", "(J,)", "-", "first coordinate of each joint in joint_q", False),
+    FieldSpec("joint_qd_start", "int", "(J,)", "-", "first dof of each joint in joint_qd", False),
+    FieldSpec("joint_articulation", "int", "(J,)", "-", "articulation of each joint", False),
+    FieldSpec("joint_dfs_pos", "int", "(J,)", "-", "position of each joint in depth-first order", False),
+    FieldSpec("joint_dfs_end", "int", "(J,)", "-", "end (exclusive) of the joint's subtree in depth-first order", False),
+    FieldSpec("dfs_joint", "int", "(J,)", "-", "joint at each depth-first position", False),
+    FieldSpec("articulation_start", "int", "(A+1,)", "-", "first depth-first position of each articulation", False),
+    FieldSpec("articulation_dof_start", "int", "(A+1,)", "-", "first dof of each articulation", False),
+    FieldSpec("articulation_H_start", "int", "(A+1,)", "-", "offset of each articulation's dense mass matrix", False),
+    FieldSpec("dof_joint", "int", "(D,)", "-", "joint of each dof", False),
+    FieldSpec("joint_q", "real", "(Q,)", "m, rad, quat", "initial joint coordinates (copied into model.state())"),
+    FieldSpec("joint_qd", "real", "(D,)", "m/s, rad/s", "initial joint velocities"),
+    FieldSpec("joint_armature", "real", "(D,)", "kg m^2 or kg", "armature added to the mass matrix diagonal"),
+    FieldSpec("joint_damping", "real", "(D,)", "N m s/rad or N s/m", "viscous joint damping (integrated implicitly)"),
+    FieldSpec("joint_target_ke", "real", "(D,)", "N m/rad or N/m", "PD drive position gain (revolute, prismatic)"),
+    FieldSpec("joint_target_kd", "real", "(D,)", "N m s/rad or N s/m", "PD drive velocity gain (implicit)"),
+    FieldSpec("joint_limit_lower", "real", "(D,)", "rad or m", "lower joint limit (revolute, prismatic)"),
+    FieldSpec("joint_limit_upper", "real", "(D,)", "rad or m", "upper joint limit"),
+    FieldSpec("joint_limit_ke", "real", "(D,)", "N m/rad or N/m", "limit spring stiffness"),
+    FieldSpec("joint_limit_kd", "real", "(D,)", "N m s/rad or N s/m", "limit damping"),
 )
 
 STATE_FIELDS = (
@@ -108,11 +146,23 @@ STATE_FIELDS = (
     FieldSpec("particle_f", "vec3", "(P,)", "N", "forces of the step that starts from this state (solver output)"),
     FieldSpec("neighbor_count", "int", "(P,)", "-", "contact neighbours found for the step from this state", False),
     FieldSpec("neighbor_index", "int", "(P, K)", "-", "those neighbours' particle indices", False),
+    FieldSpec("joint_q", "real", "(Q,)", "m, rad, quat", "joint coordinates"),
+    FieldSpec("joint_qd", "real", "(D,)", "m/s, rad/s", "joint velocities"),
+    FieldSpec("body_q", "transform", "(B,)", "m, quat xyzw", "body poses (forward kinematics of joint_q)"),
+    FieldSpec("body_qd", "spatial", "(B,)", "rad/s, m/s", "world angular velocity, world velocity of the body origin"),
+    FieldSpec("body_f", "spatial", "(B,)", "N m, N", "applied + contact wrench about the world origin of the step from this state"),
 )
+
+DYNAMIC_STATE_FIELDS = ("particle_q", "particle_qd", "joint_q", "joint_qd")
+"""The state fields a step integrates; everything else in a State is derived from them."""
 
 CONTROL_FIELDS = (
     FieldSpec("tet_activation", "real", "(E,)", "-", "signed actuation (see wpsim.kernels.fem), >= -0.9"),
     FieldSpec("particle_f_ext", "vec3", "(P,)", "N", "external force applied to each particle"),
+    FieldSpec("joint_f", "real", "(D,)", "N m or N", "generalized force on each joint dof"),
+    FieldSpec("joint_target_q", "real", "(D,)", "rad or m", "PD drive position target (revolute, prismatic dofs)"),
+    FieldSpec("joint_target_qd", "real", "(D,)", "rad/s or m/s", "PD drive velocity target"),
+    FieldSpec("body_f_ext", "spatial", "(B,)", "N m, N", "external (torque, force at the centre of mass), world axes"),
 )
 
 
@@ -144,24 +194,32 @@ class State:
         return [cls(model, requires_grad, {name: batch[k] for name, batch in storage.items()}) for k in range(count)]
 
     def assign(self, other: State):
-        """Copy positions and velocities of ``other`` into this state (no tape record)."""
-        self.particle_q.assign(other.particle_q)
-        self.particle_qd.assign(other.particle_qd)
+        """Copy the integrated fields (particle and joint positions and velocities) of
+        ``other`` into this state (no tape record)."""
+        for name in DYNAMIC_STATE_FIELDS:
+            getattr(self, name).assign(getattr(other, name))
+
+
+def _field_shape(model: Model, spec: FieldSpec) -> tuple:
+    """Array shape of a State or Control field of ``model`` (from its shape letters)."""
+    sizes = {
+        "P": model.particle_count, "K": model.particle_max_neighbors, "E": model.tet_count,
+        "Q": model.joint_coord_count, "D": model.joint_dof_count, "B": model.body_count,
+    }
+    return tuple(sizes[letter] for letter in spec.shape.strip("(,)").replace(" ", "").split(","))
 
 
 def _state_storage(model: Model, count: int, requires_grad: bool) -> dict:
     """Per state field, an indexable of ``count`` arrays. Without particle contact the
-    (unused) neighbour arrays are shared by all states, as are the empty arrays of a model
-    without particles."""
+    (unused) neighbour arrays are shared by all states, as are empty arrays (e.g. the
+    particle fields of a model without particles)."""
     storage = {}
     for spec in STATE_FIELDS:
         dtype = warp_dtype(spec.kind, model.dtype)
         grad = requires_grad and spec.differentiable
-        shape = (model.particle_count,)
-        if spec.name == "neighbor_index":
-            shape = (model.particle_count, model.particle_max_neighbors)
+        shape = _field_shape(model, spec)
         shared = spec.name.startswith("neighbor") and model.particle_max_neighbors == 0
-        if count == 1 or shared or model.particle_count == 0:
+        if count == 1 or shared or shape[0] == 0:
             storage[spec.name] = [wp.zeros(shape, dtype=dtype, device=model.device, requires_grad=grad)] * count
         else:
             storage[spec.name] = wp.zeros((count, *shape), dtype=dtype, device=model.device, requires_grad=grad)
@@ -174,7 +232,7 @@ class Control:
     __doc__ += field_table("Fields", CONTROL_FIELDS)
 
     def __init__(self, model: Model, requires_grad: bool):
-        shapes = {"tet_activation": model.tet_count, "particle_f_ext": model.particle_count}
+        shapes = {spec.name: _field_shape(model, spec) for spec in CONTROL_FIELDS}
         _allocate(self, CONTROL_FIELDS, shapes, model.device, model.dtype, requires_grad)
 
 
@@ -187,6 +245,8 @@ class Model:
 
     Scalar attributes: device, dtype (wp.float32 or wp.float64), requires_grad, num_worlds,
     particle_count, spring_count, tri_count, bend_count, tet_count, shape_count,
+    body_count, joint_count, joint_coord_count, joint_dof_count, articulation_count,
+    max_articulation_dofs, contact_pair_count,
     up_axis (0, 1, 2), up_vector (tuple), friction_smoothing (m/s, the speed below which
     friction is smoothed), particle_max_neighbors (K), particle_max_radius (m).
     """
@@ -224,14 +284,19 @@ class Model:
         return self.dtype(value)
 
     def state(self, requires_grad: bool | None = None) -> State:
-        """A new State holding the model's initial positions and velocities."""
+        """A new State holding the model's initial positions and velocities (body poses and
+        velocities filled by forward kinematics, not recorded on a tape)."""
         state = State(self, self.requires_grad if requires_grad is None else requires_grad)
-        state.particle_q.assign(self.particle_q)
-        state.particle_qd.assign(self.particle_qd)
+        for name in DYNAMIC_STATE_FIELDS:
+            getattr(state, name).assign(getattr(self, name))
+        if self.body_count:
+            from .kinematics import eval_fk
+
+            eval_fk(self, state)
         return state
 
     def control(self, requires_grad: bool | None = None) -> Control:
-        """A new Control with zero activation and zero external force."""
+        """A new Control with zero activation, forces and drive targets."""
         return Control(self, self.requires_grad if requires_grad is None else requires_grad)
 
     def parameter_arrays(self) -> dict:

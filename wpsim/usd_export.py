@@ -99,11 +99,12 @@ class UsdRecorder:
         return parts
 
     def _shape_rows(self) -> list:
-        """(kind, world, transform (7,), size (3,)) of the recorded static shapes."""
+        """(kind, world, transform (7,), size (3,)) of the recorded static shapes (body -1)."""
         m = self.model
-        rows = zip(m.shape_kind.numpy(), m.shape_world.numpy(), m.shape_transform.numpy(), m.shape_size.numpy())
-        return [(int(k), int(w), np.asarray(x, np.float64), np.asarray(s, np.float64)) for k, w, x, s in rows
-                if self.world is None or w in (-1, self.world)]
+        rows = zip(m.shape_kind.numpy(), m.shape_world.numpy(), m.shape_transform.numpy(), m.shape_size.numpy(),
+                   m.shape_body.numpy())
+        return [(int(k), int(w), np.asarray(x, np.float64), np.asarray(s, np.float64)) for k, w, x, s, b in rows
+                if b < 0 and (self.world is None or w in (-1, self.world))]
 
     def begin_take(self, name: str):
         """Start a new take (a variant when written); frames recorded next belong to it."""

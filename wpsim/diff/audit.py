@@ -18,7 +18,7 @@ import warp as wp
 
 from ..builder import ModelBuilder
 from ..geometry import grid_points
-from ..losses import linear_state_loss
+from ..losses import joint_state_loss, linear_state_loss
 from ..rollout import simulate
 from ..solvers import ImplicitEulerSolver, SemiImplicitSolver
 from .gradcheck import check_gradient
@@ -42,10 +42,13 @@ class AuditScene:
         n = self.model.particle_count
         self.weight_q = wp.array(rng.standard_normal((n, 3)), dtype=wp.vec3d)
         self.weight_qd = wp.array(rng.standard_normal((n, 3)), dtype=wp.vec3d)
+        self.weight_joint_q = wp.array(rng.standard_normal(self.model.joint_coord_count), dtype=wp.float64)
+        self.weight_joint_qd = wp.array(rng.standard_normal(self.model.joint_dof_count), dtype=wp.float64)
 
     def loss(self) -> wp.array:
         final = simulate(self.solver, self.state, self.steps, self.dt, self.control)
-        return linear_state_loss(final, self.weight_q, self.weight_qd)
+        loss = linear_state_loss(final, self.weight_q, self.weight_qd)
+        return joint_state_loss(final, self.weight_joint_q, self.weight_joint_qd, loss)
 
     def array(self, path: str) -> wp.array:
         """Resolve "model.x", "state.x" or "control.x"."""
@@ -123,6 +126,54 @@ def _contact_scene(kind: str) -> AuditScene:
     return AuditScene(b, 50, 1e-3)
 
 
+def _arm_scene() -> AuditScene:
+    """A four-link chain hanging from the world: revolute (damped, armature), revolute with a
+    PD drive, prismatic with a PD drive, ball; pushed by joint torques and a body wrench."""
+    b = ModelBuilder()
+    l1 = b.add_body()
+    b.add_shape_capsule(l1, pos=(0.0, 0.0, -0.25), radius=0.05, half_height=0.2)
+    b.add_joint_revolute(-1, l1, axis=(1.0, 0.0, 0.0), parent_pos=(0.0, 0.0, 1.5), q=0.4, qd=0.5, damping=0.2,
+                         armature=0.01)
+    l2 = b.add_body(mass=0.5, com=(0.02, 0.0, -0.15), inertia=(0.004, 0.005, 0.002))
+    b.add_joint_revolute(l1, l2, axis=(0.0, 0.6, 0.8), parent_pos=(0.0, 0.0, -0.5), q=-0.3, qd=0.2,
+                         target_ke=20.0, target_kd=1.0)
+    l3 = b.add_body()
+    b.add_shape_box(l3, pos=(0.0, 0.0, -0.1), hx=0.05, hy=0.04, hz=0.1, density=800.0)
+    b.add_joint_prismatic(l2, l3, axis=(0.0, 0.0, 1.0), parent_pos=(0.0, 0.02, -0.3), q=0.05, qd=0.1,
+                          target_ke=50.0, target_kd=2.0)
+    l4 = b.add_body()
+    b.add_shape_sphere(l4, pos=(0.05, 0.0, -0.1), radius=0.06)
+    b.add_joint_ball(l3, l4, parent_pos=(0.0, 0.0, -0.2), q=(0.1, -0.05, 0.2, 0.97), qd=(0.3, -0.2, 0.4),
+                     damping=0.05)
+
+    def setup(scene):
+        rng = np.random.default_rng(3)
+        scene.control.joint_f.assign(rng.standard_normal(scene.model.joint_dof_count) * 0.5)
+        scene.control.joint_target_q.assign(rng.standard_normal(scene.model.joint_dof_count) * 0.2)
+        scene.control.joint_target_qd.assign(rng.standard_normal(scene.model.joint_dof_count) * 0.2)
+        scene.control.body_f_ext.assign(rng.standard_normal((scene.model.body_count, 6)) * 0.3)
+
+    return AuditScene(b, 40, 2e-3, setup)
+
+
+def _rigid_contact_scene() -> AuditScene:
+    """A box sliding on the ground (four corners in contact) carrying a sphere resting on it:
+    plane-box and box-sphere contacts stay closed, the box keeps sliding."""
+    b = ModelBuilder()
+    ke, g = 1.0e4, 9.81
+    b.add_ground_plane(ke=ke, kd=20.0, mu=0.5)
+    box = b.add_body()
+    b.add_shape_box(box, hx=0.2, hy=0.15, hz=0.1, ke=ke, kd=20.0, mu=0.5, density=500.0)
+    ball = b.add_body()
+    b.add_shape_sphere(ball, radius=0.05, ke=ke, kd=20.0, mu=0.5, density=1000.0)
+    m_box, m_ball = b.bodies.array("mass")
+    ball_pen = m_ball * g / ke
+    box_pen = (m_box + m_ball) * g / (4.0 * ke)
+    b.add_joint_free(box, pos=(0.0, 0.0, 0.1 - box_pen), lin_vel=(0.8, 0.3, 0.0), ang_vel=(0.0, 0.0, 0.5))
+    b.add_joint_free(ball, pos=(0.02, -0.01, 0.25 - box_pen - ball_pen), lin_vel=(0.8, 0.3, 0.0))
+    return AuditScene(b, 50, 1e-3)
+
+
 @dataclass(frozen=True)
 class AuditCase:
     """One audited parameter: family, parameter label, scene factory, array path in the scene."""
@@ -175,6 +226,32 @@ SEMI_IMPLICIT_CASES = (
     AuditCase("particle contact", "mu", lambda: _contact_scene("pairs"), "model.pair_mu"),
 )
 
+RIGID_CASES = (
+    AuditCase("rigid body", "mass", _arm_scene, "model.body_mass", relative=True),
+    AuditCase("rigid body", "inertia", _arm_scene, "model.body_inertia"),
+    AuditCase("rigid body", "centre of mass", _arm_scene, "model.body_com"),
+    AuditCase("rigid body", "gravity", _arm_scene, "model.gravity"),
+    AuditCase("rigid body", "external wrench (control)", _arm_scene, "control.body_f_ext"),
+    AuditCase("joint", "initial coordinates", _arm_scene, "state.joint_q"),
+    AuditCase("joint", "initial velocities", _arm_scene, "state.joint_qd"),
+    AuditCase("joint", "damping", _arm_scene, "model.joint_damping"),
+    AuditCase("joint", "armature", _arm_scene, "model.joint_armature"),
+    AuditCase("joint", "link offset (parent frame)", _arm_scene, "model.joint_X_p"),
+    AuditCase("joint", "child frame", _arm_scene, "model.joint_X_c"),
+    AuditCase("joint drive", "ke", _arm_scene, "model.joint_target_ke"),
+    AuditCase("joint drive", "kd", _arm_scene, "model.joint_target_kd"),
+    AuditCase("joint drive", "position target (control)", _arm_scene, "control.joint_target_q"),
+    AuditCase("joint drive", "velocity target (control)", _arm_scene, "control.joint_target_qd"),
+    AuditCase("joint drive", "torque (control)", _arm_scene, "control.joint_f"),
+    AuditCase("rigid contact", "ke", _rigid_contact_scene, "model.shape_ke"),
+    AuditCase("rigid contact", "kd", _rigid_contact_scene, "model.shape_kd"),
+    AuditCase("rigid contact", "mu", _rigid_contact_scene, "model.shape_mu"),
+    AuditCase("rigid contact", "body mass", _rigid_contact_scene, "model.body_mass", relative=True),
+    AuditCase("rigid contact", "initial coordinates", _rigid_contact_scene, "state.joint_q"),
+    AuditCase("rigid contact", "initial velocities", _rigid_contact_scene, "state.joint_qd"),
+)
+"""Articulated and contacting rigid bodies (semi-implicit solver only)."""
+
 IMPLICIT_CASES = tuple(
     replace(case, solver="implicit Euler")
     for case in SEMI_IMPLICIT_CASES
@@ -182,7 +259,7 @@ IMPLICIT_CASES = tuple(
 )
 """The same scenes and parameters stepped by the backward-Euler solver (IFT adjoint)."""
 
-AUDIT_CASES = SEMI_IMPLICIT_CASES + IMPLICIT_CASES
+AUDIT_CASES = SEMI_IMPLICIT_CASES + RIGID_CASES + IMPLICIT_CASES
 
 
 def run_case(case: AuditCase, eps: float = EPS, tol: float = TOLERANCE) -> dict:

@@ -11,7 +11,8 @@ state (truncation, clipping, diagnostics). State k is the state after k steps.
 Modes.
 - ``"full"``: every state is kept (fresh states from ``State.batch``) with the tapes of the
   forward. Memory grows like T.
-- ``"checkpoint"``: the forward runs unrecorded and keeps only positions and velocities at
+- ``"checkpoint"``: the forward runs unrecorded and keeps only the integrated fields
+  (particle positions and velocities, joint coordinates and velocities) at
   segment starts (every ``segment_length`` steps, default ceil(sqrt(T))). The backward
   takes the segments in reverse: it restores the segment's start state (segment 0 uses
   the caller's ``state0`` itself), re-runs the segment's steps and loss terms while
@@ -29,13 +30,13 @@ Modes.
   health reports name the right step) and restored to its post-forward value.
 
 Truncation (``truncation_window=W``): for every state index k with 0 < k < T and
-k % W == 0, the adjoint that state k (positions and velocities) receives from the steps
+k % W == 0, the adjoint that state k (its integrated fields) receives from the steps
 after it is set to zero before state k's own loss term is added. So the loss term of state
 j reaches back to state m = W * floor((j - 1) / W) and no further (through steps j-1..m);
 the gradient of ``state0`` only sees the loss terms of states 0..W. Gradients of model
 parameters, controls and controller parameters still sum the contributions of all steps,
 each step's computed with the truncated adjoint. ``adjoint_clip=c`` instead scales that
-same incoming adjoint of every state 0 < k < T (positions and velocities together) down
+same incoming adjoint of every state 0 < k < T (all integrated fields together) down
 to 2-norm c when it is larger (at multiples of W truncation takes precedence). Both act
 identically in both modes.
 
@@ -46,9 +47,9 @@ backward reads them as they are then (unchecked), a checkpointed backward re-run
 with them: it checks that ``state0`` and the end state of every re-run segment are bitwise
 the forward's, and raises RuntimeError otherwise (one read-back per segment). ``loss_fn``
 and a controller must not keep references to the states they get (checkpoint mode reuses
-them), and must read only positions and velocities: a state's ``particle_f`` and
-neighbour lists belong to the step that starts from it, which has not run yet when the
-state's loss term is recorded.
+them), and must read only integrated fields: a state's ``particle_f``, neighbour lists and
+body poses/velocities/wrenches belong to the step that starts from it, which has not run
+yet when the state's loss term is recorded.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ from typing import Callable
 import numpy as np
 import warp as wp
 
-from ..model import CONTROL_FIELDS, Control, State
+from ..model import CONTROL_FIELDS, DYNAMIC_STATE_FIELDS, Control, State
 from .grad_health import (
     GradientMonitor,
     GradientReport,
@@ -71,7 +72,7 @@ from .grad_health import (
 
 MODES = ("full", "checkpoint")
 
-_STATE_FIELDS = ("particle_q", "particle_qd", "particle_f")
+_STATE_FIELDS = DYNAMIC_STATE_FIELDS + ("particle_f", "body_q", "body_qd", "body_f")
 """State arrays whose gradients a step's backward accumulates."""
 
 
@@ -262,7 +263,8 @@ class Rollout:
             else:
                 self._rerun_loss.grad.fill_(1.0)
                 self._verify(self._state0, 0, self._checkpoint(0, 0, 0))
-                self._backward_range(0, self.num_steps, 0, (self._final.particle_q, self._final.particle_qd))
+                final = tuple(getattr(self._final, name) for name in DYNAMIC_STATE_FIELDS)
+                self._backward_range(0, self.num_steps, 0, final)
         finally:
             self.solver.step_count = self._step0 + self.num_steps
         if not diagnostics:
@@ -315,9 +317,8 @@ class Rollout:
             self.loss_fn(a, state, loss)
         for k in range(a, b):
             if (k - a) % length == 0:
-                q, qd = self._checkpoint(level, a, k)
-                wp.copy(q, state.particle_q)
-                wp.copy(qd, state.particle_qd)
+                for name, store in zip(DYNAMIC_STATE_FIELDS, self._checkpoint(level, a, k)):
+                    wp.copy(store, getattr(state, name))
             out = self._pool[1] if state is self._pool[0] else self._pool[0]
             if scratch is not None:
                 _zero_control(scratch, grads=False)
@@ -326,8 +327,7 @@ class Rollout:
                 self.loss_fn(k + 1, out, loss)
             state = out
         if loss is not None:
-            self._final.particle_q.assign(state.particle_q)
-            self._final.particle_qd.assign(state.particle_qd)
+            self._final.assign(state)
         return state
 
     def _allocate(self, requires_grad: bool):
@@ -340,13 +340,13 @@ class Rollout:
         if self._controller is not None:
             self._scratch = [model.control(requires_grad) for _ in range(leaf)]
         spans = [self.num_steps] + self.segment_lengths[:-1]
+        self._final = State(model, False)
+        fields = [getattr(self._final, name) for name in DYNAMIC_STATE_FIELDS]
         self._stores = [
-            tuple(wp.zeros((math.ceil(span / length), model.particle_count), dtype=model.vec3, device=model.device)
-                  for _ in range(2))
+            tuple(wp.zeros((math.ceil(span / length), f.shape[0]), dtype=f.dtype, device=model.device) for f in fields)
             for span, length in zip(spans, self.segment_lengths)
         ]
-        self._final = State(model, False)
-        self._carry = [wp.zeros(model.particle_count, dtype=model.vec3, device=model.device) for _ in range(2)]
+        self._carry = [wp.zeros_like(f) for f in fields]
         self._rerun_loss = wp.zeros(1, dtype=model.dtype, device=model.device, requires_grad=True)
         self._buffers_grad = requires_grad
 
@@ -356,17 +356,18 @@ class Rollout:
         if s == 0:
             return self._state0
         start = self._pool[0]
-        q, qd = self._checkpoint(level, a, s)
-        wp.copy(start.particle_q, q)
-        wp.copy(start.particle_qd, qd)
+        for name, store in zip(DYNAMIC_STATE_FIELDS, self._checkpoint(level, a, s)):
+            wp.copy(getattr(start, name), store)
         return start
 
     def _checkpoint(self, level: int, a: int, k: int) -> tuple:
-        """(positions, velocities) arrays stored for state k at ``level`` (range from a)."""
-        if not self.model.particle_count:
-            return self._final.particle_q, self._final.particle_qd  # nothing to store: empty arrays
+        """Arrays of the integrated fields (``DYNAMIC_STATE_FIELDS``) stored for state k at
+        ``level`` (range from a); an empty field is its (empty) array of the final state."""
         index = (k - a) // self.segment_lengths[level]
-        return self._stores[level][0][index], self._stores[level][1][index]
+        return tuple(
+            store[index] if store.shape[1] else getattr(self._final, name)
+            for name, store in zip(DYNAMIC_STATE_FIELDS, self._stores[level])
+        )
 
     def _backward_range(self, a: int, b: int, level: int, expected_end: tuple):
         """Backward of steps a..b-1, whose level-``level`` checkpoints are stored, segment by
@@ -396,19 +397,19 @@ class Rollout:
             for control in self._scratch[:e - s]:
                 _zero_control(control, grads=True)
         if e < self.num_steps:
-            wp.copy(states[-1].particle_q.grad, self._carry[0])
-            wp.copy(states[-1].particle_qd.grad, self._carry[1])
+            for name, carry in zip(DYNAMIC_STATE_FIELDS, self._carry):
+                wp.copy(getattr(states[-1], name).grad, carry)
         self.solver.step_count = self._step0 + s
         tapes = self._record_range(s, e, states, self._rerun_loss, self._scratch)
         self._verify(states[-1], e, expected_end)
         self._backward_steps(s, e, states, *tapes)
         if s > 0:
-            wp.copy(self._carry[0], states[0].particle_q.grad)
-            wp.copy(self._carry[1], states[0].particle_qd.grad)
+            for name, carry in zip(DYNAMIC_STATE_FIELDS, self._carry):
+                wp.copy(carry, getattr(states[0], name).grad)
 
     def _verify(self, state: State, k: int, expected: tuple):
         """A re-run must reproduce the forward's state k bitwise (reads both back)."""
-        for name, reference in zip(("particle_q", "particle_qd"), expected):
+        for name, reference in zip(DYNAMIC_STATE_FIELDS, expected):
             if not np.array_equal(getattr(state, name).numpy(), reference.numpy()):
                 raise RuntimeError(
                     f"the checkpointed re-run does not reproduce the forward's {name} of state {k}: a model "
@@ -433,11 +434,12 @@ class Rollout:
     def _backward_state(self, k: int, state: State, loss_tape: wp.Tape):
         """Truncate or clip the adjoint state k got from later steps, add its loss term's."""
         q, qd = state.particle_q, state.particle_qd
+        integrated = [getattr(state, name) for name in DYNAMIC_STATE_FIELDS]
         if self.truncation_window and 0 < k < self.num_steps and k % self.truncation_window == 0:
-            q.grad.zero_()
-            qd.grad.zero_()
+            for arr in integrated:
+                arr.grad.zero_()
         elif self.adjoint_clip is not None and 0 < k < self.num_steps:
-            clip_grad_norm([q, qd], self.adjoint_clip, sync=False)
+            clip_grad_norm(integrated, self.adjoint_clip, sync=False)
         self._run(loss_tape, k, True, _state_names(state, k) if self._check else {})
         if self._monitor is not None:
             self._monitor.state_adjoint(k, q.grad, qd.grad)

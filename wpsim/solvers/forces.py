@@ -23,7 +23,7 @@ def launch_forces(model, q: wp.array, qd: wp.array, control, friction_dt: float,
         dim=model.particle_count,
         inputs=[
             model.particle_mass, model.particle_radius, model.particle_drag, model.particle_world,
-            model.shape_kind, model.shape_world, model.shape_transform, model.shape_size,
+            model.shape_kind, model.shape_body, model.shape_world, model.shape_transform, model.shape_size,
             model.shape_ke, model.shape_kd, model.shape_mu,
             model.pair_ke, model.pair_kd, model.pair_mu, friction_smoothing, real(friction_dt),
             q, qd, neighbor_count, neighbor_index, control.particle_f_ext,

@@ -8,6 +8,7 @@ import warp as wp
 from ..kernels import particles
 from ..kernels.generic import for_precision
 from ..model import Control, Model, State
+from .articulation import ArticulationStepper
 from .base import SolverBase
 from .forces import launch_forces
 
@@ -31,6 +32,7 @@ class SemiImplicitSolver(SolverBase):
 
     def __init__(self, model: Model, **health_options):
         super().__init__(model, **health_options)
+        self._articulations = ArticulationStepper(model) if model.body_count else None
         self._grid = None
         if model.particle_max_neighbors > 0:
             dim = int(np.clip(2 * round(model.particle_count ** (1.0 / 3.0)), 8, 128))
@@ -59,6 +61,8 @@ class SemiImplicitSolver(SolverBase):
             outputs=[state_out.particle_q, state_out.particle_qd, self.world_fault_step],
             device=model.device,
         )
+        if self._articulations is not None:
+            self._articulations.step(self, state_in, state_out, control, dt)
         self._step_done()
 
     def _find_neighbors(self, state: State):

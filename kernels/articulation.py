@@ -1,0 +1,512 @@
+"""Articulated rigid bodies in generalized coordinates: kinematics, joint-space dynamics
+(composite-rigid-body mass matrix, recursive bias forces), dense Cholesky solve, and the
+semi-implicit joint update.
+
+Spatial vectors are 6-vectors (angular, linear) expressed in world axes at the world
+origin: a twist is (omega, v_O) with v_O the velocity of the body point at the origin; a
+wrench is (torque about the origin, force). A spatial inertia is kept as its parts
+(mass m, first moment h = m c, rotational inertia J about the origin), which add up
+directly over subtrees.
+
+Joint coordinates (q) and velocities (qd) per joint type:
+- free: q = (position 3, quaternion xyzw 4) of the child frame in the parent joint frame;
+  qd = (linear velocity of the child origin in parent axes 3, angular velocity in child axes 3)
+- ball: q = quaternion xyzw (4); qd = angular velocity in child axes (3)
+- revolute: q = angle (rad); qd = rate (rad/s), about the joint axis
+- prismatic: q = offset (m); qd = rate (m/s), along the joint axis
+- fixed: none
+Articulations are trees. Each body has exactly one joint (its parent joint). Joints are
+visited in depth-first order (``dfs_joint``), so a subtree is a contiguous range of
+positions.
+"""
+
+import warp as wp
+
+from .generic import kernel, mat33, quat, transform, vec3
+
+JOINT_FREE = wp.constant(0)
+JOINT_BALL = wp.constant(1)
+JOINT_REVOLUTE = wp.constant(2)
+JOINT_PRISMATIC = wp.constant(3)
+JOINT_FIXED = wp.constant(4)
+
+vec6 = wp.types.vector(6, wp.Float)
+
+
+@wp.func
+def spatial(w: vec3, v: vec3):
+    """The 6-vector (w, v)."""
+    return wp.vector(w[0], w[1], w[2], v[0], v[1], v[2])
+
+
+@wp.func
+def top(s: vec6):
+    """Angular part of a spatial vector."""
+    return wp.vector(s[0], s[1], s[2])
+
+
+@wp.func
+def bottom(s: vec6):
+    """Linear part of a spatial vector."""
+    return wp.vector(s[3], s[4], s[5])
+
+
+@wp.func
+def motion_cross(a: vec6, b: vec6):
+    """Spatial motion cross product a x b (rate of change of motion b carried by twist a)."""
+    w = top(a)
+    return spatial(wp.cross(w, top(b)), wp.cross(w, bottom(b)) + wp.cross(bottom(a), top(b)))
+
+
+@wp.func
+def force_cross(a: vec6, f: vec6):
+    """Spatial force cross product a x* f."""
+    w = top(a)
+    return spatial(wp.cross(w, top(f)) + wp.cross(bottom(a), bottom(f)), wp.cross(w, bottom(f)))
+
+
+@wp.func
+def inertia_times(m: wp.Float, h: vec3, J: mat33, s: vec6):
+    """Spatial inertia (m, h, J) applied to twist s: momentum (J w + h x v, m v - h x w)."""
+    w = top(s)
+    v = bottom(s)
+    return spatial(J * w + wp.cross(h, v), v * m - wp.cross(h, w))
+
+
+@wp.func
+def body_world_inertia(X: transform, m: wp.Float, com: vec3, inertia: mat33):
+    """First moment h (kg m) and rotational inertia J about the world origin (kg m^2) of a
+    body at pose X with mass m, centre of mass ``com`` and inertia about it (body axes)."""
+    R = wp.quat_to_matrix(wp.transform_get_rotation(X))
+    c = wp.transform_point(X, com)
+    eye = wp.identity(3, dtype=type(m))
+    J = R * inertia * wp.transpose(R) + (eye * wp.dot(c, c) - wp.outer(c, c)) * m
+    return c * m, J
+
+
+@wp.func
+def dof_count(jtype: int):
+    """Number of velocity coordinates of a joint type."""
+    if jtype == JOINT_FREE:
+        return 6
+    if jtype == JOINT_BALL:
+        return 3
+    if jtype == JOINT_FIXED:
+        return 0
+    return 1
+
+
+@wp.func
+def coord_count(jtype: int):
+    """Number of position coordinates of a joint type."""
+    if jtype == JOINT_FREE:
+        return 7
+    if jtype == JOINT_BALL:
+        return 4
+    if jtype == JOINT_FIXED:
+        return 0
+    return 1
+
+
+@wp.func
+def joint_motion(jtype: int, axis: vec3, q: wp.array(dtype=wp.Float), qs: int):
+    """Transform of the child joint frame relative to the parent joint frame."""
+    zero = axis[0] * type(axis[0])(0.0)
+    origin = wp.vector(zero, zero, zero)
+    if jtype == JOINT_REVOLUTE:
+        return wp.transformation(origin, wp.quat_from_axis_angle(axis, q[qs]))
+    if jtype == JOINT_PRISMATIC:
+        return wp.transformation(axis * q[qs], wp.quat_identity(dtype=type(zero)))
+    if jtype == JOINT_BALL:
+        return wp.transformation(origin, wp.quaternion(q[qs], q[qs + 1], q[qs + 2], q[qs + 3]))
+    if jtype == JOINT_FREE:
+        return wp.transformation(
+            wp.vector(q[qs], q[qs + 1], q[qs + 2]), wp.quaternion(q[qs + 3], q[qs + 4], q[qs + 5], q[qs + 6])
+        )
+    return wp.transformation(origin, wp.quat_identity(dtype=type(zero)))
+
+
+@wp.func
+def column_is_child_fixed(jtype: int, k: int):
+    """Whether motion column k of a joint turns with the child (ball, free angular) rather
+    than with the parent (revolute, prismatic, free linear)."""
+    return jtype == JOINT_BALL or (jtype == JOINT_FREE and k >= 3)
+
+
+@kernel
+def articulation_kinematics(
+    articulation_start: wp.array(dtype=int),
+    dfs_joint: wp.array(dtype=int),
+    joint_type: wp.array(dtype=int),
+    joint_parent: wp.array(dtype=int),
+    joint_child: wp.array(dtype=int),
+    joint_X_p: wp.array(dtype=transform),
+    joint_X_c: wp.array(dtype=transform),
+    joint_axis: wp.array(dtype=vec3),
+    joint_q_start: wp.array(dtype=int),
+    joint_qd_start: wp.array(dtype=int),
+    gravity: wp.array(dtype=vec3),
+    joint_q: wp.array(dtype=wp.Float),
+    joint_qd: wp.array(dtype=wp.Float),
+    body_q: wp.array(dtype=transform),
+    body_qd: wp.array(dtype=vec6),
+    body_twist: wp.array(dtype=vec6),
+    body_bias_acc: wp.array(dtype=vec6),
+    dof_motion: wp.array(dtype=vec6),
+):
+    """Forward kinematics of one articulation per thread, root to leaves: body poses
+    (body_q), body velocities (body_qd: world angular velocity, world velocity of the body
+    origin), twists at the world origin, velocity-product accelerations (with the base
+    accelerating at -gravity, so gravity enters the bias forces) and the world motion
+    column of every joint dof."""
+    a = wp.tid()
+    for pos in range(articulation_start[a], articulation_start[a + 1]):
+        j = dfs_joint[pos]
+        parent = joint_parent[j]
+        child = joint_child[j]
+        X_j = joint_X_p[j]
+        zero = X_j[0] * type(X_j[0])(0.0)
+        zero3 = wp.vector(zero, zero, zero)
+        v_parent = spatial(zero3, zero3)
+        a_parent = spatial(zero3, -gravity[0])
+        if parent >= 0:
+            X_j = body_q[parent] * X_j
+            v_parent = body_twist[parent]
+            a_parent = body_bias_acc[parent]
+        jtype = joint_type[j]
+        qs = joint_q_start[j]
+        ds = joint_qd_start[j]
+        X_motion = joint_motion(jtype, joint_axis[j], joint_q, qs)
+        X_after = X_j * X_motion
+        X_child = X_after * wp.transform_inverse(joint_X_c[j])
+        body_q[child] = X_child
+        # world motion columns of this joint's dofs
+        R_before = wp.transform_get_rotation(X_j)
+        R_after = wp.transform_get_rotation(X_after)
+        p_after = wp.transform_get_translation(X_after)
+        axis_w = wp.quat_rotate(R_before, joint_axis[j])
+        v_child = v_parent
+        n_dof = dof_count(jtype)
+        for k in range(6):  # constant trip count: unrolled, so the accumulations stay differentiable
+            if k >= n_dof:
+                continue
+            s = spatial(axis_w, wp.cross(p_after, axis_w))
+            if jtype == JOINT_PRISMATIC:
+                s = spatial(zero3, axis_w)
+            if jtype == JOINT_BALL or jtype == JOINT_FREE:
+                e = zero3
+                e[k % 3] = type(zero)(1.0)
+                if column_is_child_fixed(jtype, k):
+                    a_w = wp.quat_rotate(R_after, e)
+                    s = spatial(a_w, wp.cross(p_after, a_w))
+                else:
+                    s = spatial(zero3, wp.quat_rotate(R_before, e))
+            dof_motion[ds + k] = s
+            v_child = v_child + s * joint_qd[ds + k]
+        a_child = a_parent
+        for k in range(6):
+            if k >= n_dof:
+                continue
+            rate = v_parent
+            if column_is_child_fixed(jtype, k):
+                rate = v_child
+            a_child = a_child + motion_cross(rate, dof_motion[ds + k]) * joint_qd[ds + k]
+        body_twist[child] = v_child
+        body_bias_acc[child] = a_child
+        w = top(v_child)
+        origin = wp.transform_get_translation(X_child)
+        body_qd[child] = spatial(w, bottom(v_child) + wp.cross(w, origin))
+
+
+@kernel
+def init_body_wrenches(
+    body_q: wp.array(dtype=transform),
+    body_com: wp.array(dtype=vec3),
+    body_f_ext: wp.array(dtype=vec6),
+    body_f: wp.array(dtype=vec6),
+):
+    """Start each body's wrench (about the world origin) from the external wrench given as
+    (torque, force at the centre of mass), both in world axes."""
+    b = wp.tid()
+    f = body_f_ext[b]
+    c = wp.transform_point(body_q[b], body_com[b])
+    body_f[b] = spatial(top(f) + wp.cross(c, bottom(f)), bottom(f))
+
+
+@kernel
+def subtree_inertia_and_bias(
+    body_joint: wp.array(dtype=int),
+    joint_dfs_pos: wp.array(dtype=int),
+    joint_dfs_end: wp.array(dtype=int),
+    dfs_joint: wp.array(dtype=int),
+    joint_child: wp.array(dtype=int),
+    body_mass: wp.array(dtype=wp.Float),
+    body_com: wp.array(dtype=vec3),
+    body_inertia: wp.array(dtype=mat33),
+    body_q: wp.array(dtype=transform),
+    body_twist: wp.array(dtype=vec6),
+    body_bias_acc: wp.array(dtype=vec6),
+    body_f: wp.array(dtype=vec6),
+    subtree_mass: wp.array(dtype=wp.Float),
+    subtree_h: wp.array(dtype=vec3),
+    subtree_J: wp.array(dtype=mat33),
+    subtree_bias: wp.array(dtype=vec6),
+):
+    """One thread per body: the composite spatial inertia of the body's subtree and the sum
+    of its bodies' bias wrenches I a + v x* I v - f (gravity, velocity products, applied and
+    contact wrenches), i.e. the wrench the parent joint must transmit at zero acceleration."""
+    b = wp.tid()
+    j = body_joint[b]
+    # accumulators start from constants: a loop-mutated variable must not feed an
+    # expression outside the loop, whose adjoint would read the variable's final value
+    m_sum = type(body_mass[b])(0.0)
+    zero3 = wp.vector(m_sum, m_sum, m_sum)
+    h_sum = zero3
+    J_sum = wp.outer(zero3, zero3)
+    f_sum = spatial(zero3, zero3)
+    for pos in range(joint_dfs_pos[j], joint_dfs_end[j]):
+        d = joint_child[dfs_joint[pos]]
+        m = body_mass[d]
+        h, J = body_world_inertia(body_q[d], m, body_com[d], body_inertia[d])
+        v = body_twist[d]
+        f_sum += inertia_times(m, h, J, body_bias_acc[d]) + force_cross(v, inertia_times(m, h, J, v)) - body_f[d]
+        m_sum += m
+        h_sum += h
+        J_sum += J
+    subtree_mass[b] = m_sum
+    subtree_h[b] = h_sum
+    subtree_J[b] = J_sum
+    subtree_bias[b] = f_sum
+
+
+@wp.func
+def joint_drive(
+    jtype: int, q: wp.Float, qd: wp.Float, target_q: wp.Float, target_qd: wp.Float, ke: wp.Float,
+    kd: wp.Float, lower: wp.Float, upper: wp.Float, limit_ke: wp.Float, limit_kd: wp.Float,
+):
+    """Generalized force of a 1-dof joint's PD drive and limit spring-damper (N or N m)."""
+    zero = q * type(q)(0.0)
+    if jtype != JOINT_REVOLUTE and jtype != JOINT_PRISMATIC:
+        return zero
+    tau = ke * (target_q - q) + kd * (target_qd - qd)
+    if q < lower:
+        tau += limit_ke * (lower - q) - limit_kd * qd
+    if q > upper:
+        tau += limit_ke * (upper - q) - limit_kd * qd
+    return tau
+
+
+@kernel
+def assemble_joint_space(
+    dof_joint: wp.array(dtype=int),
+    joint_articulation: wp.array(dtype=int),
+    articulation_dof_start: wp.array(dtype=int),
+    articulation_H_start: wp.array(dtype=int),
+    joint_type: wp.array(dtype=int),
+    joint_child: wp.array(dtype=int),
+    joint_dfs_pos: wp.array(dtype=int),
+    joint_dfs_end: wp.array(dtype=int),
+    joint_q_start: wp.array(dtype=int),
+    joint_qd_start: wp.array(dtype=int),
+    joint_armature: wp.array(dtype=wp.Float),
+    joint_damping: wp.array(dtype=wp.Float),
+    joint_target_ke: wp.array(dtype=wp.Float),
+    joint_target_kd: wp.array(dtype=wp.Float),
+    joint_limit_lower: wp.array(dtype=wp.Float),
+    joint_limit_upper: wp.array(dtype=wp.Float),
+    joint_limit_ke: wp.array(dtype=wp.Float),
+    joint_limit_kd: wp.array(dtype=wp.Float),
+    dt: wp.Float,
+    joint_q: wp.array(dtype=wp.Float),
+    joint_qd: wp.array(dtype=wp.Float),
+    dof_motion: wp.array(dtype=vec6),
+    subtree_mass: wp.array(dtype=wp.Float),
+    subtree_h: wp.array(dtype=vec3),
+    subtree_J: wp.array(dtype=mat33),
+    subtree_bias: wp.array(dtype=vec6),
+    joint_f: wp.array(dtype=wp.Float),
+    joint_target_q: wp.array(dtype=wp.Float),
+    joint_target_qd: wp.array(dtype=wp.Float),
+    mass_matrix: wp.array(dtype=wp.Float),
+    rhs: wp.array(dtype=wp.Float),
+):
+    """One thread per dof i: row i of the articulation's joint-space mass matrix
+    H_ik = S_i^T I_c S_k (I_c: composite inertia of the deeper joint's subtree), plus
+    armature and dt * (damping + drive kd) on the diagonal (damping is implicit, as in an
+    implicit-damping Euler step), and the right-hand side
+    tau_i - S_i^T (subtree bias wrench) with tau from the control, drives, limits, damping."""
+    i = wp.tid()
+    j = dof_joint[i]
+    a = joint_articulation[j]
+    d0 = articulation_dof_start[a]
+    n = articulation_dof_start[a + 1] - d0
+    row = articulation_H_start[a] + (i - d0) * n
+    s_i = dof_motion[i]
+    pos_j = joint_dfs_pos[j]
+    for k in range(d0, d0 + n):
+        jk = dof_joint[k]
+        pos_k = joint_dfs_pos[jk]
+        value = s_i[0] * type(s_i[0])(0.0)
+        deeper = int(-1)
+        if pos_j <= pos_k and pos_k < joint_dfs_end[j]:
+            deeper = joint_child[jk]
+        elif pos_k <= pos_j and pos_j < joint_dfs_end[jk]:
+            deeper = joint_child[j]
+        if deeper >= 0:
+            value = wp.dot(s_i, inertia_times(subtree_mass[deeper], subtree_h[deeper], subtree_J[deeper], dof_motion[k]))
+        if k == i:
+            value += joint_armature[i] + dt * (joint_damping[i] + joint_target_kd[i])
+        mass_matrix[row + k - d0] = value
+    jtype = joint_type[j]
+    qd = joint_qd[i]
+    tau = joint_f[i] - joint_damping[i] * qd + joint_drive(
+        jtype, joint_q[joint_q_start[j]], qd, joint_target_q[i], joint_target_qd[i], joint_target_ke[i],
+        joint_target_kd[i], joint_limit_lower[i], joint_limit_upper[i], joint_limit_ke[i], joint_limit_kd[i],
+    )
+    rhs[i] = tau - wp.dot(s_i, subtree_bias[joint_child[j]])
+
+
+@kernel(enable_backward=False)
+def cholesky_solve(
+    articulation_dof_start: wp.array(dtype=int),
+    articulation_H_start: wp.array(dtype=int),
+    mass_matrix: wp.array(dtype=wp.Float),
+    rhs: wp.array(dtype=wp.Float),
+    factor: wp.array(dtype=wp.Float),
+    qdd: wp.array(dtype=wp.Float),
+):
+    """One thread per articulation: factor H = L L^T (lower triangle of H read) into
+    ``factor`` and solve H qdd = rhs. Not differentiated by the tape: the solver registers
+    ``cholesky_solve_adjoint`` as its backward."""
+    a = wp.tid()
+    d0 = articulation_dof_start[a]
+    n = articulation_dof_start[a + 1] - d0
+    base = articulation_H_start[a]
+    for c in range(n):
+        for r in range(c, n):
+            s = mass_matrix[base + r * n + c]
+            for k in range(c):
+                s -= factor[base + r * n + k] * factor[base + c * n + k]
+            if r == c:
+                factor[base + c * n + c] = wp.sqrt(s)
+            else:
+                factor[base + r * n + c] = s / factor[base + c * n + c]
+    triangular_solves(n, base, d0, factor, rhs, qdd)
+
+
+@wp.func
+def triangular_solves(n: int, base: int, d0: int, factor: wp.array(dtype=wp.Float), b: wp.array(dtype=wp.Float),
+                      x: wp.array(dtype=wp.Float)):
+    """Solve L L^T x = b for one articulation's block (x used as scratch for L^-1 b)."""
+    for r in range(n):
+        s = b[d0 + r]
+        for k in range(r):
+            s -= factor[base + r * n + k] * x[d0 + k]
+        x[d0 + r] = s / factor[base + r * n + r]
+    for rr in range(n):
+        r = n - 1 - rr
+        s = x[d0 + r]
+        for k in range(r + 1, n):
+            s -= factor[base + k * n + r] * x[d0 + k]
+        x[d0 + r] = s / factor[base + r * n + r]
+
+
+@kernel(enable_backward=False)
+def cholesky_solve_adjoint(
+    articulation_dof_start: wp.array(dtype=int),
+    articulation_H_start: wp.array(dtype=int),
+    factor: wp.array(dtype=wp.Float),
+    qdd: wp.array(dtype=wp.Float),
+    adj_qdd: wp.array(dtype=wp.Float),
+    adjoint: wp.array(dtype=wp.Float),
+    adj_mass_matrix: wp.array(dtype=wp.Float),
+    adj_rhs: wp.array(dtype=wp.Float),
+):
+    """Backward of ``cholesky_solve``. The forward reads only the lower triangle of H (the
+    matrix it factors is H_rc for r >= c mirrored), so with lambda = H^-1 adj_qdd and
+    G = -lambda qdd^T: adj_rhs += lambda, adj_H_rc += G_rc + G_cr below the diagonal,
+    G_rr on it, nothing above."""
+    a = wp.tid()
+    d0 = articulation_dof_start[a]
+    n = articulation_dof_start[a + 1] - d0
+    base = articulation_H_start[a]
+    triangular_solves(n, base, d0, factor, adj_qdd, adjoint)
+    for r in range(n):
+        lam = adjoint[d0 + r]
+        adj_rhs[d0 + r] += lam
+        for c in range(r + 1):
+            g = lam * qdd[d0 + c]
+            if c < r:
+                g += adjoint[d0 + c] * qdd[d0 + r]
+            adj_mass_matrix[base + r * n + c] -= g
+
+
+@wp.func
+def integrate_rotation(rot: quat, w_local: vec3, dt: wp.Float):
+    """Rotation after turning at body-axes angular velocity w_local for dt (exponential map)."""
+    d = w_local * dt
+    angle_sq = wp.dot(d, d)
+    half = type(dt)(0.5)
+    scale = half - angle_sq / type(dt)(48.0)
+    cos_half = type(dt)(1.0) - angle_sq / type(dt)(8.0)
+    if angle_sq > type(dt)(1.0e-8):
+        angle = wp.sqrt(angle_sq)
+        scale = wp.sin(half * angle) / angle
+        cos_half = wp.cos(half * angle)
+    turn = wp.quaternion(d[0] * scale, d[1] * scale, d[2] * scale, cos_half)
+    return wp.normalize(rot * turn)
+
+
+@kernel
+def integrate_joints(
+    joint_type: wp.array(dtype=int),
+    joint_child: wp.array(dtype=int),
+    joint_q_start: wp.array(dtype=int),
+    joint_qd_start: wp.array(dtype=int),
+    body_world: wp.array(dtype=int),
+    joint_q: wp.array(dtype=wp.Float),
+    joint_qd: wp.array(dtype=wp.Float),
+    qdd: wp.array(dtype=wp.Float),
+    dt: wp.Float,
+    step: int,
+    max_coordinate: wp.Float,
+    max_speed: wp.Float,
+    joint_q_out: wp.array(dtype=wp.Float),
+    joint_qd_out: wp.array(dtype=wp.Float),
+    world_fault_step: wp.array(dtype=int),
+):
+    """One thread per joint: semi-implicit Euler, qd' = qd + dt qdd, then q' from qd'
+    (quaternions turned by the exponential map and renormalised). Flags the world's fault
+    step when a new value is non-finite or beyond max_coordinate / max_speed."""
+    j = wp.tid()
+    jtype = joint_type[j]
+    qs = joint_q_start[j]
+    ds = joint_qd_start[j]
+    bad = int(0)
+    for k in range(dof_count(jtype)):
+        v = joint_qd[ds + k] + dt * qdd[ds + k]
+        joint_qd_out[ds + k] = v
+        if not wp.isfinite(v) or wp.abs(v) > max_speed:
+            bad = 1
+    if jtype == JOINT_REVOLUTE or jtype == JOINT_PRISMATIC:
+        joint_q_out[qs] = joint_q[qs] + dt * (joint_qd[ds] + dt * qdd[ds])
+    if jtype == JOINT_FREE:
+        for k in range(3):
+            joint_q_out[qs + k] = joint_q[qs + k] + dt * (joint_qd[ds + k] + dt * qdd[ds + k])
+    if jtype == JOINT_BALL or jtype == JOINT_FREE:
+        r = qs
+        w = ds
+        if jtype == JOINT_FREE:
+            r = qs + 3
+            w = ds + 3
+        rot = wp.quaternion(joint_q[r], joint_q[r + 1], joint_q[r + 2], joint_q[r + 3])
+        omega = wp.vector(joint_qd[w], joint_qd[w + 1], joint_qd[w + 2]) + wp.vector(qdd[w], qdd[w + 1], qdd[w + 2]) * dt
+        new_rot = integrate_rotation(rot, omega, dt)
+        for k in range(4):
+            joint_q_out[r + k] = new_rot[k]
+    for k in range(coord_count(jtype)):
+        x = joint_q_out[qs + k]
+        if not wp.isfinite(x) or wp.abs(x) > max_coordinate:
+            bad = 1
+    if bad != 0:
+        wp.atomic_min(world_fault_step, body_world[joint_child[j]], step)

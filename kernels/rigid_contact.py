@@ -1,0 +1,248 @@
+"""Compliant contact between rigid-body shapes and static geometry (device code).
+
+A contact pair is (shape a, shape b); shape a is on a body, shape b is static (body -1)
+or on another body. Narrow phase per pair:
+- b a plane: a's contact points (sphere centre, capsule segment ends, box corners) against it;
+- sphere or capsule against sphere or capsule: closest points of their core segments;
+- a sphere or capsule against a box: its core points against the box's signed distance;
+- two boxes: each box's corners against one face of the other, the face normal to the box
+  axis along which the two overlap least (face-axis separating test); a corner must lie
+  within that face's extent (box edge against box edge is not detected).
+Each contact uses ``compliant_contact_force`` with the pair's mean stiffness, damping and
+friction; the force acts at the surface point of the penetrating shape. Wrenches are taken
+about the world origin (see ``articulation``) and added into ``body_f`` with atomics.
+"""
+
+import warp as wp
+
+from .articulation import spatial, vec6
+from .contact import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_PLANE, SHAPE_SPHERE, compliant_contact_force, shape_sdf
+from .generic import kernel, set_deterministic, transform, vec3
+
+set_deterministic(__name__)
+
+
+@wp.func
+def shape_pose(body: int, local: transform, body_q: wp.array(dtype=transform)):
+    """World pose of a shape (its own transform for static shapes)."""
+    if body >= 0:
+        return body_q[body] * local
+    return local
+
+
+@wp.func
+def point_velocity(body: int, x: vec3, body_q: wp.array(dtype=transform), body_qd: wp.array(dtype=vec6)):
+    """Velocity (m/s) of the body point at world position x; zero for static geometry."""
+    zero = x * type(x[0])(0.0)
+    if body < 0:
+        return zero
+    v = body_qd[body]
+    w = wp.vector(v[0], v[1], v[2])
+    return wp.vector(v[3], v[4], v[5]) + wp.cross(w, x - wp.transform_get_translation(body_q[body]))
+
+
+@wp.func
+def contact_point(kind: int, size: vec3, k: int):
+    """Local position and radius (m) of contact point k of a shape (see ``point_count``)."""
+    zero = size[0] * type(size[0])(0.0)
+    if kind == SHAPE_BOX:
+        sx = type(zero)(float((k & 1) * 2 - 1))
+        sy = type(zero)(float(((k >> 1) & 1) * 2 - 1))
+        sz = type(zero)(float(((k >> 2) & 1) * 2 - 1))
+        return wp.vector(sx * size[0], sy * size[1], sz * size[2]), zero
+    if kind == SHAPE_CAPSULE:
+        return wp.vector(zero, zero, size[1] * type(zero)(float(2 * k - 1))), size[0]
+    return wp.vector(zero, zero, zero), size[0]
+
+
+@wp.func
+def point_count(kind: int):
+    """Number of contact points of a shape kind: box 8, capsule 2, sphere 1, plane 0."""
+    if kind == SHAPE_BOX:
+        return 8
+    if kind == SHAPE_CAPSULE:
+        return 2
+    if kind == SHAPE_SPHERE:
+        return 1
+    return 0
+
+
+@wp.func
+def segment_parameter(numerator: wp.Float, denominator: wp.Float):
+    """numerator / denominator clamped to [0, 1] (0 for a degenerate denominator)."""
+    zero = numerator * type(numerator)(0.0)
+    if denominator <= type(numerator)(1.0e-12):
+        return zero
+    return wp.clamp(numerator / denominator, zero, type(numerator)(1.0))
+
+
+@wp.func
+def closest_segment_points(p1: vec3, q1: vec3, p2: vec3, q2: vec3):
+    """Closest points of segments p1-q1 and p2-q2 (either may be a point)."""
+    d1 = q1 - p1
+    d2 = q2 - p2
+    r = p1 - p2
+    a = wp.dot(d1, d1)
+    e = wp.dot(d2, d2)
+    f = wp.dot(d2, r)
+    c = wp.dot(d1, r)
+    b = wp.dot(d1, d2)
+    eps = type(a)(1.0e-12)
+    s = a * type(a)(0.0)
+    t = s
+    if a <= eps:
+        t = segment_parameter(f, e)
+    elif e <= eps:
+        s = segment_parameter(-c, a)
+    else:
+        denom = a * e - b * b
+        if denom > eps * a * e:
+            s = segment_parameter(b * f - c * e, denom)
+        t = (b * s + f) / e
+        if t < s * type(a)(0.0):
+            t = s * type(a)(0.0)
+            s = segment_parameter(-c, a)
+        elif t > type(a)(1.0):
+            t = type(a)(1.0)
+            s = segment_parameter(b - c, a)
+    return p1 + d1 * s, p2 + d2 * t
+
+
+@wp.func
+def add_contact(
+    pen: wp.Float, n: vec3, x: vec3, body_a: int, body_b: int, ke: wp.Float, kd: wp.Float, mu: wp.Float,
+    smoothing: wp.Float, rate: wp.Float, body_q: wp.array(dtype=transform), body_qd: wp.array(dtype=vec6),
+    body_f: wp.array(dtype=vec6),
+):
+    """Apply the compliant force of one contact (normal n from b to a, at world point x)."""
+    if pen > pen * type(pen)(0.0):
+        v_rel = point_velocity(body_a, x, body_q, body_qd) - point_velocity(body_b, x, body_q, body_qd)
+        f = compliant_contact_force(pen, n, v_rel, ke, kd, mu, smoothing, rate)
+        wrench = spatial(wp.cross(x, f), f)
+        if body_a >= 0:
+            wp.atomic_add(body_f, body_a, wrench)
+        if body_b >= 0:
+            wp.atomic_sub(body_f, body_b, wrench)
+
+
+@wp.func
+def points_against_shape(
+    kind_p: int, size_p: vec3, X_p: transform, body_p: int, kind_s: int, size_s: vec3, X_s: transform,
+    body_s: int, ke: wp.Float, kd: wp.Float, mu: wp.Float, smoothing: wp.Float, rate: wp.Float,
+    body_q: wp.array(dtype=transform), body_qd: wp.array(dtype=vec6), body_f: wp.array(dtype=vec6),
+):
+    """Contacts of the contact points of shape p against the signed distance of shape s."""
+    rot_s = wp.transform_get_rotation(X_s)
+    for k in range(point_count(kind_p)):
+        local, radius = contact_point(kind_p, size_p, k)
+        centre = wp.transform_point(X_p, local)
+        dist, n_local = shape_sdf(kind_s, wp.transform_point(wp.transform_inverse(X_s), centre), size_s)
+        n = wp.quat_rotate(rot_s, n_local)
+        add_contact(radius - dist, n, centre - n * radius, body_p, body_s, ke, kd, mu, smoothing, rate,
+                    body_q, body_qd, body_f)
+
+
+@wp.func
+def box_corners_against_box(
+    h_p: vec3, X_p: transform, body_p: int, h_s: vec3, X_s: transform, body_s: int, ke: wp.Float, kd: wp.Float,
+    mu: wp.Float, smoothing: wp.Float, rate: wp.Float, body_q: wp.array(dtype=transform),
+    body_qd: wp.array(dtype=vec6), body_f: wp.array(dtype=vec6),
+):
+    """Contacts of box p's corners against the face of box s that faces it: the face normal
+    to the axis k of s with the largest separation |c_k| - h_s[k] - r_p[k] (c: p's centre
+    in s's frame, r_p: p's half width along axis k). Corners count when they are below
+    that face and within its extent (inclusive, so equal aligned boxes stack)."""
+    to_s = wp.transform_inverse(X_s)
+    centre = wp.transform_point(to_s, wp.transform_get_translation(X_p))
+    rel = wp.quat_to_matrix(wp.transform_get_rotation(to_s) * wp.transform_get_rotation(X_p))
+    axis = int(0)
+    best = centre[0] * type(centre[0])(0.0)
+    for k in range(3):
+        r_p = wp.abs(rel[k, 0]) * h_p[0] + wp.abs(rel[k, 1]) * h_p[1] + wp.abs(rel[k, 2]) * h_p[2]
+        gap = wp.abs(centre[k]) - h_s[k] - r_p
+        if k == 0 or gap > best:
+            best = gap
+            axis = k
+    side = wp.sign(centre[axis])
+    tolerance = type(best)(1.0e-6) * wp.max(h_s)
+    zero = best * type(best)(0.0)
+    n_local = wp.vector(zero, zero, zero)
+    n_local[axis] = side
+    n = wp.quat_rotate(wp.transform_get_rotation(X_s), n_local)
+    for k in range(8):
+        local, radius = contact_point(SHAPE_BOX, h_p, k)
+        corner = wp.transform_point(X_p, local)
+        x = wp.transform_point(to_s, corner)
+        inside = True
+        for j in range(3):
+            if j != axis and wp.abs(x[j]) > h_s[j] + tolerance:
+                inside = False
+        if inside:
+            add_contact(h_s[axis] - side * x[axis], n, corner, body_p, body_s, ke, kd, mu, smoothing, rate,
+                        body_q, body_qd, body_f)
+
+
+@wp.func
+def core_segment(kind: int, size: vec3, X: transform, end: int):
+    """World position of one end of a sphere's or capsule's core segment."""
+    local, radius = contact_point(kind, size, end)
+    return wp.transform_point(X, local)
+
+
+@kernel
+def eval_rigid_contacts(
+    contact_pair: wp.array2d(dtype=int),
+    shape_kind: wp.array(dtype=int),
+    shape_body: wp.array(dtype=int),
+    shape_transform: wp.array(dtype=transform),
+    shape_size: wp.array(dtype=vec3),
+    shape_ke: wp.array(dtype=wp.Float),
+    shape_kd: wp.array(dtype=wp.Float),
+    shape_mu: wp.array(dtype=wp.Float),
+    body_mass: wp.array(dtype=wp.Float),
+    friction_smoothing: wp.Float,
+    dt: wp.Float,
+    body_q: wp.array(dtype=transform),
+    body_qd: wp.array(dtype=vec6),
+    body_f: wp.array(dtype=vec6),
+):
+    """One thread per candidate shape pair: add its contact wrenches into body_f. ``dt``
+    bounds the friction slope by the pair's inverse body masses (0: no bound)."""
+    i = wp.tid()
+    a = contact_pair[i, 0]
+    b = contact_pair[i, 1]
+    ka = shape_kind[a]
+    kb = shape_kind[b]
+    ba = shape_body[a]
+    bb = shape_body[b]
+    Xa = shape_pose(ba, shape_transform[a], body_q)
+    Xb = shape_pose(bb, shape_transform[b], body_q)
+    half = type(dt)(0.5)
+    ke = (shape_ke[a] + shape_ke[b]) * half
+    kd = (shape_kd[a] + shape_kd[b]) * half
+    mu = (shape_mu[a] + shape_mu[b]) * half
+    rate = dt * type(dt)(0.0)
+    if ba >= 0:
+        rate += dt / body_mass[ba]
+    if bb >= 0:
+        rate += dt / body_mass[bb]
+    sa = shape_size[a]
+    sb = shape_size[b]
+    if ka == SHAPE_BOX and kb == SHAPE_BOX:
+        box_corners_against_box(sa, Xa, ba, sb, Xb, bb, ke, kd, mu, friction_smoothing, rate, body_q, body_qd, body_f)
+        box_corners_against_box(sb, Xb, bb, sa, Xa, ba, ke, kd, mu, friction_smoothing, rate, body_q, body_qd, body_f)
+    elif kb == SHAPE_PLANE or kb == SHAPE_BOX:
+        points_against_shape(ka, sa, Xa, ba, kb, sb, Xb, bb, ke, kd, mu, friction_smoothing, rate, body_q, body_qd, body_f)
+    elif ka == SHAPE_BOX:
+        points_against_shape(kb, sb, Xb, bb, ka, sa, Xa, ba, ke, kd, mu, friction_smoothing, rate, body_q, body_qd, body_f)
+    if ka != SHAPE_BOX and kb != SHAPE_BOX and kb != SHAPE_PLANE:
+        ca, cb = closest_segment_points(
+            core_segment(ka, sa, Xa, 0), core_segment(ka, sa, Xa, 1), core_segment(kb, sb, Xb, 0),
+            core_segment(kb, sb, Xb, 1),
+        )
+        d = ca - cb
+        dist = wp.length(d)
+        if dist > dist * type(dist)(0.0):
+            n = d / dist
+            add_contact(sa[0] + sb[0] - dist, n, ca - n * sa[0], ba, bb, ke, kd, mu, friction_smoothing, rate,
+                        body_q, body_qd, body_f)

@@ -1,0 +1,321 @@
+"""Rigid bodies and articulations: comparisons with MuJoCo on the same model and time step,
+analytic references (energy, sliding distance, restitution, angular momentum), a box stack
+and many worlds. All float64 on the CPU."""
+
+import numpy as np
+import pytest
+import warp as wp
+
+import wpsim
+from wpsim.geometry import quat_to_matrix
+
+
+def run(model, steps, dt, control=None, observe=None, state=None):
+    """Step ``steps`` times ping-ponging two states; ``observe(k, state)`` sees every state
+    a step started from (so its body poses are current). Returns the final state."""
+    solver = wpsim.SemiImplicitSolver(model)
+    a, b = model.state(), model.state()
+    if state is not None:
+        a.assign(state)
+    for k in range(steps):
+        solver.step(a, b, control(k) if callable(control) else control, dt)
+        if observe is not None:
+            observe(k, a)
+        a, b = b, a
+    assert solver.health().ok, str(solver.health())
+    wpsim.eval_fk(model, a)
+    return a
+
+
+# ---------------------------------------------------------------- MuJoCo comparisons
+PENDULUM_XML = """<mujoco><option timestep="{dt}" gravity="0 0 -9.81"/><worldbody>
+<body pos="0 0 2"><joint type="hinge" axis="1 0 0"/><inertial pos="0 0 -0.8" mass="1.3" diaginertia="0.02 0.03 0.04"/>
+{child}</body></worldbody></mujoco>"""
+DOUBLE_CHILD = """<body pos="0 0.1 -1"><joint type="hinge" axis="0.6 0.8 0"/>
+<inertial pos="0.1 0 -0.5" mass="0.5" diaginertia="0.01 0.02 0.015"/></body>"""
+CARTPOLE_XML = """<mujoco><option timestep="{dt}" gravity="0 0 -9.81"/><worldbody>
+<body pos="0 0 1"><joint type="slide" axis="1 0 0"/><inertial pos="0 0 0" mass="1" diaginertia="0.1 0.1 0.1"/>
+<body><joint type="hinge" axis="0 1 0"/><inertial pos="0 0 0.5" mass="0.2" diaginertia="0.02 0.02 0.001"/></body>
+</body></worldbody></mujoco>"""
+
+
+def pendulum_builder(q0, double=False, qd0=(0.0, 0.0)):
+    b = wpsim.ModelBuilder()
+    link = b.add_body(mass=1.3, com=(0.0, 0.0, -0.8), inertia=(0.02, 0.03, 0.04))
+    b.add_joint_revolute(-1, link, axis=(1.0, 0.0, 0.0), parent_pos=(0.0, 0.0, 2.0), q=q0[0], qd=qd0[0])
+    if double:
+        tip = b.add_body(mass=0.5, com=(0.1, 0.0, -0.5), inertia=(0.01, 0.02, 0.015))
+        b.add_joint_revolute(link, tip, axis=(0.6, 0.8, 0.0), parent_pos=(0.0, 0.1, -1.0), q=q0[1], qd=qd0[1])
+    return b
+
+
+def cartpole_builder(pole_angle):
+    b = wpsim.ModelBuilder()
+    cart = b.add_body(mass=1.0, inertia=(0.1, 0.1, 0.1))
+    b.add_joint_prismatic(-1, cart, axis=(1.0, 0.0, 0.0), parent_pos=(0.0, 0.0, 1.0))
+    pole = b.add_body(mass=0.2, com=(0.0, 0.0, 0.5), inertia=(0.02, 0.02, 0.001))
+    b.add_joint_revolute(cart, pole, axis=(0.0, 1.0, 0.0), q=pole_angle)
+    return b
+
+
+def mujoco_rollout(xml, qpos, qvel, steps, forces=None):
+    """Joint positions after each of ``steps`` MuJoCo steps (Euler integrator, no contacts)."""
+    mujoco = pytest.importorskip("mujoco")
+    model = mujoco.MjModel.from_xml_string(xml)
+    data = mujoco.MjData(model)
+    data.qpos[:], data.qvel[:] = qpos, qvel
+    out = []
+    for k in range(steps):
+        if forces is not None:
+            data.qfrc_applied[:] = forces[k]
+        mujoco.mj_step(model, data)
+        out.append(data.qpos.copy())
+    return np.array(out)
+
+
+def wpsim_rollout(builder, steps, dt, forces=None):
+    model = builder.finalize(dtype=wp.float64)
+    control = model.control()
+    out = []
+
+    def apply(k):
+        if forces is not None:
+            control.joint_f.assign(forces[k])
+        return control
+
+    run(model, steps, dt, apply, lambda k, s: out.append(s.joint_q.numpy().copy()))
+    # observe sees the state each step starts from: shift by one to align with MuJoCo
+    final = out[1:]
+    return np.array(final)
+
+
+def zero_crossing_period(q, dt):
+    """Mean period (s) between upward zero crossings, linearly interpolated."""
+    up = np.flatnonzero((q[:-1] < 0.0) & (q[1:] >= 0.0))
+    times = (up + q[up] / (q[up] - q[up + 1])) * dt
+    assert len(times) >= 3
+    return float(np.mean(np.diff(times)))
+
+
+def test_single_pendulum_period_matches_mujoco_and_theory():
+    dt, steps, amp = 1e-3, 6000, 0.05
+    ours = wpsim_rollout(pendulum_builder((amp, 0.0)), steps + 1, dt)[:, 0]
+    theirs = mujoco_rollout(PENDULUM_XML.format(dt=dt, child=""), [amp], [0.0], steps)[:, 0]
+    t_ours, t_mj = zero_crossing_period(ours, dt), zero_crossing_period(theirs, dt)
+    # physical pendulum, small amplitude: T = 2 pi sqrt(I_pivot / (m g d))
+    m, d = 1.3, 0.8
+    t_theory = 2 * np.pi * np.sqrt((0.02 + m * d * d) / (m * 9.81 * d)) * (1 + amp**2 / 16)
+    assert abs(t_ours - t_mj) / t_mj < 0.005
+    assert abs(t_ours - t_theory) / t_theory < 0.005
+
+
+def test_double_pendulum_matches_mujoco():
+    dt, steps = 1e-3, 500
+    q0, qd0 = (0.5, -0.4), (0.3, 1.0)
+    ours = wpsim_rollout(pendulum_builder(q0, double=True, qd0=qd0), steps + 1, dt)
+    theirs = mujoco_rollout(PENDULUM_XML.format(dt=dt, child=DOUBLE_CHILD), q0, qd0, steps)
+    assert np.abs(theirs[-1] - np.asarray(q0)).max() > 0.3  # the chain really moved
+    assert np.abs(ours - theirs).max() < 1e-3
+
+
+def test_cartpole_under_force_sequence_matches_mujoco():
+    dt, steps = 2e-3, 500
+    forces = np.zeros((steps + 1, 2))
+    forces[:, 0] = 3.0 * np.sin(np.arange(steps + 1) * dt * 7.0)
+    ours = wpsim_rollout(cartpole_builder(0.2), steps + 1, dt, forces)
+    theirs = mujoco_rollout(CARTPOLE_XML.format(dt=dt), [0.0, 0.2], [0.0, 0.0], steps, forces)
+    assert np.abs(theirs[-1, 0]) > 0.05
+    assert np.abs(ours - theirs).max() < 1e-3
+
+
+# ---------------------------------------------------------------- analytic references
+def body_energy(model, state):
+    """Kinetic + potential energy (J) of all bodies from body poses and velocities."""
+    m, com, inertia = model.body_mass.numpy(), model.body_com.numpy(), model.body_inertia.numpy()
+    g = model.gravity.numpy()[0]
+    total = 0.0
+    for b, (pose, vel) in enumerate(zip(state.body_q.numpy(), state.body_qd.numpy())):
+        R = quat_to_matrix(pose[3:])
+        c = R @ com[b]
+        w, v_origin = vel[:3], vel[3:]
+        v_com = v_origin + np.cross(w, c)
+        total += 0.5 * m[b] * v_com @ v_com + 0.5 * w @ (R @ inertia[b] @ R.T) @ w - m[b] * g @ (pose[:3] + c)
+    return total
+
+
+def test_pendulum_energy_drift_below_half_percent_over_10s():
+    model = pendulum_builder((1.0, 0.0)).finalize(dtype=wp.float64)
+    energies = []
+    run(model, 5000, 2e-3, observe=lambda k, s: energies.append(body_energy(model, s)))
+    e = np.array(energies)
+    swing = 1.3 * 9.81 * 0.8 * (1 - np.cos(1.0))  # kinetic energy at the bottom
+    assert np.abs(e - e[0]).max() / swing < 0.005
+
+
+def free_box(b, half, pos, lin_vel=(0.0, 0.0, 0.0), ang_vel=(0.0, 0.0, 0.0), **contact):
+    body = b.add_body()
+    b.add_shape_box(body, hx=half, hy=half, hz=half, density=500.0, **contact)
+    b.add_joint_free(body, pos=pos, lin_vel=lin_vel, ang_vel=ang_vel)
+    return body
+
+
+def test_sliding_box_stops_at_v2_over_2_mu_g():
+    mu, v0, g = 0.4, 2.0, 9.81
+    b = wpsim.ModelBuilder()
+    b.friction_smoothing = 1e-3
+    contact = dict(ke=2.0e5, kd=500.0, mu=mu)
+    b.add_ground_plane(**contact)
+    half = 0.1
+    mass = 500.0 * 8 * half**3
+    free_box(b, half, (0.0, 0.0, half - mass * g / (4 * contact["ke"])), lin_vel=(v0, 0.0, 0.0), **contact)
+    model = b.finalize(dtype=wp.float64)
+    final = run(model, 700, 1e-3)
+    distance = final.joint_q.numpy()[0]
+    expected = v0**2 / (2 * mu * g)
+    assert abs(final.joint_qd.numpy()[0]) < 0.01
+    assert abs(distance - expected) / expected < 0.02
+
+
+def test_ball_bounces_to_restitution_height():
+    r, h0, ke, kd = 0.1, 1.0, 1.0e4, 20.0
+    b = wpsim.ModelBuilder()
+    b.add_ground_plane(ke=ke, kd=kd, mu=0.0)
+    ball = b.add_body()
+    b.add_shape_sphere(ball, radius=r, ke=ke, kd=kd, mu=0.0, density=500.0)
+    b.add_joint_free(ball, pos=(0.0, 0.0, r + h0))
+    model = b.finalize(dtype=wp.float64)
+    m = model.body_mass.numpy()[0]
+    heights = []
+    run(model, 1600, 5e-4, observe=lambda k, s: heights.append(s.joint_q.numpy()[2] - r))
+    heights = np.array(heights)
+    touch = np.flatnonzero(heights < 0.0)[0]
+    apex = heights[touch:].max()
+    # linear spring-damper: e = exp(-zeta pi / sqrt(1 - zeta^2)), zeta = kd / (2 sqrt(ke m))
+    zeta = kd / (2 * np.sqrt(ke * m))
+    e = np.exp(-zeta * np.pi / np.sqrt(1 - zeta**2))
+    assert 0.3 < e < 0.95
+    assert abs(apex - e * e * h0) / (e * e * h0) < 0.05
+
+
+def test_stack_of_five_boxes_stands_for_5s():
+    b = wpsim.ModelBuilder()
+    contact = dict(ke=1.0e5, kd=400.0, mu=0.6)
+    b.add_ground_plane(**contact)
+    half = 0.1
+    for k in range(5):
+        free_box(b, half, (0.0, 0.0, half + 2 * half * k), **contact)
+    model = b.finalize(dtype=wp.float64)
+    start = model.state().body_q.numpy()
+    final = run(model, 5000, 1e-3)
+    poses = final.body_q.numpy()
+    assert np.abs(poses[:, :2] - start[:, :2]).max() < 0.01  # no sideways drift
+    assert np.abs(poses[:, 2] - start[:, 2]).max() < 0.01  # sinks less than 1 cm in total
+    tilt = [np.degrees(np.arccos(np.clip(quat_to_matrix(p[3:])[2, 2], -1, 1))) for p in poses]
+    assert max(tilt) < 1.0
+
+
+def test_spinning_free_body_conserves_angular_momentum():
+    b = wpsim.ModelBuilder(gravity=0.0)
+    body = b.add_body(mass=2.0, inertia=(0.1, 0.2, 0.3))
+    b.add_joint_free(body, pos=(0.0, 0.0, 1.0), rot=(0.1, 0.3, -0.2, 0.93), ang_vel=(3.0, 0.2, 2.0))
+    model = b.finalize(dtype=wp.float64)
+    inertia = np.diag([0.1, 0.2, 0.3])
+    momenta = []
+
+    def observe(k, state):
+        R = quat_to_matrix(state.body_q.numpy()[0, 3:])
+        w = state.body_qd.numpy()[0, :3]
+        momenta.append(R @ inertia @ R.T @ w)
+
+    run(model, 2000, 1e-3, observe=observe)
+    L = np.array(momenta)
+    assert np.linalg.norm(L[0]) > 0.5
+    assert (np.linalg.norm(L - L[0], axis=1) / np.linalg.norm(L[0])).max() < 0.005
+
+
+# ---------------------------------------------------------------- worlds and layout
+def test_replicated_worlds_step_like_one_world():
+    single = pendulum_builder((0.5, -0.4), double=True, qd0=(0.3, 1.0))
+    many = wpsim.ModelBuilder()
+    many.replicate(single, 4, spacing=(2.0, 0.0, 0.0))
+    one = run(single.finalize(dtype=wp.float64), 200, 1e-3)
+    model = many.finalize(dtype=wp.float64)
+    assert model.num_worlds == 4 and model.articulation_count == 4
+    final = run(model, 200, 1e-3)
+    q = final.joint_q.numpy().reshape(4, 2)
+    # equal up to round-off: spatial quantities are taken about the world origin, so the
+    # offset of each world enters the arithmetic
+    assert np.abs(q - one.joint_q.numpy()).max() < 1e-9
+    x = final.body_q.numpy().reshape(4, 2, 7)
+    assert np.allclose(x[:, :, 0] - x[0, :, 0], np.arange(4)[:, None] * 2.0, atol=1e-12)
+
+
+def test_coordinates_are_laid_out_depth_first_per_articulation():
+    b = wpsim.ModelBuilder()
+    a1 = b.add_body(mass=1.0, inertia=(1, 1, 1))
+    c1 = b.add_body(mass=1.0, inertia=(1, 1, 1))
+    a2 = b.add_body(mass=1.0, inertia=(1, 1, 1))
+    j_c1 = b.add_joint_revolute(a1, c1, q=0.7)  # added before its parent's joint
+    j_a2 = b.add_joint_prismatic(-1, a2, q=0.3)
+    j_a1 = b.add_joint_free(a1, pos=(1.0, 2.0, 3.0))
+    model = b.finalize(dtype=wp.float64)
+    q_start = model.joint_q_start.numpy()
+    q = model.joint_q.numpy()
+    assert q[q_start[j_c1]] == 0.7 and q[q_start[j_a2]] == 0.3
+    assert np.allclose(q[q_start[j_a1]:q_start[j_a1] + 3], (1.0, 2.0, 3.0))
+    assert model.articulation_count == 2
+
+
+# ---------------------------------------------------------------- bad input
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda b: b.add_body(mass=-1.0), "negative mass"),
+        (lambda b: b.add_body(mass=1.0, inertia=[[1, 0, 0], [0, -1, 0], [0, 0, 1]]), "not positive definite"),
+        (lambda b: b.add_body(mass=1.0, inertia=[[1, 0.5, 0], [0, 1, 0], [0, 0, 1]]), "not symmetric"),
+        (lambda b: b.add_joint_revolute(-1, 0, axis=(0.0, 0.0, 0.0)), "axis must be a non-zero"),
+        (lambda b: b.add_joint_revolute(7, 0), "unknown parent body 7"),
+        (lambda b: b.add_joint_revolute(-1, 0, limit_lower=1.0, limit_upper=-1.0), "lower"),
+        (lambda b: (b.add_joint_revolute(0, 1), b.add_joint_revolute(1, 0)), "cycle"),
+        (lambda b: (b.add_joint_revolute(-1, 0), b.add_joint_fixed(-1, 0)), "already has a joint"),
+        (lambda b: b.add_shape_plane_on_body(), "plane must be static"),
+    ],
+)
+def test_bad_rigid_input_names_the_element(make, message):
+    b = wpsim.ModelBuilder()
+    b.add_body(mass=1.0, inertia=(1.0, 1.0, 1.0))
+    b.add_body(mass=1.0, inertia=(1.0, 1.0, 1.0))
+    b.add_shape_plane_on_body = lambda: b._add_shape(0, 0, (0, 0, 0), (0, 0, 0, 1), (0, 0, 0), 1.0, 1.0, 1.0)
+    with pytest.raises(ValueError, match=message):
+        make(b)
+    # nothing half-added: the builder still finalizes once every body has a joint
+    if b.joints.count == 0:
+        assert b.bodies.count == 2
+
+
+def test_body_without_joint_or_mass_is_rejected_at_finalize():
+    b = wpsim.ModelBuilder()
+    b.add_body(mass=1.0, inertia=(1.0, 1.0, 1.0))
+    with pytest.raises(ValueError, match="body 0 has no joint"):
+        b.finalize()
+    b = wpsim.ModelBuilder()
+    body = b.add_body()
+    b.add_joint_free(body)
+    with pytest.raises(ValueError, match="body 0: mass 0 kg"):
+        b.finalize()
+
+
+def test_shape_density_gives_analytic_mass_properties():
+    b = wpsim.ModelBuilder()
+    body = b.add_body()
+    b.add_shape_box(body, pos=(0.3, 0.0, 0.0), hx=0.1, hy=0.2, hz=0.3, density=1000.0)
+    b.add_shape_sphere(body, pos=(-0.2, 0.0, 0.0), radius=0.1, density=2000.0)
+    b.add_joint_free(body)
+    model = b.finalize(dtype=wp.float64)
+    m_box, m_sphere = 1000.0 * 0.048, 2000.0 * 4 / 3 * np.pi * 1e-3
+    com_x = (m_box * 0.3 - m_sphere * 0.2) / (m_box + m_sphere)
+    assert np.isclose(model.body_mass.numpy()[0], m_box + m_sphere)
+    assert np.allclose(model.body_com.numpy()[0], (com_x, 0.0, 0.0))
+    I_yy = (m_box / 3 * (0.01 + 0.09) + m_box * (0.3 - com_x) ** 2
+            + 0.4 * m_sphere * 0.01 + m_sphere * (0.2 + com_x) ** 2)
+    assert np.isclose(model.body_inertia.numpy()[0][1, 1], I_yy)

@@ -1,0 +1,120 @@
+"""One semi-implicit step of articulated rigid bodies in joint coordinates (used by
+``SemiImplicitSolver``)."""
+
+from __future__ import annotations
+
+import warp as wp
+
+from ..kernels import articulation, rigid_contact
+from ..kernels.generic import for_precision
+from ..kinematics import ArticulationScratch, launch_kinematics
+from .krylov import tape_paused
+
+
+class ArticulationStepper:
+    """Launch sequence of a rigid-body step: kinematics, applied and contact wrenches,
+    composite inertias and bias wrenches, joint-space assembly, Cholesky solve (with a
+    custom backward on the tape), joint integration -- seven launches.
+
+    Scratch arrays are reused while nothing is recorded and allocated per step while a
+    ``wp.Tape`` records (the tape reads them at backward time).
+    """
+
+    def __init__(self, model):
+        self.model = model
+        self._scratch = ArticulationScratch(model, requires_grad=False)
+
+    def step(self, solver, state_in, state_out, control, dt: float):
+        """Advance the joint coordinates of ``state_in`` by ``dt`` (s) into ``state_out``;
+        fills ``state_in.body_q``/``body_qd``/``body_f``."""
+        model = self.model
+        real, device = model.dtype, model.device
+        with tape_paused() as tape:
+            pass
+        recording = tape is not None and state_in.joint_q.requires_grad
+        scratch = ArticulationScratch(model, requires_grad=True) if recording else self._scratch
+        launch_kinematics(model, state_in, scratch)
+        wp.launch(
+            for_precision(articulation.init_body_wrenches, real),
+            dim=model.body_count,
+            inputs=[state_in.body_q, model.body_com, control.body_f_ext],
+            outputs=[state_in.body_f],
+            device=device,
+        )
+        if model.contact_pair_count:
+            wp.launch(
+                for_precision(rigid_contact.eval_rigid_contacts, real),
+                dim=model.contact_pair_count,
+                inputs=[
+                    model.contact_pair, model.shape_kind, model.shape_body, model.shape_transform, model.shape_size,
+                    model.shape_ke, model.shape_kd, model.shape_mu, model.body_mass, solver._friction_smoothing,
+                    real(dt), state_in.body_q, state_in.body_qd,
+                ],
+                outputs=[state_in.body_f],
+                device=device,
+            )
+        wp.launch(
+            for_precision(articulation.subtree_inertia_and_bias, real),
+            dim=model.body_count,
+            inputs=[
+                model.body_joint, model.joint_dfs_pos, model.joint_dfs_end, model.dfs_joint, model.joint_child,
+                model.body_mass, model.body_com, model.body_inertia, state_in.body_q, scratch.body_twist,
+                scratch.body_bias_acc, state_in.body_f,
+            ],
+            outputs=[scratch.subtree_mass, scratch.subtree_h, scratch.subtree_J, scratch.subtree_bias],
+            device=device,
+        )
+        wp.launch(
+            for_precision(articulation.assemble_joint_space, real),
+            dim=model.joint_dof_count,
+            inputs=[
+                model.dof_joint, model.joint_articulation, model.articulation_dof_start, model.articulation_H_start,
+                model.joint_type, model.joint_child, model.joint_dfs_pos, model.joint_dfs_end, model.joint_q_start,
+                model.joint_qd_start, model.joint_armature, model.joint_damping, model.joint_target_ke,
+                model.joint_target_kd, model.joint_limit_lower, model.joint_limit_upper, model.joint_limit_ke,
+                model.joint_limit_kd, real(dt), state_in.joint_q, state_in.joint_qd, scratch.dof_motion,
+                scratch.subtree_mass, scratch.subtree_h, scratch.subtree_J, scratch.subtree_bias,
+                control.joint_f, control.joint_target_q, control.joint_target_qd,
+            ],
+            outputs=[scratch.mass_matrix, scratch.rhs],
+            device=device,
+        )
+        self._solve(scratch, tape if recording else None)
+        wp.launch(
+            for_precision(articulation.integrate_joints, real),
+            dim=model.joint_count,
+            inputs=[
+                model.joint_type, model.joint_child, model.joint_q_start, model.joint_qd_start, model.body_world,
+                state_in.joint_q, state_in.joint_qd, scratch.qdd, real(dt), solver.step_count,
+                solver.max_coordinate, solver.max_speed,
+            ],
+            outputs=[state_out.joint_q, state_out.joint_qd, solver.world_fault_step],
+            device=device,
+        )
+
+    def _solve(self, scratch: ArticulationScratch, tape):
+        """qdd = H^-1 rhs per articulation; on ``tape``, its backward is one transposed solve."""
+        model = self.model
+        starts = (model.articulation_dof_start, model.articulation_H_start)
+        wp.launch(
+            for_precision(articulation.cholesky_solve, model.dtype),
+            dim=model.articulation_count,
+            inputs=[*starts, scratch.mass_matrix, scratch.rhs],
+            outputs=[scratch.factor, scratch.qdd],
+            device=model.device,
+            record_tape=False,
+        )
+        if tape is None:
+            return
+
+        def backward():
+            wp.launch(
+                for_precision(articulation.cholesky_solve_adjoint, model.dtype),
+                dim=model.articulation_count,
+                inputs=[*starts, scratch.factor, scratch.qdd, scratch.qdd.grad, scratch.adjoint],
+                outputs=[scratch.mass_matrix.grad, scratch.rhs.grad],
+                device=model.device,
+                record_tape=False,
+            )
+
+        tape.record_func(backward=backward, arrays=[scratch.mass_matrix, scratch.rhs, scratch.qdd])
