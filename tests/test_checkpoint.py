@@ -10,7 +10,7 @@ import warp as wp
 import wpsim
 from wpsim import bench, bench_checkpoint, scenes
 from wpsim.diff import Rollout
-from wpsim.losses import linear_state_loss, squared_distance
+from wpsim.losses import joint_state_loss, linear_state_loss, squared_distance
 
 
 @dataclass
@@ -131,6 +131,39 @@ def controller_case() -> Case:
     return case
 
 
+def rigid_case() -> Case:
+    """A driven two-link arm and a box sliding on the ground; per-step joint torques; a
+    loss on joint coordinates and velocities every third state."""
+    b = wpsim.ModelBuilder()
+    b.add_ground_plane(ke=2.0e4, kd=50.0, mu=0.5)
+    upper = b.add_body()
+    b.add_shape_capsule(upper, pos=(0.0, 0.0, -0.2), radius=0.04, half_height=0.15)
+    b.add_joint_revolute(-1, upper, axis=(1.0, 0.0, 0.0), parent_pos=(0.0, 0.0, 1.0), q=0.3, target_ke=5.0,
+                         target_kd=0.5)
+    lower = b.add_body()
+    b.add_shape_box(lower, pos=(0.0, 0.0, -0.15), hx=0.03, hy=0.03, hz=0.15)
+    b.add_joint_revolute(upper, lower, axis=(1.0, 0.0, 0.0), parent_pos=(0.0, 0.0, -0.4), q=-0.2, damping=0.1)
+    box = b.add_body()
+    b.add_shape_box(box, hx=0.1, hy=0.1, hz=0.1, ke=2.0e4, kd=50.0, mu=0.5, density=300.0)
+    b.add_joint_free(box, pos=(1.0, 0.0, 0.099), lin_vel=(0.5, 0.2, 0.0))
+    model = b.finalize(requires_grad=True)
+    steps = 24
+    rng = np.random.default_rng(2)
+    controls = []
+    for _ in range(steps):
+        c = model.control()
+        c.joint_f.assign(rng.normal(scale=0.5, size=model.joint_dof_count).astype(np.float32))
+        controls.append(c)
+    w_q = wp.array(rng.normal(size=model.joint_coord_count).astype(np.float32), dtype=float)
+    w_qd = wp.array(rng.normal(size=model.joint_dof_count).astype(np.float32), dtype=float)
+
+    def loss_fn(k, state, loss):
+        if k % 3 == 0 or k == steps:
+            joint_state_loss(state, w_q, w_qd, loss)
+
+    return Case(model, wpsim.SemiImplicitSolver(model), model.state(), controls, loss_fn, steps, 2e-3, {})
+
+
 def _run(make: Callable[[], Case], **kwargs) -> dict:
     """Loss, final state and every gradient of one rollout on a fresh scene."""
     case = make()
@@ -138,15 +171,19 @@ def _run(make: Callable[[], Case], **kwargs) -> dict:
     out = {"loss": rollout.forward(case.state)}
     rollout.backward()
     out["final_q"] = rollout.final_state.particle_q.numpy().copy()
+    out["final_joint_q"] = rollout.final_state.joint_q.numpy().copy()
     out["step_count"] = case.solver.step_count
     grads = {f"model.{n}": a.grad.numpy().copy() for n, a in case.model.parameter_arrays().items()}
     grads["state.q"] = case.state.particle_q.grad.numpy().copy()
     grads["state.qd"] = case.state.particle_qd.grad.numpy().copy()
+    grads["state.joint_q"] = case.state.joint_q.grad.numpy().copy()
+    grads["state.joint_qd"] = case.state.joint_qd.grad.numpy().copy()
     controls = case.control if isinstance(case.control, list) else [case.control]
     for k, c in enumerate(controls):
         if isinstance(c, wpsim.Control):
             grads[f"control[{k}].f_ext"] = c.particle_f_ext.grad.numpy().copy()
             grads[f"control[{k}].act"] = c.tet_activation.grad.numpy().copy()
+            grads[f"control[{k}].joint_f"] = c.joint_f.grad.numpy().copy()
     for name, arr in case.extra.items():
         grads[name] = arr.grad.numpy().copy()
     out["grads"] = grads
@@ -156,6 +193,7 @@ def _run(make: Callable[[], Case], **kwargs) -> dict:
 def _assert_bitwise(ref: dict, out: dict):
     assert out["loss"] == ref["loss"]
     assert np.array_equal(out["final_q"], ref["final_q"])
+    assert np.array_equal(out["final_joint_q"], ref["final_joint_q"])
     assert out["step_count"] == ref["step_count"]
     assert ref["grads"].keys() == out["grads"].keys()
     differ = [n for n in ref["grads"] if not np.array_equal(ref["grads"][n], out["grads"][n])]
@@ -173,9 +211,12 @@ def _assert_bitwise(ref: dict, out: dict):
         (contact_case, {"segment_length": 1}, ["model.shape_kd", "state.q"]),
         (contact_case, {"segment_length": 100}, ["model.shape_kd", "state.q"]),
         (implicit_cloth_case, {"segment_length": 5}, ["model.tri_lambda", "state.q", "control[0].f_ext"]),
+        (rigid_case, {"segment_length": 5}, ["model.body_mass", "model.shape_mu", "model.joint_X_p",
+                                             "state.joint_q", "state.joint_qd", "control[4].joint_f"]),
+        (rigid_case, {"levels": 2}, ["model.body_inertia", "state.joint_qd"]),
     ],
     ids=["contact-default", "cloth-seg7", "soft-seg5", "soft-levels2", "cloth-levels2-seg11", "contact-seg1",
-         "contact-seg-longer-than-T", "implicit-cloth-seg5"],
+         "contact-seg-longer-than-T", "implicit-cloth-seg5", "rigid-seg5", "rigid-levels2"],
 )
 def test_checkpoint_matches_full_bitwise(make, kwargs, nonzero):
     """Loss, final state and every gradient are bitwise those of the full tape."""
