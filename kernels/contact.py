@@ -60,6 +60,52 @@ def shape_sdf(kind: int, p: vec3, size: vec3):
 
 
 @wp.func
+def clamped_normal_force(penetration: wp.Float, x: wp.Float):
+    """max(x, 0) while penetrating (penetration > 0), else 0."""
+    zero = x * type(x)(0.0)
+    if penetration > zero:
+        return wp.max(x, zero)
+    return zero
+
+
+@wp.func
+def normal_force_slope(penetration: wp.Float, x: wp.Float, scale: wp.Float):
+    """d f_n / d x used by the backward pass: the logistic sigmoid(x / scale), the slope of
+    the smoothed force scale * softplus(x / scale), or the hard slope when scale is 0."""
+    zero = x * type(x)(0.0)
+    one = type(x)(1.0)
+    if scale > zero:
+        return one / (one + wp.exp(-x / scale))
+    if penetration > zero and x > zero:
+        return one
+    return zero
+
+
+# Warp accepts a custom adjoint only on a function with concrete argument types, hence one
+# overload per precision; both delegate to the generic functions above.
+@wp.func
+def normal_force(penetration: wp.float32, x: wp.float32, scale: wp.float32):
+    """Normal contact force (N) from x = ke pen - kd v_n: hard forward, see ``normal_force_slope``."""
+    return clamped_normal_force(penetration, x)
+
+
+@wp.func_grad(normal_force)
+def adj_normal_force(penetration: wp.float32, x: wp.float32, scale: wp.float32, adj_ret: wp.float32):
+    wp.adjoint[x] += adj_ret * normal_force_slope(penetration, x, scale)
+
+
+@wp.func
+def normal_force(penetration: wp.float64, x: wp.float64, scale: wp.float64):  # noqa: F811 (float64 overload)
+    """Normal contact force (N) from x = ke pen - kd v_n: hard forward, see ``normal_force_slope``."""
+    return clamped_normal_force(penetration, x)
+
+
+@wp.func_grad(normal_force)
+def adj_normal_force(penetration: wp.float64, x: wp.float64, scale: wp.float64, adj_ret: wp.float64):  # noqa: F811
+    wp.adjoint[x] += adj_ret * normal_force_slope(penetration, x, scale)
+
+
+@wp.func
 def compliant_contact_force(
     penetration: wp.Float,
     normal: vec3,
@@ -69,18 +115,24 @@ def compliant_contact_force(
     mu: wp.Float,
     friction_smoothing: wp.Float,
     dt_over_mass: wp.Float,
+    gradient_width: wp.Float,
 ):
-    """Contact force (N) on a body penetrating by ``penetration`` (m > 0) along ``normal``.
+    """Contact force (N) on a body penetrating by ``penetration`` (m) along ``normal``.
 
-    Normal: spring-damper ``ke * pen - kd * v_n``, clamped at zero (no adhesion).
-    Friction: smooth Coulomb ``-mu * f_n * v_t / sqrt(|v_t|^2 + s^2)``, differentiable for
-    every velocity, with s^2 = smoothing^2 + (mu f_n dt / m)^2: the second term keeps the
-    near-sticking slope below m / dt, so the explicit step cannot reverse the sliding
-    velocity and make friction chatter (``dt_over_mass`` = dt / m, 0 for fixed bodies).
+    Normal: spring-damper ``ke * pen - kd * v_n``, clamped at zero (no adhesion) and zero
+    when not penetrating. Friction: smooth Coulomb ``-mu * f_n * v_t / sqrt(|v_t|^2 + s^2)``,
+    differentiable for every velocity, with s^2 = smoothing^2 + (mu f_n dt / m)^2: the
+    second term keeps the near-sticking slope below m / dt, so the explicit step cannot
+    reverse the sliding velocity and make friction chatter (``dt_over_mass`` = dt / m, 0 for
+    fixed bodies).
+
+    Hard contact, soft gradient: with ``gradient_width`` w > 0 (m) the forward force is
+    unchanged but the backward differentiates the smoothed normal force
+    ke w softplus((ke pen - kd v_n) / (ke w)) instead (see ``normal_force``); a caller may
+    then also evaluate contacts that are up to a few w apart, whose forward force is zero.
     """
-    zero = penetration * type(penetration)(0.0)
     vn = wp.dot(normal, rel_vel)
-    fn = wp.max(ke * penetration - kd * vn, zero)
+    fn = normal_force(penetration, ke * penetration - kd * vn, ke * gradient_width)
     vt = rel_vel - normal * vn
     stick_speed = mu * fn * dt_over_mass
     smoothing_sq = friction_smoothing * friction_smoothing + stick_speed * stick_speed

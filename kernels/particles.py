@@ -2,8 +2,10 @@
 
 import warp as wp
 
+from .articulation import spatial, vec6
 from .contact import compliant_contact_force, shape_sdf
 from .generic import kernel, set_deterministic, transform, vec3
+from .rigid_contact import point_velocity
 
 set_deterministic(__name__)
 
@@ -24,23 +26,35 @@ def particle_shape_contacts(
     shape_mu: wp.array(dtype=wp.Float),
     friction_smoothing: wp.Float,
     dt_over_mass: wp.Float,
+    body_q: wp.array(dtype=transform),
+    body_qd: wp.array(dtype=vec6),
+    body_f: wp.array(dtype=vec6),
 ):
-    """Sum of contact forces (N) of all static shapes of the particle's world on one particle
-    (shapes on rigid bodies do not touch particles)."""
+    """Sum of contact forces (N) of the shapes of the particle's world on one particle. A
+    shape on a rigid body moves with it (body_q, body_qd) and receives the reaction wrench
+    (added into body_f, about the world origin) at the contact point."""
     f = v * type(radius)(0.0)
     for s in range(shape_kind.shape[0]):
         sw = shape_world[s]
-        if shape_body[s] < 0 and (sw == -1 or sw == world):
+        if sw == -1 or sw == world:
+            b = shape_body[s]
             X = shape_transform[s]
+            if b >= 0:
+                X = body_q[b] * X
             q = wp.transform_get_rotation(X)
             p_local = wp.quat_rotate_inv(q, x - wp.transform_get_translation(X))
             dist, n_local = shape_sdf(shape_kind[s], p_local, shape_size[s])
             pen = radius - dist
             if pen > type(radius)(0.0):
                 n = wp.quat_rotate(q, n_local)
-                f = f + compliant_contact_force(
-                    pen, n, v, shape_ke[s], shape_kd[s], shape_mu[s], friction_smoothing, dt_over_mass
+                at = x - n * radius
+                contact = compliant_contact_force(
+                    pen, n, v - point_velocity(b, at, body_q, body_qd), shape_ke[s], shape_kd[s], shape_mu[s],
+                    friction_smoothing, dt_over_mass, type(radius)(0.0),
                 )
+                f = f + contact
+                if b >= 0:
+                    wp.atomic_sub(body_f, b, spatial(wp.cross(at, contact), contact))
     return f
 
 
@@ -76,12 +90,16 @@ def eval_particle_forces(
     neighbor_count: wp.array(dtype=int),
     neighbor_index: wp.array2d(dtype=int),
     particle_f_ext: wp.array(dtype=vec3),
+    body_q: wp.array(dtype=transform),
+    body_qd: wp.array(dtype=vec6),
     particle_f: wp.array(dtype=vec3),
+    body_f: wp.array(dtype=vec6),
 ):
-    """Write each particle's drag, external and contact force (N) into particle_f.
+    """Write each particle's drag, external and contact force (N) into particle_f; add the
+    reactions of contacts with body shapes into body_f.
 
     One thread per particle gathers its shape contacts and its particle-pair contacts from
-    the neighbour list, so no atomics are needed. This launch initialises particle_f; the
+    the neighbour list, so particle forces need no atomics. This launch initialises particle_f; the
     element kernels of the same step accumulate into it afterwards. ``dt`` (s) bounds the
     friction slope for stability (see ``compliant_contact_force``).
     """
@@ -94,7 +112,7 @@ def eval_particle_forces(
     f = particle_f_ext[i] - v * particle_drag[i]
     f = f + particle_shape_contacts(
         x, v, r, particle_world[i], shape_kind, shape_body, shape_world, shape_transform, shape_size,
-        shape_ke, shape_kd, shape_mu, friction_smoothing, own_rate,
+        shape_ke, shape_kd, shape_mu, friction_smoothing, own_rate, body_q, body_qd, body_f,
     )
     if neighbor_index.shape[1] > 0:
         for k in range(neighbor_count[i]):
@@ -106,7 +124,8 @@ def eval_particle_forces(
                 # relative motion is resisted by the pair's combined inverse mass
                 rate = own_rate + dt_over_mass(dt, particle_mass[j])
                 f = f + compliant_contact_force(
-                    pen, d / dist, v - particle_qd[j], pair_ke[0], pair_kd[0], pair_mu[0], friction_smoothing, rate
+                    pen, d / dist, v - particle_qd[j], pair_ke[0], pair_kd[0], pair_mu[0], friction_smoothing, rate,
+                    zero,
                 )
     particle_f[i] = f
 

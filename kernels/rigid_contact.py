@@ -111,13 +111,15 @@ def closest_segment_points(p1: vec3, q1: vec3, p2: vec3, q2: vec3):
 @wp.func
 def add_contact(
     pen: wp.Float, n: vec3, x: vec3, body_a: int, body_b: int, ke: wp.Float, kd: wp.Float, mu: wp.Float,
-    smoothing: wp.Float, rate: wp.Float, body_q: wp.array(dtype=transform), body_qd: wp.array(dtype=vec6),
-    body_f: wp.array(dtype=vec6),
+    smoothing: wp.Float, rate: wp.Float, width: wp.Float, body_q: wp.array(dtype=transform),
+    body_qd: wp.array(dtype=vec6), body_f: wp.array(dtype=vec6),
 ):
-    """Apply the compliant force of one contact (normal n from b to a, at world point x)."""
-    if pen > pen * type(pen)(0.0):
+    """Apply the compliant force of one contact (normal n from b to a, at world point x).
+    With a gradient width w > 0 contacts up to 6 w apart are evaluated too (their forward
+    force is zero; their smoothed gradient is not)."""
+    if pen > -type(pen)(6.0) * width:
         v_rel = point_velocity(body_a, x, body_q, body_qd) - point_velocity(body_b, x, body_q, body_qd)
-        f = compliant_contact_force(pen, n, v_rel, ke, kd, mu, smoothing, rate)
+        f = compliant_contact_force(pen, n, v_rel, ke, kd, mu, smoothing, rate, width)
         wrench = spatial(wp.cross(x, f), f)
         if body_a >= 0:
             wp.atomic_add(body_f, body_a, wrench)
@@ -128,7 +130,7 @@ def add_contact(
 @wp.func
 def points_against_shape(
     kind_p: int, size_p: vec3, X_p: transform, body_p: int, kind_s: int, size_s: vec3, X_s: transform,
-    body_s: int, ke: wp.Float, kd: wp.Float, mu: wp.Float, smoothing: wp.Float, rate: wp.Float,
+    body_s: int, ke: wp.Float, kd: wp.Float, mu: wp.Float, smoothing: wp.Float, rate: wp.Float, width: wp.Float,
     body_q: wp.array(dtype=transform), body_qd: wp.array(dtype=vec6), body_f: wp.array(dtype=vec6),
 ):
     """Contacts of the contact points of shape p against the signed distance of shape s."""
@@ -138,14 +140,14 @@ def points_against_shape(
         centre = wp.transform_point(X_p, local)
         dist, n_local = shape_sdf(kind_s, wp.transform_point(wp.transform_inverse(X_s), centre), size_s)
         n = wp.quat_rotate(rot_s, n_local)
-        add_contact(radius - dist, n, centre - n * radius, body_p, body_s, ke, kd, mu, smoothing, rate,
+        add_contact(radius - dist, n, centre - n * radius, body_p, body_s, ke, kd, mu, smoothing, rate, width,
                     body_q, body_qd, body_f)
 
 
 @wp.func
 def box_corners_against_box(
     h_p: vec3, X_p: transform, body_p: int, h_s: vec3, X_s: transform, body_s: int, ke: wp.Float, kd: wp.Float,
-    mu: wp.Float, smoothing: wp.Float, rate: wp.Float, body_q: wp.array(dtype=transform),
+    mu: wp.Float, smoothing: wp.Float, rate: wp.Float, width: wp.Float, body_q: wp.array(dtype=transform),
     body_qd: wp.array(dtype=vec6), body_f: wp.array(dtype=vec6),
 ):
     """Contacts of box p's corners against the face of box s that faces it: the face normal
@@ -178,7 +180,7 @@ def box_corners_against_box(
             if j != axis and wp.abs(x[j]) > h_s[j] + tolerance:
                 inside = False
         if inside:
-            add_contact(h_s[axis] - side * x[axis], n, corner, body_p, body_s, ke, kd, mu, smoothing, rate,
+            add_contact(h_s[axis] - side * x[axis], n, corner, body_p, body_s, ke, kd, mu, smoothing, rate, width,
                         body_q, body_qd, body_f)
 
 
@@ -202,12 +204,14 @@ def eval_rigid_contacts(
     body_mass: wp.array(dtype=wp.Float),
     friction_smoothing: wp.Float,
     dt: wp.Float,
+    gradient_width: wp.Float,
     body_q: wp.array(dtype=transform),
     body_qd: wp.array(dtype=vec6),
     body_f: wp.array(dtype=vec6),
 ):
     """One thread per candidate shape pair: add its contact wrenches into body_f. ``dt``
-    bounds the friction slope by the pair's inverse body masses (0: no bound)."""
+    bounds the friction slope by the pair's inverse body masses (0: no bound);
+    ``gradient_width`` (m) > 0 selects the smoothed contact gradient."""
     i = wp.tid()
     a = contact_pair[i, 0]
     b = contact_pair[i, 1]
@@ -228,13 +232,15 @@ def eval_rigid_contacts(
         rate += dt / body_mass[bb]
     sa = shape_size[a]
     sb = shape_size[b]
+    smooth = friction_smoothing
+    width = gradient_width
     if ka == SHAPE_BOX and kb == SHAPE_BOX:
-        box_corners_against_box(sa, Xa, ba, sb, Xb, bb, ke, kd, mu, friction_smoothing, rate, body_q, body_qd, body_f)
-        box_corners_against_box(sb, Xb, bb, sa, Xa, ba, ke, kd, mu, friction_smoothing, rate, body_q, body_qd, body_f)
+        box_corners_against_box(sa, Xa, ba, sb, Xb, bb, ke, kd, mu, smooth, rate, width, body_q, body_qd, body_f)
+        box_corners_against_box(sb, Xb, bb, sa, Xa, ba, ke, kd, mu, smooth, rate, width, body_q, body_qd, body_f)
     elif kb == SHAPE_PLANE or kb == SHAPE_BOX:
-        points_against_shape(ka, sa, Xa, ba, kb, sb, Xb, bb, ke, kd, mu, friction_smoothing, rate, body_q, body_qd, body_f)
+        points_against_shape(ka, sa, Xa, ba, kb, sb, Xb, bb, ke, kd, mu, smooth, rate, width, body_q, body_qd, body_f)
     elif ka == SHAPE_BOX:
-        points_against_shape(kb, sb, Xb, bb, ka, sa, Xa, ba, ke, kd, mu, friction_smoothing, rate, body_q, body_qd, body_f)
+        points_against_shape(kb, sb, Xb, bb, ka, sa, Xa, ba, ke, kd, mu, smooth, rate, width, body_q, body_qd, body_f)
     if ka != SHAPE_BOX and kb != SHAPE_BOX and kb != SHAPE_PLANE:
         ca, cb = closest_segment_points(
             core_segment(ka, sa, Xa, 0), core_segment(ka, sa, Xa, 1), core_segment(kb, sb, Xb, 0),
@@ -244,5 +250,5 @@ def eval_rigid_contacts(
         dist = wp.length(d)
         if dist > dist * type(dist)(0.0):
             n = d / dist
-            add_contact(sa[0] + sb[0] - dist, n, ca - n * sa[0], ba, bb, ke, kd, mu, friction_smoothing, rate,
+            add_contact(sa[0] + sb[0] - dist, n, ca - n * sa[0], ba, bb, ke, kd, mu, smooth, rate, width,
                         body_q, body_qd, body_f)

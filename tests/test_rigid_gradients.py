@@ -98,3 +98,53 @@ def test_throw_optimised_to_hit_target_after_one_bounce():
     heights = np.array([s.joint_q.numpy()[2] for s in wpsim.simulate(solver, state, STEPS, DT, keep_states=True)])
     touching = heights < RADIUS
     assert np.count_nonzero(touching[1:] & ~touching[:-1]) == 1
+
+
+def _drop(width, height, steps):
+    """Final ball height (m), its gradients w.r.t. the contact stiffnesses and the initial
+    height, and the final coordinates, for a ball dropped from ``height`` with contact
+    gradient width ``width``."""
+    model, _, state = ball_scene()
+    solver = wpsim.SemiImplicitSolver(model, contact_gradient_width=width)
+    q = state.joint_q.numpy()
+    q[2] = height
+    state.joint_q.assign(q)
+    weights = np.zeros(model.joint_coord_count)
+    weights[2] = 1.0
+    weight_q = wp.array(weights, dtype=wp.float64)
+    weight_qd = wp.zeros(model.joint_dof_count, dtype=wp.float64)
+    tape = wp.Tape()
+    with tape:
+        final = wpsim.simulate(solver, state, steps, DT)
+        loss = wpsim.losses.joint_state_loss(final, weight_q, weight_qd)
+    tape.backward(loss)
+    grads = float(model.shape_ke.grad.numpy().sum()), float(state.joint_q.grad.numpy()[2])
+    return float(loss.numpy()[0]), grads, final.joint_q.numpy()
+
+
+def test_soft_contact_gradient_sees_a_contact_before_it_happens():
+    """The ball ends 4 mm above the ground. Exact gradients: none w.r.t. contact stiffness,
+    d(final height)/d(initial height) = 1 (free fall). Smoothed ones feel the ground: a
+    lower start would be pushed back (derivative below 1) and stiffness matters. The forward
+    pass is bitwise the same."""
+    steps = 20
+    fall = 9.81 * DT**2 * steps * (steps + 1) / 2  # symplectic Euler from rest: 3.3 cm
+    height = RADIUS + fall + 0.004
+    hard_z, hard_grad, hard_q = _drop(0.0, height, steps)
+    soft_z, soft_grad, soft_q = _drop(0.003, height, steps)
+    assert np.array_equal(hard_q, soft_q) and hard_z == soft_z
+    assert hard_z - RADIUS > 0.003
+    assert hard_grad[0] == 0.0 and abs(hard_grad[1] - 1.0) < 1e-12
+    assert soft_grad[0] != 0.0 and soft_grad[1] < 1.0 - 1e-3
+
+
+def test_soft_contact_gradient_tends_to_the_exact_one_in_deep_contact():
+    """Resting on the ground (penetration ~0.5 mm), a width far below the penetration gives
+    the exact gradient."""
+    m, ke = 0.5, 1.0e4
+    rest = RADIUS - m * 9.81 / ke
+    _, exact, _ = _drop(0.0, rest, 30)
+    _, smooth, _ = _drop(1e-6, rest, 30)
+    for e, s in zip(exact, smooth):
+        assert e != 0.0
+        assert abs(s - e) <= 1e-3 * abs(e)

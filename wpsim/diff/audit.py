@@ -174,6 +174,23 @@ def _rigid_contact_scene() -> AuditScene:
     return AuditScene(b, 50, 1e-3)
 
 
+def _coupled_scene() -> AuditScene:
+    """Two particles resting on a free box that slides on the ground (particle-body contact
+    in both directions, box-ground contact; all contacts stay closed)."""
+    b = ModelBuilder()
+    ke, g, m, r = 1.0e4, 9.81, 0.05, 0.02
+    b.add_ground_plane(ke=ke, kd=20.0, mu=0.5)
+    box = b.add_body()
+    b.add_shape_box(box, hx=0.2, hy=0.15, hz=0.05, ke=ke, kd=2.0, mu=0.4, density=400.0)
+    m_box = b.bodies.array("mass")[0]
+    pen = m * g / ke
+    sink = (m_box + 2 * m) * g / (4.0 * ke)
+    b.add_joint_free(box, pos=(0.0, 0.0, 0.05 - sink), lin_vel=(0.6, 0.2, 0.0))
+    b.add_particle((0.05, 0.0, 0.1 + r - pen - sink), (0.7, 0.25, 0.0), mass=m, radius=r)
+    b.add_particle((-0.08, 0.05, 0.1 + r - pen - sink), (0.5, 0.1, 0.0), mass=m, radius=r)
+    return AuditScene(b, 50, 1e-3)
+
+
 @dataclass(frozen=True)
 class AuditCase:
     """One audited parameter: family, parameter label, scene factory, array path in the scene."""
@@ -249,6 +266,10 @@ RIGID_CASES = (
     AuditCase("rigid contact", "body mass", _rigid_contact_scene, "model.body_mass", relative=True),
     AuditCase("rigid contact", "initial coordinates", _rigid_contact_scene, "state.joint_q"),
     AuditCase("rigid contact", "initial velocities", _rigid_contact_scene, "state.joint_qd"),
+    AuditCase("particle-body contact", "ke", _coupled_scene, "model.shape_ke"),
+    AuditCase("particle-body contact", "mu", _coupled_scene, "model.shape_mu"),
+    AuditCase("particle-body contact", "body mass", _coupled_scene, "model.body_mass", relative=True),
+    AuditCase("particle-body contact", "particle velocity", _coupled_scene, "state.particle_qd"),
 )
 """Articulated and contacting rigid bodies (semi-implicit solver only)."""
 

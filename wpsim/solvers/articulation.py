@@ -24,9 +24,10 @@ class ArticulationStepper:
         self.model = model
         self._scratch = ArticulationScratch(model, requires_grad=False)
 
-    def step(self, solver, state_in, state_out, control, dt: float):
-        """Advance the joint coordinates of ``state_in`` by ``dt`` (s) into ``state_out``;
-        fills ``state_in.body_q``/``body_qd``/``body_f``."""
+    def begin(self, solver, state_in, control, dt: float):
+        """First half of a step: fill ``state_in.body_q``/``body_qd`` and start
+        ``state_in.body_f`` from the applied and rigid contact wrenches (particle contacts
+        may add theirs before ``finish``). Returns the step's (scratch, tape) for ``finish``."""
         model = self.model
         real, device = model.dtype, model.device
         with tape_paused() as tape:
@@ -48,11 +49,19 @@ class ArticulationStepper:
                 inputs=[
                     model.contact_pair, model.shape_kind, model.shape_body, model.shape_transform, model.shape_size,
                     model.shape_ke, model.shape_kd, model.shape_mu, model.body_mass, solver._friction_smoothing,
-                    real(dt), state_in.body_q, state_in.body_qd,
+                    real(dt), solver.contact_gradient_width, state_in.body_q, state_in.body_qd,
                 ],
                 outputs=[state_in.body_f],
                 device=device,
             )
+        return scratch, tape if recording else None
+
+    def finish(self, solver, begun: tuple, state_in, state_out, control, dt: float):
+        """Second half of a step: joint accelerations from the wrenches in
+        ``state_in.body_f``, then the joint update into ``state_out``."""
+        model = self.model
+        real, device = model.dtype, model.device
+        scratch, tape = begun
         wp.launch(
             for_precision(articulation.subtree_inertia_and_bias, real),
             dim=model.body_count,
@@ -79,7 +88,7 @@ class ArticulationStepper:
             outputs=[scratch.mass_matrix, scratch.rhs],
             device=device,
         )
-        self._solve(scratch, tape if recording else None)
+        self._solve(scratch, tape)
         wp.launch(
             for_precision(articulation.integrate_joints, real),
             dim=model.joint_count,

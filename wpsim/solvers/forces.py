@@ -8,14 +8,16 @@ from ..kernels import cloth, fem, particles, springs
 from ..kernels.generic import for_precision
 
 
-def launch_forces(model, q: wp.array, qd: wp.array, control, friction_dt: float, friction_smoothing,
-                  neighbor_count: wp.array, neighbor_index: wp.array, f: wp.array):
+def launch_forces(model, q: wp.array, qd: wp.array, control, friction_dt: float, friction_smoothing, state_in,
+                  f: wp.array):
     """Write into ``f`` (N, shape (P,)) the forces on particles at positions ``q`` (m) and
     velocities ``qd`` (m/s): drag, external force and contact first (overwriting ``f``),
     then springs, membranes, bending hinges and tetrahedra (accumulated). Gravity is not
     included. ``friction_dt`` (s) is the time step that bounds the friction slope for an
-    explicit step (0: no bound). ``model`` is read by attribute, so a proxy with the same
-    arrays works too. Launch kinds without elements are skipped.
+    explicit step (0: no bound). From ``state_in`` it reads the contact neighbour lists and
+    the body poses and velocities, and adds contact reactions into its ``body_f``.
+    ``model`` is read by attribute, so a proxy with the same arrays works too. Launch kinds
+    without elements are skipped.
     """
     real, device = model.dtype, model.device
     wp.launch(
@@ -26,9 +28,10 @@ def launch_forces(model, q: wp.array, qd: wp.array, control, friction_dt: float,
             model.shape_kind, model.shape_body, model.shape_world, model.shape_transform, model.shape_size,
             model.shape_ke, model.shape_kd, model.shape_mu,
             model.pair_ke, model.pair_kd, model.pair_mu, friction_smoothing, real(friction_dt),
-            q, qd, neighbor_count, neighbor_index, control.particle_f_ext,
+            q, qd, state_in.neighbor_count, state_in.neighbor_index, control.particle_f_ext,
+            state_in.body_q, state_in.body_qd,
         ],
-        outputs=[f],
+        outputs=[f, state_in.body_f],
         device=device,
     )
     if model.spring_count:

@@ -188,7 +188,7 @@ class ImplicitEulerSolver(SolverBase):
                 self._record_adjoint(tape, state_in, state_out, control, dt)
         # the end forces, recorded after the step so that their adjoint runs first
         launch_forces(model, state_out.particle_q, state_out.particle_qd, control, 0.0, self._friction_smoothing,
-                      state_in.neighbor_count, state_in.neighbor_index, state_in.particle_f)
+                      state_in, state_in.particle_f)
         self._step_done()
 
     def reset_health(self):
@@ -248,8 +248,7 @@ class ImplicitEulerSolver(SolverBase):
         qd_n = state_in.particle_qd if particle_qd is None else particle_qd
         x = ws.launch(implicit.implicit_positions, [q_n, v, real(dt)], ws.vector("x_eval"))
         f = ws.vector("f_eval")
-        launch_forces(model, x, v, control, 0.0, self._friction_smoothing,
-                      state_in.neighbor_count, state_in.neighbor_index, f)
+        launch_forces(model, x, v, control, 0.0, self._friction_smoothing, state_in, f)
         r = ws.launch(implicit.implicit_residual, [model.particle_mass, model.gravity, qd_n, v, f, real(dt)],
                       ws.vector(key))
         if not measure:
