@@ -137,3 +137,22 @@ def test_format_table_lists_every_record_with_units(quick_run):
 def test_suites_registry_entries_are_callables():
     assert "forward" in bench.SUITES
     assert all(callable(fn) for fn in bench.SUITES.values())
+
+
+def test_rigid_suite_reports_every_robot_alone_and_in_many_worlds():
+    records = bench.run_suites(["rigid"], quick=True)
+    by_case = {}
+    for r in records:
+        by_case.setdefault(r["case"], {})[r["params"]["mode"], r["metric"]] = r
+    expected = {"arm_7": (7, 7), "box_stack_5": (5, 30), "quadruped_12": (13, 18)}
+    for name, (bodies, dofs) in expected.items():
+        for case, worlds in ((name, 1), (f"{name}_x8", 8)):
+            found = by_case[case]
+            speed = found["forward", "steps_per_s"]
+            assert speed["value"] > 0 and speed["params"]["bodies"] == bodies * worlds
+            assert speed["params"]["joint_dofs"] == dofs * worlds and speed["params"]["worlds"] == worlds
+            assert found["tape", "backward_over_forward"]["value"] > 0
+            assert found["forward", "launches_per_step"]["value"] == (6 if name == "arm_7" else 7)
+            if worlds > 1:
+                world_speed = found["forward", "world_steps_per_s"]["value"]
+                assert world_speed == pytest.approx(speed["value"] * worlds)

@@ -23,7 +23,7 @@ import warp as wp
 
 from . import scenes
 from .builder import ModelBuilder
-from .losses import linear_state_loss
+from .losses import joint_state_loss, linear_state_loss
 from .model import Model, State
 from .rollout import simulate
 from .solvers import SemiImplicitSolver
@@ -120,11 +120,19 @@ def measure_forward(model: Model, dt: float, timing: Timing) -> dict:
     return {"steps_per_s": timing.steps / best, "launches_per_step": launches}
 
 
-def _up_weights(model: Model) -> tuple[wp.array, wp.array]:
-    """Loss weights making ``linear_state_loss`` the sum of particle heights (m)."""
+def _up_weights(model: Model) -> tuple:
+    """Loss weights making ``_benchmark_loss`` the sum of particle heights (m) plus the sum
+    of joint coordinates."""
     up = np.tile(np.asarray(model.up_vector, dtype=np.float64), (model.particle_count, 1))
     weight_q = wp.array(up, dtype=model.vec3, device=model.device)
-    return weight_q, wp.zeros_like(weight_q)
+    joint_q = wp.array(np.ones(model.joint_coord_count), dtype=model.dtype, device=model.device)
+    joint_qd = wp.zeros(model.joint_dof_count, dtype=model.dtype, device=model.device)
+    return weight_q, wp.zeros_like(weight_q), joint_q, joint_qd
+
+
+def _benchmark_loss(state: State, weights) -> wp.array:
+    loss = linear_state_loss(state, weights[0], weights[1])
+    return joint_state_loss(state, weights[2], weights[3], loss)
 
 
 def _recorded_rollout(solver: SemiImplicitSolver, steps: int, dt: float, weights) -> tuple[wp.Tape, wp.array, State]:
@@ -133,7 +141,7 @@ def _recorded_rollout(solver: SemiImplicitSolver, steps: int, dt: float, weights
     tape = wp.Tape()
     with tape:
         final = simulate(solver, state, steps, dt)
-        loss = linear_state_loss(final, *weights)
+        loss = _benchmark_loss(final, weights)
     return tape, loss, state
 
 
@@ -142,7 +150,7 @@ def measure_gradient(model: Model, dt: float, timing: Timing) -> dict:
     solver = SemiImplicitSolver(model)
     weights = _up_weights(model)
     warm, warm_loss, _ = _recorded_rollout(solver, 1, dt, weights)
-    recorded = len(warm.launches) - 1  # minus the loss launch
+    recorded = len(warm.launches) - 3  # minus the loss launches
     warm.backward(loss=warm_loss)
     forward_s, backward_s = [], []
     for _ in range(timing.repeats):
@@ -151,8 +159,9 @@ def measure_gradient(model: Model, dt: float, timing: Timing) -> dict:
         forward_s.append(t_fwd)
         backward_s.append(t_bwd)
     solver.check_health(raise_error=True)
-    if not np.isfinite(state.particle_q.grad.numpy()).all():
-        raise FloatingPointError("benchmark gradient of the initial positions is not finite")
+    for arr in (state.particle_q, state.joint_q):
+        if not np.isfinite(arr.grad.numpy()).all():
+            raise FloatingPointError("benchmark gradient of the initial state is not finite")
     ratios = [b / f for f, b in zip(forward_s, backward_s)]
     return {
         "tape_forward_s": statistics.median(forward_s),
@@ -194,6 +203,8 @@ def scene_params(model: Model, case: SceneCase, timing: Timing) -> dict:
         "particles": model.particle_count,
         "triangles": model.tri_count,
         "tets": model.tet_count,
+        "bodies": model.body_count,
+        "joint_dofs": model.joint_dof_count,
         "worlds": model.num_worlds,
         "particle_contact": model.particle_max_neighbors > 0,
         "steps": timing.steps,
@@ -228,16 +239,40 @@ def benchmark_scene(suite: str, case: SceneCase, device, timing: Timing) -> list
     return out
 
 
-def forward_suite(device=None, quick: bool = False) -> list[dict]:
-    """Suite ``forward``: particles with contact, cloth, soft block and many worlds."""
+def _scene_suite(suite: str, cases: list[SceneCase], device, quick: bool) -> list[dict]:
+    """Records of ``benchmark_scene`` for every case, with one progress line each."""
     timing = Timing(steps=10, repeats=2) if quick else Timing(steps=100, repeats=5)
     records = []
-    for case in forward_cases(quick):
+    for case in cases:
         start = time.perf_counter()
-        found = benchmark_scene("forward", case, device, timing)
+        found = benchmark_scene(suite, case, device, timing)
         records += found
-        progress(f"forward/{case.name}: {_summary(found)} ({time.perf_counter() - start:.1f} s)")
+        progress(f"{suite}/{case.name}: {_summary(found)} ({time.perf_counter() - start:.1f} s)")
     return records
+
+
+def forward_suite(device=None, quick: bool = False) -> list[dict]:
+    """Suite ``forward``: particles with contact, cloth, soft block and many worlds."""
+    return _scene_suite("forward", forward_cases(quick), device, quick)
+
+
+def rigid_cases(quick: bool) -> list[SceneCase]:
+    """The scenes of the ``rigid`` suite: a 7-link arm, a 5-box stack and a 12-joint
+    quadruped on the ground, each alone and as 64 worlds (8 with ``quick``)."""
+    worlds = 8 if quick else 64
+    scenes_ = [
+        SceneCase("arm_7", scenes.arm, 1.0e-3),
+        SceneCase("box_stack_5", scenes.box_stack, 1.0e-3),
+        SceneCase("quadruped_12", scenes.quadruped, 5.0e-4),
+    ]
+    return scenes_ + [
+        SceneCase(f"{c.name}_x{worlds}", _replicated(c.build, worlds, (2.0, 0.0, 0.0)), c.dt, worlds) for c in scenes_
+    ]
+
+
+def rigid_suite(device=None, quick: bool = False) -> list[dict]:
+    """Suite ``rigid``: articulated and stacked rigid bodies, alone and in many worlds."""
+    return _scene_suite("rigid", rigid_cases(quick), device, quick)
 
 
 def implicit_integration_suite(device=None, quick: bool = False) -> list[dict]:
@@ -258,6 +293,7 @@ SUITES: dict[str, Callable[..., list]] = {
     "forward": forward_suite,
     "checkpoint": checkpoint_suite,
     "implicit_integration": implicit_integration_suite,
+    "rigid": rigid_suite,
 }
 """Registered suites by name; each is ``(device, quick: bool) -> list[dict]`` of records."""
 
@@ -310,7 +346,7 @@ def format_value(metric: str, value: float) -> str:
 
 
 def _params_text(params: dict) -> str:
-    keys = ("mode", "particles", "triangles", "tets", "worlds", "steps", "dt")
+    keys = ("mode", "particles", "triangles", "tets", "bodies", "joint_dofs", "worlds", "steps", "dt")
     shown = [f"{k}={params[k]}" for k in keys if k in params]
     rest = [f"{k}={v}" for k, v in params.items() if k not in keys and k not in ("device", "precision", "repeats")]
     return " ".join(shown + rest)

@@ -48,6 +48,8 @@ class RigidBodyBuilder:
     """Bodies, joints and their coordinates; mixed into ``ModelBuilder``."""
 
     def _init_rigid(self):
+        self.articulation_self_contact = False
+        """Whether shapes of bodies in the same articulation collide (parent and child never do)."""
         self.bodies = Table(
             "body",
             {
@@ -291,18 +293,37 @@ class RigidBodyBuilder:
         }
         return arrays, scalars
 
+    def _body_roots(self) -> np.ndarray:
+        """Root body of each body's articulation (a body without a joint is its own root)."""
+        parent_of = dict(zip(self.joints.array("child").tolist(), self.joints.array("parent").tolist()))
+        roots = np.arange(self.bodies.count)
+        for b in range(self.bodies.count):
+            while parent_of.get(int(roots[b]), -1) >= 0:
+                roots[b] = parent_of[int(roots[b])]
+        return roots
+
     def _contact_pairs(self) -> np.ndarray:
         """Candidate shape pairs (N, 2): every body shape against every static shape of its
-        world and every shape on another body of its world, except a joint's parent and child."""
-        kind, body, world = (self.shapes.array(n) for n in ("kind", "body", "world"))
-        joined = set(zip(self.joints.array("parent").tolist(), self.joints.array("child").tolist()))
-        pairs = []
-        for a in np.flatnonzero(body >= 0):
-            for b in range(len(kind)):
-                if body[b] < 0:
-                    if world[b] in (-1, world[a]):
-                        pairs.append((a, b))
-                elif b > a and body[b] != body[a] and world[b] == world[a]:
-                    if (body[a], body[b]) not in joined and (body[b], body[a]) not in joined:
-                        pairs.append((a, b))
-        return np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+        world and every shape on another body of its world, except a joint's parent and
+        child, and bodies of one articulation unless ``articulation_self_contact``."""
+        body, world = self.shapes.array("body"), self.shapes.array("world")
+        nb = max(self.bodies.count, 1)
+        parent, child = self.joints.array("parent"), self.joints.array("child")
+        linked = parent >= 0
+        joined = np.concatenate([parent[linked] * nb + child[linked], child[linked] * nb + parent[linked]])
+        roots = self._body_roots()
+        dynamic = np.flatnonzero(body >= 0)
+        static = np.flatnonzero(body < 0)
+        a, s_ = np.meshgrid(dynamic, static, indexing="ij")
+        keep = (world[s_] == -1) | (world[s_] == world[a])
+        pairs = [np.stack([a[keep], s_[keep]], axis=1)]
+        for w in np.unique(world[dynamic]):
+            mine = dynamic[world[dynamic] == w]
+            i, j = np.triu_indices(len(mine), k=1)
+            a, b = mine[i], mine[j]
+            ba, bb = body[a], body[b]
+            keep = (ba != bb) & ~np.isin(ba * nb + bb, joined)
+            if not self.articulation_self_contact:
+                keep &= roots[ba] != roots[bb]
+            pairs.append(np.stack([a[keep], b[keep]], axis=1))
+        return np.concatenate(pairs).astype(np.int64).reshape(-1, 2)

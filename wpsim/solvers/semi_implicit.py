@@ -16,7 +16,7 @@ from .forces import launch_forces
 class SemiImplicitSolver(SolverBase):
     """Explicit force evaluation followed by a symplectic Euler update.
 
-    A step is at most seven launches: broad phase (only with particle-particle contact,
+    Particles take at most seven launches: broad phase (only with particle-particle contact,
     not recorded on the tape), particle forces (drag, external, contact), springs,
     triangles, bending hinges, tetrahedra, integration. Launches of absent element kinds
     are skipped. Forces of the step are written into ``state_in.particle_f``, the contact
@@ -58,31 +58,34 @@ class SemiImplicitSolver(SolverBase):
         """Advance ``state_in`` by ``dt`` seconds into ``state_out`` under ``control``."""
         model = self.model
         control = self._zero_control if control is None else control
-        n = model.particle_count
-        real = model.real
         if self._grid is not None:
             self._find_neighbors(state_in)
         bodies = None
         if self._articulations is not None:
             bodies = self._articulations.begin(self, state_in, control, dt)
+        if model.particle_count:
+            self._step_particles(state_in, state_out, control, dt)
+        if bodies is not None:
+            self._articulations.finish(self, bodies, state_in, state_out, control, dt)
+        self._step_done()
+
+    def _step_particles(self, state_in: State, state_out: State, control: Control, dt: float):
+        """Particle forces (with reactions on bodies) and the symplectic Euler update."""
+        model = self.model
         launch_forces(
             model, state_in.particle_q, state_in.particle_qd, control, dt, self._friction_smoothing, state_in,
             state_in.particle_f,
         )
-        q, qd, f = state_in.particle_q, state_in.particle_qd, state_in.particle_f
         wp.launch(
             for_precision(particles.integrate_particles, model.dtype),
-            dim=n,
+            dim=model.particle_count,
             inputs=[
-                model.particle_mass, model.particle_world, model.gravity, q, qd, f, real(dt),
-                self.step_count, self.max_coordinate, self.max_speed,
+                model.particle_mass, model.particle_world, model.gravity, state_in.particle_q, state_in.particle_qd,
+                state_in.particle_f, model.real(dt), self.step_count, self.max_coordinate, self.max_speed,
             ],
             outputs=[state_out.particle_q, state_out.particle_qd, self.world_fault_step],
             device=model.device,
         )
-        if bodies is not None:
-            self._articulations.finish(self, bodies, state_in, state_out, control, dt)
-        self._step_done()
 
     def _find_neighbors(self, state: State):
         """Broad phase for particle-particle contact (not differentiated, not on the tape)."""
