@@ -224,13 +224,26 @@ def init_body_wrenches(
     body_com: wp.array(dtype=vec3),
     body_f_ext: wp.array(dtype=vec6),
     body_f: wp.array(dtype=vec6),
+    body_damping: wp.array2d(dtype=mat33),
 ):
     """Start each body's wrench (about the world origin) from the external wrench given as
-    (torque, force at the centre of mass), both in world axes."""
+    (torque, force at the centre of mass), both in world axes, and its contact damping
+    blocks from zero."""
     b = wp.tid()
     f = body_f_ext[b]
     c = wp.transform_point(body_q[b], body_com[b])
     body_f[b] = spatial(top(f) + wp.cross(c, bottom(f)), bottom(f))
+    zero = wp.outer(c, c) * type(c[0])(0.0)
+    for k in range(3):
+        body_damping[b, k] = zero
+
+
+@wp.func
+def damping_times(ww: mat33, wv: mat33, vv: mat33, s: vec6):
+    """Spatial damping matrix [[ww, wv], [wv^T, vv]] applied to twist s (a wrench)."""
+    w = top(s)
+    v = bottom(s)
+    return spatial(ww * w + wv * v, wp.transpose(wv) * w + vv * v)
 
 
 @kernel
@@ -247,14 +260,17 @@ def subtree_inertia_and_bias(
     body_twist: wp.array(dtype=vec6),
     body_bias_acc: wp.array(dtype=vec6),
     body_f: wp.array(dtype=vec6),
+    body_damping: wp.array2d(dtype=mat33),
     subtree_mass: wp.array(dtype=wp.Float),
     subtree_h: wp.array(dtype=vec3),
     subtree_J: wp.array(dtype=mat33),
     subtree_bias: wp.array(dtype=vec6),
+    subtree_damping: wp.array2d(dtype=mat33),
 ):
-    """One thread per body: the composite spatial inertia of the body's subtree and the sum
+    """One thread per body: the composite spatial inertia of the body's subtree, the sum
     of its bodies' bias wrenches I a + v x* I v - f (gravity, velocity products, applied and
-    contact wrenches), i.e. the wrench the parent joint must transmit at zero acceleration."""
+    contact wrenches), i.e. the wrench the parent joint must transmit at zero acceleration,
+    and the sum of its bodies' contact damping blocks."""
     b = wp.tid()
     j = body_joint[b]
     # accumulators start from constants: a loop-mutated variable must not feed an
@@ -263,6 +279,9 @@ def subtree_inertia_and_bias(
     zero3 = wp.vector(m_sum, m_sum, m_sum)
     h_sum = zero3
     J_sum = wp.outer(zero3, zero3)
+    ww = J_sum
+    wv = J_sum
+    vv = J_sum
     f_sum = spatial(zero3, zero3)
     for pos in range(joint_dfs_pos[j], joint_dfs_end[j]):
         d = joint_child[dfs_joint[pos]]
@@ -273,10 +292,16 @@ def subtree_inertia_and_bias(
         m_sum += m
         h_sum += h
         J_sum += J
+        ww += body_damping[d, 0]
+        wv += body_damping[d, 1]
+        vv += body_damping[d, 2]
     subtree_mass[b] = m_sum
     subtree_h[b] = h_sum
     subtree_J[b] = J_sum
     subtree_bias[b] = f_sum
+    subtree_damping[b, 0] = ww
+    subtree_damping[b, 1] = wv
+    subtree_damping[b, 2] = vv
 
 
 @wp.func
@@ -324,17 +349,19 @@ def assemble_joint_space(
     subtree_h: wp.array(dtype=vec3),
     subtree_J: wp.array(dtype=mat33),
     subtree_bias: wp.array(dtype=vec6),
+    subtree_damping: wp.array2d(dtype=mat33),
     joint_f: wp.array(dtype=wp.Float),
     joint_target_q: wp.array(dtype=wp.Float),
     joint_target_qd: wp.array(dtype=wp.Float),
     mass_matrix: wp.array(dtype=wp.Float),
     rhs: wp.array(dtype=wp.Float),
 ):
-    """One thread per dof i: row i of the articulation's joint-space mass matrix
-    H_ik = S_i^T I_c S_k (I_c: composite inertia of the deeper joint's subtree), plus
-    armature and dt * (damping + drive kd) on the diagonal (damping is implicit, as in an
-    implicit-damping Euler step), and the right-hand side
-    tau_i - S_i^T (subtree bias wrench) with tau from the control, drives, limits, damping."""
+    """One thread per dof i: row i of the articulation's joint-space matrix
+    H_ik = S_i^T (I_c + dt D_c) S_k (I_c: composite inertia, D_c: contact damping of the
+    deeper joint's subtree), plus armature and dt * (damping + drive kd) on the diagonal,
+    and the right-hand side tau_i - S_i^T (subtree bias wrench) with tau from the control,
+    drives, limits and damping. The dt terms make joint damping, drive damping and contact
+    damping and friction implicit in velocity (a linearly implicit Euler step)."""
     i = wp.tid()
     j = dof_joint[i]
     a = joint_articulation[j]
@@ -353,7 +380,11 @@ def assemble_joint_space(
         elif pos_k <= pos_j and pos_j < joint_dfs_end[jk]:
             deeper = joint_child[j]
         if deeper >= 0:
-            value = wp.dot(s_i, inertia_times(subtree_mass[deeper], subtree_h[deeper], subtree_J[deeper], dof_motion[k]))
+            s_k = dof_motion[k]
+            inertia = inertia_times(subtree_mass[deeper], subtree_h[deeper], subtree_J[deeper], s_k)
+            damping = damping_times(subtree_damping[deeper, 0], subtree_damping[deeper, 1],
+                                    subtree_damping[deeper, 2], s_k)
+            value = wp.dot(s_i, inertia + damping * dt)
         if k == i:
             value += joint_armature[i] + dt * (joint_damping[i] + joint_target_kd[i])
         mass_matrix[row + k - d0] = value

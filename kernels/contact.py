@@ -138,3 +138,28 @@ def compliant_contact_force(
     smoothing_sq = friction_smoothing * friction_smoothing + stick_speed * stick_speed
     ft = vt * (-mu * fn / wp.sqrt(wp.dot(vt, vt) + smoothing_sq))
     return normal * fn + ft
+
+
+@wp.func
+def contact_velocity_slopes(
+    penetration: wp.Float,
+    normal: vec3,
+    rel_vel: vec3,
+    ke: wp.Float,
+    kd: wp.Float,
+    mu: wp.Float,
+    friction_smoothing: wp.Float,
+    gradient_width: wp.Float,
+):
+    """Damping slopes (N s/m) of ``compliant_contact_force`` without the dt/m bound:
+    normal kd while the normal force is positive, tangential mu f_n / sqrt(|v_t|^2 + s^2)
+    (the largest slope of smooth Coulomb friction). A solver treats the force's velocity
+    dependence implicitly with them."""
+    zero = penetration * type(penetration)(0.0)
+    vn = wp.dot(normal, rel_vel)
+    fn = normal_force(penetration, ke * penetration - kd * vn, ke * gradient_width)
+    vt = rel_vel - normal * vn
+    kn = zero
+    if fn > zero:
+        kn = kd
+    return kn, mu * fn / wp.sqrt(wp.dot(vt, vt) + friction_smoothing * friction_smoothing)

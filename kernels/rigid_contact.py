@@ -5,18 +5,29 @@ or on another body. Narrow phase per pair:
 - b a plane: a's contact points (sphere centre, capsule segment ends, box corners) against it;
 - sphere or capsule against sphere or capsule: closest points of their core segments;
 - a sphere or capsule against a box: its core points against the box's signed distance;
-- two boxes: each box's corners against one face of the other, the face normal to the box
-  axis along which the two overlap least (face-axis separating test); a corner must lie
-  within that face's extent (box edge against box edge is not detected).
+- two boxes: the corners of one against one face of the other, chosen by a separating-axis
+  test over the face axes of both boxes; a corner must lie within that face's extent (box
+  edge against box edge is not detected).
 Each contact uses ``compliant_contact_force`` with the pair's mean stiffness, damping and
-friction; the force acts at the surface point of the penetrating shape. Wrenches are taken
-about the world origin (see ``articulation``) and added into ``body_f`` with atomics.
+friction (no dt/m bound on the friction slope: the solver treats contact damping and
+friction implicitly instead, from the slopes of ``contact_velocity_slopes``); the force
+acts at the surface point of the penetrating shape. Wrenches are taken about the world
+origin (see ``articulation``) and added into ``body_f`` with atomics.
 """
 
 import warp as wp
 
 from .articulation import spatial, vec6
-from .contact import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_PLANE, SHAPE_SPHERE, compliant_contact_force, shape_sdf
+from .contact import (
+    SHAPE_BOX,
+    SHAPE_CAPSULE,
+    SHAPE_PLANE,
+    SHAPE_SPHERE,
+    compliant_contact_force,
+    contact_velocity_slopes,
+    shape_sdf,
+)
+from .generic import mat33
 from .generic import kernel, set_deterministic, transform, vec3
 
 set_deterministic(__name__)
@@ -109,29 +120,44 @@ def closest_segment_points(p1: vec3, q1: vec3, p2: vec3, q2: vec3):
 
 
 @wp.func
+def add_damping(body_damping: wp.array2d(dtype=mat33), body: int, K: mat33, arm: mat33):
+    """Add the spatial damping matrix of a contact force -K v(x) at the point with cross
+    matrix ``arm`` = [x]x to a body: blocks ww = [x]x K [x]x^T, wv = [x]x K, vv = K."""
+    wp.atomic_add(body_damping, body, 0, arm * K * wp.transpose(arm))
+    wp.atomic_add(body_damping, body, 1, arm * K)
+    wp.atomic_add(body_damping, body, 2, K)
+
+
+@wp.func
 def add_contact(
     pen: wp.Float, n: vec3, x: vec3, body_a: int, body_b: int, ke: wp.Float, kd: wp.Float, mu: wp.Float,
-    smoothing: wp.Float, rate: wp.Float, width: wp.Float, body_q: wp.array(dtype=transform),
-    body_qd: wp.array(dtype=vec6), body_f: wp.array(dtype=vec6),
+    smoothing: wp.Float, width: wp.Float, body_q: wp.array(dtype=transform),
+    body_qd: wp.array(dtype=vec6), body_f: wp.array(dtype=vec6), body_damping: wp.array2d(dtype=mat33),
 ):
     """Apply the compliant force of one contact (normal n from b to a, at world point x).
     With a gradient width w > 0 contacts up to 6 w apart are evaluated too (their forward
     force is zero; their smoothed gradient is not)."""
     if pen > -type(pen)(6.0) * width:
         v_rel = point_velocity(body_a, x, body_q, body_qd) - point_velocity(body_b, x, body_q, body_qd)
-        f = compliant_contact_force(pen, n, v_rel, ke, kd, mu, smoothing, rate, width)
+        f = compliant_contact_force(pen, n, v_rel, ke, kd, mu, smoothing, pen * type(pen)(0.0), width)
         wrench = spatial(wp.cross(x, f), f)
+        kn, kt = contact_velocity_slopes(pen, n, v_rel, ke, kd, mu, smoothing, width)
+        K = wp.outer(n, n) * (kn - kt) + wp.identity(3, dtype=type(pen)) * kt
+        arm = wp.skew(x)
         if body_a >= 0:
             wp.atomic_add(body_f, body_a, wrench)
+            add_damping(body_damping, body_a, K, arm)
         if body_b >= 0:
             wp.atomic_sub(body_f, body_b, wrench)
+            add_damping(body_damping, body_b, K, arm)
 
 
 @wp.func
 def points_against_shape(
     kind_p: int, size_p: vec3, X_p: transform, body_p: int, kind_s: int, size_s: vec3, X_s: transform,
-    body_s: int, ke: wp.Float, kd: wp.Float, mu: wp.Float, smoothing: wp.Float, rate: wp.Float, width: wp.Float,
+    body_s: int, ke: wp.Float, kd: wp.Float, mu: wp.Float, smoothing: wp.Float, width: wp.Float,
     body_q: wp.array(dtype=transform), body_qd: wp.array(dtype=vec6), body_f: wp.array(dtype=vec6),
+    body_damping: wp.array2d(dtype=mat33),
 ):
     """Contacts of the contact points of shape p against the signed distance of shape s."""
     rot_s = wp.transform_get_rotation(X_s)
@@ -140,20 +166,15 @@ def points_against_shape(
         centre = wp.transform_point(X_p, local)
         dist, n_local = shape_sdf(kind_s, wp.transform_point(wp.transform_inverse(X_s), centre), size_s)
         n = wp.quat_rotate(rot_s, n_local)
-        add_contact(radius - dist, n, centre - n * radius, body_p, body_s, ke, kd, mu, smoothing, rate, width,
-                    body_q, body_qd, body_f)
+        add_contact(radius - dist, n, centre - n * radius, body_p, body_s, ke, kd, mu, smoothing, width,
+                    body_q, body_qd, body_f, body_damping)
 
 
 @wp.func
-def box_corners_against_box(
-    h_p: vec3, X_p: transform, body_p: int, h_s: vec3, X_s: transform, body_s: int, ke: wp.Float, kd: wp.Float,
-    mu: wp.Float, smoothing: wp.Float, rate: wp.Float, width: wp.Float, body_q: wp.array(dtype=transform),
-    body_qd: wp.array(dtype=vec6), body_f: wp.array(dtype=vec6),
-):
-    """Contacts of box p's corners against the face of box s that faces it: the face normal
-    to the axis k of s with the largest separation |c_k| - h_s[k] - r_p[k] (c: p's centre
-    in s's frame, r_p: p's half width along axis k). Corners count when they are below
-    that face and within its extent (inclusive, so equal aligned boxes stack)."""
+def box_face_axis(h_p: vec3, X_p: transform, h_s: vec3, X_s: transform):
+    """The axis k of box s along which box p is separated most (least overlap): the largest
+    gap |c_k| - h_s[k] - r_p[k] (c: p's centre in s's frame, r_p: p's half width along k).
+    Returns (gap (m), k, side = sign of c_k)."""
     to_s = wp.transform_inverse(X_s)
     centre = wp.transform_point(to_s, wp.transform_get_translation(X_p))
     rel = wp.quat_to_matrix(wp.transform_get_rotation(to_s) * wp.transform_get_rotation(X_p))
@@ -165,9 +186,28 @@ def box_corners_against_box(
         if k == 0 or gap > best:
             best = gap
             axis = k
-    side = wp.sign(centre[axis])
-    tolerance = type(best)(1.0e-6) * wp.max(h_s)
-    zero = best * type(best)(0.0)
+    return best, axis, wp.sign(centre[axis])
+
+
+@wp.func
+def face_area(h: vec3, axis: int):
+    """Area / 4 (m^2) of a box face normal to ``axis``."""
+    return h[(axis + 1) % 3] * h[(axis + 2) % 3]
+
+
+@wp.func
+def box_corners_against_box(
+    h_p: vec3, X_p: transform, body_p: int, h_s: vec3, X_s: transform, body_s: int, axis: int, side: wp.Float,
+    ke: wp.Float, kd: wp.Float, mu: wp.Float, smoothing: wp.Float, width: wp.Float,
+    body_q: wp.array(dtype=transform), body_qd: wp.array(dtype=vec6), body_f: wp.array(dtype=vec6),
+    body_damping: wp.array2d(dtype=mat33),
+):
+    """Contacts of box p's corners against the face of box s normal to its ``axis`` on
+    ``side``: a corner counts when it is below that face and within its extent (inclusive,
+    so equal aligned boxes stack)."""
+    to_s = wp.transform_inverse(X_s)
+    tolerance = type(side)(1.0e-6) * wp.max(h_s)
+    zero = side * type(side)(0.0)
     n_local = wp.vector(zero, zero, zero)
     n_local[axis] = side
     n = wp.quat_rotate(wp.transform_get_rotation(X_s), n_local)
@@ -180,8 +220,31 @@ def box_corners_against_box(
             if j != axis and wp.abs(x[j]) > h_s[j] + tolerance:
                 inside = False
         if inside:
-            add_contact(h_s[axis] - side * x[axis], n, corner, body_p, body_s, ke, kd, mu, smoothing, rate, width,
-                        body_q, body_qd, body_f)
+            add_contact(h_s[axis] - side * x[axis], n, corner, body_p, body_s, ke, kd, mu, smoothing, width,
+                        body_q, body_qd, body_f, body_damping)
+
+
+@wp.func
+def box_against_box(
+    h_a: vec3, X_a: transform, body_a: int, h_b: vec3, X_b: transform, body_b: int, ke: wp.Float, kd: wp.Float,
+    mu: wp.Float, smoothing: wp.Float, width: wp.Float, body_q: wp.array(dtype=transform),
+    body_qd: wp.array(dtype=vec6), body_f: wp.array(dtype=vec6), body_damping: wp.array2d(dtype=mat33),
+):
+    """Two boxes: the face of the box whose face axis separates them most (separating-axis
+    test over both boxes' face axes) is the reference, the other box's corners are tested
+    against it; on a tie the larger face is the reference, so each contact is counted once."""
+    gap_b, axis_b, side_b = box_face_axis(h_a, X_a, h_b, X_b)
+    gap_a, axis_a, side_a = box_face_axis(h_b, X_b, h_a, X_a)
+    tie = wp.abs(gap_a - gap_b) <= type(gap_a)(1.0e-9) * (wp.max(h_a) + wp.max(h_b))
+    b_is_reference = gap_b > gap_a
+    if tie:
+        b_is_reference = face_area(h_b, axis_b) >= face_area(h_a, axis_a)
+    if b_is_reference:
+        box_corners_against_box(h_a, X_a, body_a, h_b, X_b, body_b, axis_b, side_b, ke, kd, mu, smoothing, width,
+                                body_q, body_qd, body_f, body_damping)
+    else:
+        box_corners_against_box(h_b, X_b, body_b, h_a, X_a, body_a, axis_a, side_a, ke, kd, mu, smoothing, width,
+                                body_q, body_qd, body_f, body_damping)
 
 
 @wp.func
@@ -201,17 +264,17 @@ def eval_rigid_contacts(
     shape_ke: wp.array(dtype=wp.Float),
     shape_kd: wp.array(dtype=wp.Float),
     shape_mu: wp.array(dtype=wp.Float),
-    body_mass: wp.array(dtype=wp.Float),
     friction_smoothing: wp.Float,
-    dt: wp.Float,
     gradient_width: wp.Float,
     body_q: wp.array(dtype=transform),
     body_qd: wp.array(dtype=vec6),
     body_f: wp.array(dtype=vec6),
+    body_damping: wp.array2d(dtype=mat33),
 ):
-    """One thread per candidate shape pair: add its contact wrenches into body_f. ``dt``
-    bounds the friction slope by the pair's inverse body masses (0: no bound);
-    ``gradient_width`` (m) > 0 selects the smoothed contact gradient."""
+    """One thread per candidate shape pair: add its contact wrenches into body_f and the
+    contacts' velocity slopes into body_damping (B, 3): the spatial damping blocks (ww, wv,
+    vv) that the joint-space solve treats implicitly. ``gradient_width`` (m) > 0 selects
+    the smoothed contact gradient."""
     i = wp.tid()
     a = contact_pair[i, 0]
     b = contact_pair[i, 1]
@@ -221,26 +284,22 @@ def eval_rigid_contacts(
     bb = shape_body[b]
     Xa = shape_pose(ba, shape_transform[a], body_q)
     Xb = shape_pose(bb, shape_transform[b], body_q)
-    half = type(dt)(0.5)
+    half = type(gradient_width)(0.5)
     ke = (shape_ke[a] + shape_ke[b]) * half
     kd = (shape_kd[a] + shape_kd[b]) * half
     mu = (shape_mu[a] + shape_mu[b]) * half
-    rate = dt * type(dt)(0.0)
-    if ba >= 0:
-        rate += dt / body_mass[ba]
-    if bb >= 0:
-        rate += dt / body_mass[bb]
     sa = shape_size[a]
     sb = shape_size[b]
     smooth = friction_smoothing
     width = gradient_width
     if ka == SHAPE_BOX and kb == SHAPE_BOX:
-        box_corners_against_box(sa, Xa, ba, sb, Xb, bb, ke, kd, mu, smooth, rate, width, body_q, body_qd, body_f)
-        box_corners_against_box(sb, Xb, bb, sa, Xa, ba, ke, kd, mu, smooth, rate, width, body_q, body_qd, body_f)
+        box_against_box(sa, Xa, ba, sb, Xb, bb, ke, kd, mu, smooth, width, body_q, body_qd, body_f, body_damping)
     elif kb == SHAPE_PLANE or kb == SHAPE_BOX:
-        points_against_shape(ka, sa, Xa, ba, kb, sb, Xb, bb, ke, kd, mu, smooth, rate, width, body_q, body_qd, body_f)
+        points_against_shape(ka, sa, Xa, ba, kb, sb, Xb, bb, ke, kd, mu, smooth, width, body_q, body_qd, body_f,
+                             body_damping)
     elif ka == SHAPE_BOX:
-        points_against_shape(kb, sb, Xb, bb, ka, sa, Xa, ba, ke, kd, mu, smooth, rate, width, body_q, body_qd, body_f)
+        points_against_shape(kb, sb, Xb, bb, ka, sa, Xa, ba, ke, kd, mu, smooth, width, body_q, body_qd, body_f,
+                             body_damping)
     if ka != SHAPE_BOX and kb != SHAPE_BOX and kb != SHAPE_PLANE:
         ca, cb = closest_segment_points(
             core_segment(ka, sa, Xa, 0), core_segment(ka, sa, Xa, 1), core_segment(kb, sb, Xb, 0),
@@ -250,5 +309,5 @@ def eval_rigid_contacts(
         dist = wp.length(d)
         if dist > dist * type(dist)(0.0):
             n = d / dist
-            add_contact(sa[0] + sb[0] - dist, n, ca - n * sa[0], ba, bb, ke, kd, mu, smooth, rate, width,
-                        body_q, body_qd, body_f)
+            add_contact(sa[0] + sb[0] - dist, n, ca - n * sa[0], ba, bb, ke, kd, mu, smooth, width,
+                        body_q, body_qd, body_f, body_damping)

@@ -8,9 +8,10 @@ import textwrap
 
 import numpy as np
 import pytest
+import warp as wp
 
 import wpsim
-from wpsim.geometry import boundary_faces
+from wpsim.geometry import boundary_faces, quat_to_matrix
 from wpsim.usd_export import UsdRecorder
 
 READER = textwrap.dedent('''
@@ -45,8 +46,13 @@ READER = textwrap.dedent('''
             entry["counts"] = list(mesh.GetFaceVertexCountsAttr().Get())
             entry["indices"] = list(mesh.GetFaceVertexIndicesAttr().Get())
         if prim.IsA(UsdGeom.Xformable):
-            entry["world_translation"] = list(
-                UsdGeom.Xformable(prim).ComputeLocalToWorldTransform(0).ExtractTranslation())
+            xformable = UsdGeom.Xformable(prim)
+            entry["world_translation"] = list(xformable.ComputeLocalToWorldTransform(0).ExtractTranslation())
+            at_3 = xformable.ComputeLocalToWorldTransform(3)
+            entry["world_translation_at_3"] = list(at_3.ExtractTranslation())
+            rotation = at_3.RemoveScaleShear().ExtractRotationQuat()
+            entry["world_rotation_at_3"] = [rotation.GetReal(), *rotation.GetImaginary()]
+            entry["xform_times"] = xformable.GetTimeSamples()
         out["prims"][str(prim.GetPath())] = entry
     print(json.dumps(out))
 ''')
@@ -234,3 +240,46 @@ def test_bad_input_is_rejected(tmp_path):
     with pytest.raises(ValueError, match=r"\.usd, \.usda or \.usdc"):
         recorder.write(tmp_path / "rollout.json")
     assert not list(tmp_path.iterdir())
+
+
+def test_rigid_bodies_are_time_sampled_xforms_holding_their_shapes(tmp_path):
+    """A two-link pendulum in two worlds: each body an Xform with one translate/orient
+    sample per frame, its shapes as children placed by the body pose."""
+    single = wpsim.ModelBuilder()
+    upper = single.add_body()
+    single.add_shape_capsule(upper, pos=(0.0, 0.0, -0.2), radius=0.03, half_height=0.15)
+    single.add_joint_revolute(-1, upper, axis=(1.0, 0.0, 0.0), parent_pos=(0.0, 0.0, 1.0), q=0.8)
+    lower = single.add_body()
+    single.add_shape_box(lower, pos=(0.0, 0.0, -0.1), rot=(0.0, 0.0, 0.3826834, 0.9238795), hx=0.02, hy=0.03,
+                         hz=0.1)
+    single.add_joint_revolute(upper, lower, axis=(0.0, 1.0, 0.0), parent_pos=(0.0, 0.0, -0.4), q=-0.5)
+    builder = wpsim.ModelBuilder()
+    builder.replicate(single, 2, spacing=(1.0, 0.0, 0.0))
+    model = builder.finalize(dtype=wp.float64)
+    recorder = UsdRecorder(model, fps=100.0)
+    solver = wpsim.SemiImplicitSolver(model)
+    a, b = model.state(), model.state()
+    poses = []
+    for _ in range(5):
+        recorder.record(a)
+        poses.append(a.body_q.numpy().copy())
+        for _ in range(10):
+            solver.step(a, b, None, 1e-3)
+            a, b = b, a
+    path = recorder.write(tmp_path / "pendulum.usda")
+    stage = read_stage(path)
+    for w in range(2):
+        for k in range(2):
+            body = 2 * w + k
+            prim = stage["prims"][f"/World/world_{w}/body_{body}"]
+            assert prim["type"] == "Xform" and prim["xform_times"] == [0.0, 1.0, 2.0, 3.0, 4.0]
+            assert np.allclose(prim["world_translation_at_3"], poses[3][body, :3], atol=1e-6)
+            x, y, z, qw = poses[3][body, 3:]
+            assert np.allclose(np.abs(np.dot(prim["world_rotation_at_3"], [qw, x, y, z])), 1.0, atol=1e-6)
+        capsule = stage["prims"][f"/World/world_{w}/body_{2 * w}/shape_{2 * w}"]
+        cube = stage["prims"][f"/World/world_{w}/body_{2 * w + 1}/shape_{2 * w + 1}"]
+        assert capsule["type"] == "Capsule" and cube["type"] == "Cube"
+        pose = poses[3][2 * w + 1]
+        centre = pose[:3] + quat_to_matrix(pose[3:]) @ np.array([0.0, 0.0, -0.1])
+        assert np.allclose(cube["world_translation_at_3"], centre, atol=1e-6)
+    assert poses[3][0, 3] != poses[0][0, 3]  # the pendulum swung between frames

@@ -16,6 +16,8 @@ class ArticulationScratch:
     dof_motion (D,) spatial -- world motion column of each dof
     subtree_mass (B,) kg, subtree_h (B,) kg m, subtree_J (B,) kg m^2 -- composite inertia
     subtree_bias (B,) spatial, N m and N -- subtree bias wrench
+    body_damping, subtree_damping (B, 3) mat33 -- contact damping blocks (ww N m s, wv N s,
+        vv N s/m) of each body and summed over its subtree
     mass_matrix, factor (M,) -- dense joint-space mass matrix per articulation, its Cholesky factor
     rhs (D,) N or N m -- generalized forces minus bias; qdd (D,) -- joint accelerations
     adjoint (D,) -- scratch of the solve's backward
@@ -36,6 +38,9 @@ class ArticulationScratch:
         self.subtree_h = zeros(nb, wp.types.vector(3, real))
         self.subtree_J = zeros(nb, wp.types.matrix((3, 3), real))
         self.subtree_bias = zeros(nb, spatial)
+        mat33 = wp.types.matrix((3, 3), real)
+        self.body_damping = zeros((nb, 3), mat33)
+        self.subtree_damping = zeros((nb, 3), mat33)
         self.mass_matrix = zeros(entries, real)
         self.rhs = zeros(nd, real)
         self.qdd = zeros(nd, real)

@@ -1,7 +1,7 @@
 """USD export of rollouts for digital-twin viewers (usdview, Omniverse, Blender).
 
-``UsdRecorder`` collects frames of a rollout (host copies of the particle positions) and
-writes them as one USD stage, ``.usd``/``.usdc`` (binary) or ``.usda`` (text) by
+``UsdRecorder`` collects frames of a rollout (host copies of the particle positions and body
+poses) and writes them as one USD stage, ``.usd``/``.usdc`` (binary) or ``.usda`` (text) by
 extension, atomically (a temporary file beside the target, then a rename). Layout:
 
     /World                     Xform, the default prim
@@ -9,10 +9,12 @@ extension, atomically (a temporary file beside the target, then a rename). Layou
         particles              Points: particles in no triangle or tetrahedron, widths 2 r
         cloth                  Mesh: the world's triangles
         soft                   Mesh: the boundary faces of the world's tetrahedra
+        body_<b>               Xform per rigid body: translate + orient time samples,
+          shape_<s>            its collision shapes (Sphere, Cube scaled, Capsule) in body frame
       /World/shapes            static collision shapes (Plane, Sphere, Cube, Capsule)
 
-Mesh topology and widths are written once; points and extents are time-sampled, one time
-code per recorded frame: frame k (an integer counter) is time code k, and
+Mesh topology and widths are written once; points, extents and body poses are
+time-sampled (quaternions converted to USD's (w, x, y, z)), one time code per recorded frame: frame k (an integer counter) is time code k, and
 timeCodesPerSecond = framesPerSecond = ``fps``. Stage metadata: upAxis (Y or Z),
 metersPerUnit = 1 and kilogramsPerUnit = 1 (wpsim is SI), start/end time codes.
 
@@ -29,7 +31,9 @@ import numpy as np
 
 from .builder import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_PLANE, SHAPE_SPHERE
 from .geometry import boundary_faces
+from .kinematics import eval_fk
 from .model import Model, State
+from .solvers.krylov import tape_paused
 from .output import atomic_write
 
 PLANE_HALF_SIZE = 10.0
@@ -70,8 +74,10 @@ class UsdRecorder:
         self._radius = model.particle_radius.numpy().astype(np.float64)
         self._parts = self._world_parts()
         self._shapes = self._shape_rows()
+        self._bodies = {w: np.flatnonzero(model.body_world.numpy() == w) for w in self._parts}
         self.takes: dict[str, list] = {}
-        """Recorded frames per take name: lists of (P, 3) float64 position arrays (m)."""
+        """Recorded frames per take name: lists of (particle positions (P, 3) in m, body
+        poses (B, 7): position in m, quaternion x, y, z, w), float64."""
         self._take = None
 
     def _world_parts(self) -> dict:
@@ -117,16 +123,25 @@ class UsdRecorder:
         self._take = name
 
     def record(self, state: State):
-        """Append one frame: the positions of ``state`` (read back to the host)."""
+        """Append one frame: the particle positions and body poses of ``state`` (read back to
+        the host; body poses are recomputed from the joint coordinates, off any tape)."""
         q = state.particle_q.numpy().astype(np.float64)
         if q.shape != (self.model.particle_count, 3):
             raise ValueError(f"state has {q.shape[0]} particles, the recorded model {self.model.particle_count}")
         if not np.isfinite(q).all():
             bad = int(np.flatnonzero(~np.isfinite(q).all(axis=1))[0])
             raise ValueError(f"particle {bad} has a non-finite position; not recording the frame")
+        poses = np.zeros((0, 7))
+        if self.model.body_count:
+            with tape_paused():
+                eval_fk(self.model, state)
+            poses = state.body_q.numpy().astype(np.float64)
+            if not np.isfinite(poses).all():
+                bad = int(np.flatnonzero(~np.isfinite(poses).all(axis=1))[0])
+                raise ValueError(f"body {bad} has a non-finite pose; not recording the frame")
         if self._take is None:
             self.begin_take("rollout")
-        self.takes[self._take].append(q)
+        self.takes[self._take].append((q, poses))
 
     @property
     def frame_count(self) -> int:
@@ -212,18 +227,42 @@ class UsdRecorder:
                     prim.CreateSubdivisionSchemeAttr(UsdGeom.Tokens.none)
                     prim.CreateDoubleSidedAttr(part.kind == "cloth")
                 out.append((prim, part))
+            for b in self._bodies[w]:
+                out.append((self._define_body(stage, f"/World/world_{w}/body_{b}", b), int(b)))
         return out
 
+    def _define_body(self, stage, path: str, body: int):
+        """An Xform for ``body`` holding its shapes (transforms relative to the body)."""
+        from pxr import UsdGeom
+
+        xform = UsdGeom.Xform.Define(stage, path)
+        xform.AddTranslateOp()
+        xform.AddOrientOp(UsdGeom.XformOp.PrecisionDouble)
+        m = self.model
+        rows = zip(m.shape_kind.numpy(), m.shape_transform.numpy(), m.shape_size.numpy(), m.shape_body.numpy())
+        for i, (kind, transform, size, owner) in enumerate(rows):
+            if owner == body:
+                self._define_shape(stage, f"{path}/shape_{i}", int(kind), np.asarray(transform, np.float64),
+                                   np.asarray(size, np.float64))
+        return xform
+
     def _author_frames(self, prims: list, frames: list):
-        """Time samples of points and extents, time code k for frame k."""
-        from pxr import Vt
+        """Time samples of points, extents and body poses, time code k for frame k."""
+        from pxr import Gf, Vt
 
         for prim, part in prims:
+            if isinstance(part, int):  # a body: translate and orient ops
+                translate, orient = prim.GetOrderedXformOps()
+                for k, (_, poses) in enumerate(frames):
+                    x, y, z, w = poses[part, 3:]
+                    translate.Set(Gf.Vec3d(*poses[part, :3]), k)
+                    orient.Set(Gf.Quatd(float(w), float(x), float(y), float(z)), k)
+                continue
             points_attr, extent_attr = prim.GetPointsAttr(), prim.GetExtentAttr()
             if not extent_attr:
                 extent_attr = prim.CreateExtentAttr()
             pad = self._radius[part.particles].max() if part.kind == "particles" else 0.0
-            for k, q in enumerate(frames):
+            for k, (q, _) in enumerate(frames):
                 points = q[part.particles]
                 points_attr.Set(Vt.Vec3fArray.FromNumpy(points.astype(np.float32)), k)
                 lo, hi = points.min(axis=0) - pad, points.max(axis=0) + pad
@@ -244,32 +283,39 @@ class UsdRecorder:
             return
         UsdGeom.Scope.Define(stage, "/World/shapes")
         for i, (kind, world, transform, size) in enumerate(self._shapes):
-            path = f"/World/shapes/shape_{i}"
-            if kind == SHAPE_PLANE:
-                prim = UsdGeom.Plane.Define(stage, path)
-                prim.CreateAxisAttr(UsdGeom.Tokens.z)
-                side = 2.0 * self._plane_half_size()
-                prim.CreateWidthAttr(side)
-                prim.CreateLengthAttr(side)
-            elif kind == SHAPE_SPHERE:
-                prim = UsdGeom.Sphere.Define(stage, path)
-                prim.CreateRadiusAttr(float(size[0]))
-            elif kind == SHAPE_BOX:
-                prim = UsdGeom.Cube.Define(stage, path)
-                prim.CreateSizeAttr(2.0)
-            elif kind == SHAPE_CAPSULE:
-                prim = UsdGeom.Capsule.Define(stage, path)
-                prim.CreateAxisAttr(UsdGeom.Tokens.z)
-                prim.CreateRadiusAttr(float(size[0]))
-                prim.CreateHeightAttr(float(2.0 * size[1]))
-            else:
-                raise ValueError(f"shape {i}: unknown kind {kind}")
             offset = self._world_offset(world) if world >= 0 else np.zeros(3)
-            prim.AddTranslateOp().Set(Gf.Vec3d(*(transform[:3] + offset)))
-            x, y, z, w = transform[3:]
-            prim.AddOrientOp().Set(Gf.Quatf(float(w), float(x), float(y), float(z)))
-            if kind == SHAPE_BOX:
-                prim.AddScaleOp().Set(Gf.Vec3f(*size.astype(float)))
+            placed = np.concatenate([transform[:3] + offset, transform[3:]])
+            self._define_shape(stage, f"/World/shapes/shape_{i}", kind, placed, size)
+
+    def _define_shape(self, stage, path: str, kind: int, transform: np.ndarray, size: np.ndarray):
+        """One collision shape prim at ``transform`` (position, quaternion x, y, z, w) in
+        its parent's frame."""
+        from pxr import Gf, UsdGeom
+
+        if kind == SHAPE_PLANE:
+            prim = UsdGeom.Plane.Define(stage, path)
+            prim.CreateAxisAttr(UsdGeom.Tokens.z)
+            side = 2.0 * self._plane_half_size()
+            prim.CreateWidthAttr(side)
+            prim.CreateLengthAttr(side)
+        elif kind == SHAPE_SPHERE:
+            prim = UsdGeom.Sphere.Define(stage, path)
+            prim.CreateRadiusAttr(float(size[0]))
+        elif kind == SHAPE_BOX:
+            prim = UsdGeom.Cube.Define(stage, path)
+            prim.CreateSizeAttr(2.0)
+        elif kind == SHAPE_CAPSULE:
+            prim = UsdGeom.Capsule.Define(stage, path)
+            prim.CreateAxisAttr(UsdGeom.Tokens.z)
+            prim.CreateRadiusAttr(float(size[0]))
+            prim.CreateHeightAttr(float(2.0 * size[1]))
+        else:
+            raise ValueError(f"{path}: unknown shape kind {kind}")
+        prim.AddTranslateOp().Set(Gf.Vec3d(*transform[:3]))
+        x, y, z, w = transform[3:]
+        prim.AddOrientOp().Set(Gf.Quatf(float(w), float(x), float(y), float(z)))
+        if kind == SHAPE_BOX:
+            prim.AddScaleOp().Set(Gf.Vec3f(*size.astype(float)))
 
 
 def write_rollouts(path, model: Model, takes: dict, fps: float, **recorder_options) -> Path:

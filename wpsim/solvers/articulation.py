@@ -39,7 +39,7 @@ class ArticulationStepper:
             for_precision(articulation.init_body_wrenches, real),
             dim=model.body_count,
             inputs=[state_in.body_q, model.body_com, control.body_f_ext],
-            outputs=[state_in.body_f],
+            outputs=[state_in.body_f, scratch.body_damping],
             device=device,
         )
         if model.contact_pair_count:
@@ -48,10 +48,10 @@ class ArticulationStepper:
                 dim=model.contact_pair_count,
                 inputs=[
                     model.contact_pair, model.shape_kind, model.shape_body, model.shape_transform, model.shape_size,
-                    model.shape_ke, model.shape_kd, model.shape_mu, model.body_mass, solver._friction_smoothing,
-                    real(dt), solver.contact_gradient_width, state_in.body_q, state_in.body_qd,
+                    model.shape_ke, model.shape_kd, model.shape_mu, solver._friction_smoothing,
+                    solver.contact_gradient_width, state_in.body_q, state_in.body_qd,
                 ],
-                outputs=[state_in.body_f],
+                outputs=[state_in.body_f, scratch.body_damping],
                 device=device,
             )
         return scratch, tape if recording else None
@@ -68,9 +68,11 @@ class ArticulationStepper:
             inputs=[
                 model.body_joint, model.joint_dfs_pos, model.joint_dfs_end, model.dfs_joint, model.joint_child,
                 model.body_mass, model.body_com, model.body_inertia, state_in.body_q, scratch.body_twist,
-                scratch.body_bias_acc, state_in.body_f,
+                scratch.body_bias_acc, state_in.body_f, scratch.body_damping,
             ],
-            outputs=[scratch.subtree_mass, scratch.subtree_h, scratch.subtree_J, scratch.subtree_bias],
+            outputs=[
+                scratch.subtree_mass, scratch.subtree_h, scratch.subtree_J, scratch.subtree_bias, scratch.subtree_damping,
+            ],
             device=device,
         )
         wp.launch(
@@ -83,7 +85,7 @@ class ArticulationStepper:
                 model.joint_target_kd, model.joint_limit_lower, model.joint_limit_upper, model.joint_limit_ke,
                 model.joint_limit_kd, real(dt), state_in.joint_q, state_in.joint_qd, scratch.dof_motion,
                 scratch.subtree_mass, scratch.subtree_h, scratch.subtree_J, scratch.subtree_bias,
-                control.joint_f, control.joint_target_q, control.joint_target_qd,
+                scratch.subtree_damping, control.joint_f, control.joint_target_q, control.joint_target_qd,
             ],
             outputs=[scratch.mass_matrix, scratch.rhs],
             device=device,
