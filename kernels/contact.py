@@ -90,7 +90,7 @@ def normal_force(penetration: wp.float32, x: wp.float32, scale: wp.float32):
 
 
 @wp.func_grad(normal_force)
-def adj_normal_force(penetration: wp.float32, x: wp.float32, scale: wp.float32, adj_ret: wp.float32):
+def adj_normal_force_float32(penetration: wp.float32, x: wp.float32, scale: wp.float32, adj_ret: wp.float32):
     wp.adjoint[x] += adj_ret * normal_force_slope(penetration, x, scale)
 
 
@@ -101,7 +101,7 @@ def normal_force(penetration: wp.float64, x: wp.float64, scale: wp.float64):  # 
 
 
 @wp.func_grad(normal_force)
-def adj_normal_force(penetration: wp.float64, x: wp.float64, scale: wp.float64, adj_ret: wp.float64):  # noqa: F811
+def adj_normal_force_float64(penetration: wp.float64, x: wp.float64, scale: wp.float64, adj_ret: wp.float64):
     wp.adjoint[x] += adj_ret * normal_force_slope(penetration, x, scale)
 
 

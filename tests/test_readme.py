@@ -41,3 +41,16 @@ def test_long_horizon_snippet_runs(tmp_path):
     values = [float(v) for v in re.findall(r"-?\d+\.\d+(?:e-?\d+)?", grad_line.split(":", 1)[1])]
     assert len(values) == 3 and any(abs(v) > 1e-3 for v in values)
     assert (tmp_path / "adjoint_norms.png").stat().st_size > 0
+
+
+def test_robots_snippet_runs(tmp_path):
+    code = re.search(r"## Robots\n\n```python\n(.*?)```", README, flags=re.S).group(1)
+    script = tmp_path / "robots.py"
+    script.write_text(code)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    ball = re.search(r"^healthy \| ball at \[(\S+)", proc.stdout, flags=re.M)
+    assert ball and float(ball.group(1)) > 0.5  # the arm hit the ball and it rolled away
+    grad_line = next(line for line in proc.stdout.splitlines() if line.startswith("dloss/d(joint targets)"))
+    values = [float(v) for v in re.findall(r"-?\d+\.\d+(?:e-?\d+)?", grad_line.split(":", 1)[1])]
+    assert len(values) == 2 and all(abs(v) > 1e-3 for v in values)

@@ -277,7 +277,7 @@ class UsdRecorder:
 
     def _define_shapes(self, stage):
         """Static collision shapes under /World/shapes, in world frame (quaternion x, y, z, w)."""
-        from pxr import Gf, UsdGeom
+        from pxr import UsdGeom
 
         if not self._shapes:
             return
