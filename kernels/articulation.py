@@ -2,11 +2,12 @@
 (composite-rigid-body mass matrix, recursive bias forces), dense Cholesky solve, and the
 semi-implicit joint update.
 
-Spatial vectors are 6-vectors (angular, linear) expressed in world axes at the world
-origin: a twist is (omega, v_O) with v_O the velocity of the body point at the origin; a
-wrench is (torque about the origin, force). A spatial inertia is kept as its parts
-(mass m, first moment h = m c, rotational inertia J about the origin), which add up
-directly over subtrees.
+Spatial vectors are 6-vectors (angular, linear) expressed in world axes at a reference
+point O, the articulation's origin (``body_origin``: the world position of its root joint,
+so robots far from the world origin keep their float32 precision): a twist is
+(omega, v_O) with v_O the velocity of the body point at O; a wrench is (torque about O,
+force). A spatial inertia is kept as its parts (mass m, first moment h = m c, rotational
+inertia J about O), which add up directly over subtrees. Below, "origin" means O.
 
 Joint coordinates (q) and velocities (qd) per joint type:
 - free: q = (position 3, quaternion xyzw 4) of the child frame in the parent joint frame;
@@ -74,11 +75,11 @@ def inertia_times(m: wp.Float, h: vec3, J: mat33, s: vec6):
 
 
 @wp.func
-def body_world_inertia(X: transform, m: wp.Float, com: vec3, inertia: mat33):
-    """First moment h (kg m) and rotational inertia J about the world origin (kg m^2) of a
+def body_world_inertia(X: transform, m: wp.Float, com: vec3, inertia: mat33, origin: vec3):
+    """First moment h (kg m) and rotational inertia J (kg m^2) about ``origin`` (world) of a
     body at pose X with mass m, centre of mass ``com`` and inertia about it (body axes)."""
     R = wp.quat_to_matrix(wp.transform_get_rotation(X))
-    c = wp.transform_point(X, com)
+    c = wp.transform_point(X, com) - origin
     eye = wp.identity(3, dtype=type(m))
     J = R * inertia * wp.transpose(R) + (eye * wp.dot(c, c) - wp.outer(c, c)) * m
     return c * m, J
@@ -145,6 +146,7 @@ def articulation_kinematics(
     joint_axis: wp.array(dtype=vec3),
     joint_q_start: wp.array(dtype=int),
     joint_qd_start: wp.array(dtype=int),
+    body_origin: wp.array(dtype=vec3),
     gravity: wp.array(dtype=vec3),
     joint_q: wp.array(dtype=wp.Float),
     joint_qd: wp.array(dtype=wp.Float),
@@ -156,7 +158,7 @@ def articulation_kinematics(
 ):
     """Forward kinematics of one articulation per thread, root to leaves: body poses
     (body_q), body velocities (body_qd: world angular velocity, world velocity of the body
-    origin), twists at the world origin, velocity-product accelerations (with the base
+    origin), twists at the articulation origin, velocity-product accelerations (with the base
     accelerating at -gravity, so gravity enters the bias forces) and the world motion
     column of every joint dof."""
     a = wp.tid()
@@ -183,7 +185,8 @@ def articulation_kinematics(
         # world motion columns of this joint's dofs
         R_before = wp.transform_get_rotation(X_j)
         R_after = wp.transform_get_rotation(X_after)
-        p_after = wp.transform_get_translation(X_after)
+        o = body_origin[child]
+        p_after = wp.transform_get_translation(X_after) - o
         axis_w = wp.quat_rotate(R_before, joint_axis[j])
         v_child = v_parent
         n_dof = dof_count(jtype)
@@ -214,24 +217,25 @@ def articulation_kinematics(
         body_twist[child] = v_child
         body_bias_acc[child] = a_child
         w = top(v_child)
-        origin = wp.transform_get_translation(X_child)
-        body_qd[child] = spatial(w, bottom(v_child) + wp.cross(w, origin))
+        offset = wp.transform_get_translation(X_child) - o
+        body_qd[child] = spatial(w, bottom(v_child) + wp.cross(w, offset))
 
 
 @kernel
 def init_body_wrenches(
     body_q: wp.array(dtype=transform),
     body_com: wp.array(dtype=vec3),
+    body_origin: wp.array(dtype=vec3),
     body_f_ext: wp.array(dtype=vec6),
     body_f: wp.array(dtype=vec6),
     body_damping: wp.array2d(dtype=mat33),
 ):
-    """Start each body's wrench (about the world origin) from the external wrench given as
+    """Start each body's wrench (about its articulation origin) from the external wrench given as
     (torque, force at the centre of mass), both in world axes, and its contact damping
     blocks from zero."""
     b = wp.tid()
     f = body_f_ext[b]
-    c = wp.transform_point(body_q[b], body_com[b])
+    c = wp.transform_point(body_q[b], body_com[b]) - body_origin[b]
     body_f[b] = spatial(top(f) + wp.cross(c, bottom(f)), bottom(f))
     zero = wp.outer(c, c) * type(c[0])(0.0)
     for k in range(3):
@@ -256,6 +260,7 @@ def subtree_inertia_and_bias(
     body_mass: wp.array(dtype=wp.Float),
     body_com: wp.array(dtype=vec3),
     body_inertia: wp.array(dtype=mat33),
+    body_origin: wp.array(dtype=vec3),
     body_q: wp.array(dtype=transform),
     body_twist: wp.array(dtype=vec6),
     body_bias_acc: wp.array(dtype=vec6),
@@ -286,7 +291,7 @@ def subtree_inertia_and_bias(
     for pos in range(joint_dfs_pos[j], joint_dfs_end[j]):
         d = joint_child[dfs_joint[pos]]
         m = body_mass[d]
-        h, J = body_world_inertia(body_q[d], m, body_com[d], body_inertia[d])
+        h, J = body_world_inertia(body_q[d], m, body_com[d], body_inertia[d], body_origin[d])
         v = body_twist[d]
         f_sum += inertia_times(m, h, J, body_bias_acc[d]) + force_cross(v, inertia_times(m, h, J, v)) - body_f[d]
         m_sum += m

@@ -13,6 +13,7 @@ SHAPE_PLANE = wp.constant(0)
 SHAPE_SPHERE = wp.constant(1)
 SHAPE_BOX = wp.constant(2)
 SHAPE_CAPSULE = wp.constant(3)
+SHAPE_MESH = wp.constant(4)
 
 
 @wp.func

@@ -3,7 +3,7 @@
 import warp as wp
 
 from .articulation import spatial, vec6
-from .contact import compliant_contact_force, shape_sdf
+from .contact import SHAPE_MESH, compliant_contact_force, shape_sdf
 from .generic import kernel, set_deterministic, transform, vec3
 from .rigid_contact import point_velocity
 
@@ -28,15 +28,17 @@ def particle_shape_contacts(
     dt_over_mass: wp.Float,
     body_q: wp.array(dtype=transform),
     body_qd: wp.array(dtype=vec6),
+    body_origin: wp.array(dtype=vec3),
     body_f: wp.array(dtype=vec6),
 ):
     """Sum of contact forces (N) of the shapes of the particle's world on one particle. A
     shape on a rigid body moves with it (body_q, body_qd) and receives the reaction wrench
-    (added into body_f, about the world origin) at the contact point."""
+    (added into body_f, about the body's articulation origin) at the contact point. Mesh shapes are
+    skipped (they have no signed distance here)."""
     f = v * type(radius)(0.0)
     for s in range(shape_kind.shape[0]):
         sw = shape_world[s]
-        if sw == -1 or sw == world:
+        if (sw == -1 or sw == world) and shape_kind[s] != SHAPE_MESH:
             b = shape_body[s]
             X = shape_transform[s]
             if b >= 0:
@@ -54,7 +56,7 @@ def particle_shape_contacts(
                 )
                 f = f + contact
                 if b >= 0:
-                    wp.atomic_sub(body_f, b, spatial(wp.cross(at, contact), contact))
+                    wp.atomic_sub(body_f, b, spatial(wp.cross(at - body_origin[b], contact), contact))
     return f
 
 
@@ -90,6 +92,7 @@ def eval_particle_forces(
     neighbor_count: wp.array(dtype=int),
     neighbor_index: wp.array2d(dtype=int),
     particle_f_ext: wp.array(dtype=vec3),
+    body_origin: wp.array(dtype=vec3),
     body_q: wp.array(dtype=transform),
     body_qd: wp.array(dtype=vec6),
     particle_f: wp.array(dtype=vec3),
@@ -112,7 +115,7 @@ def eval_particle_forces(
     f = particle_f_ext[i] - v * particle_drag[i]
     f = f + particle_shape_contacts(
         x, v, r, particle_world[i], shape_kind, shape_body, shape_world, shape_transform, shape_size,
-        shape_ke, shape_kd, shape_mu, friction_smoothing, own_rate, body_q, body_qd, body_f,
+        shape_ke, shape_kd, shape_mu, friction_smoothing, own_rate, body_q, body_qd, body_origin, body_f,
     )
     if neighbor_index.shape[1] > 0:
         for k in range(neighbor_count[i]):

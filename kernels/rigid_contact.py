@@ -2,7 +2,10 @@
 
 A contact pair is (shape a, shape b); shape a is on a body, shape b is static (body -1)
 or on another body. Narrow phase per pair:
-- b a plane: a's contact points (sphere centre, capsule segment ends, box corners) against it;
+- b a plane: a's contact points (sphere centre, capsule segment ends, box corners, mesh
+  hull vertices) against it;
+- a mesh against a sphere, capsule or box: its hull vertices against their signed
+  distance (two meshes: no contact);
 - sphere or capsule against sphere or capsule: closest points of their core segments;
 - a sphere or capsule against a box: its core points against the box's signed distance;
 - two boxes: the corners of one against one face of the other, chosen by a separating-axis
@@ -21,6 +24,7 @@ from .articulation import spatial, vec6
 from .contact import (
     SHAPE_BOX,
     SHAPE_CAPSULE,
+    SHAPE_MESH,
     SHAPE_PLANE,
     SHAPE_SPHERE,
     compliant_contact_force,
@@ -54,7 +58,7 @@ def point_velocity(body: int, x: vec3, body_q: wp.array(dtype=transform), body_q
 
 @wp.func
 def contact_point(kind: int, size: vec3, k: int):
-    """Local position and radius (m) of contact point k of a shape (see ``point_count``)."""
+    """Local position and radius (m) of contact point k of a primitive (see ``point_count``)."""
     zero = size[0] * type(size[0])(0.0)
     if kind == SHAPE_BOX:
         sx = type(zero)(float((k & 1) * 2 - 1))
@@ -67,14 +71,25 @@ def contact_point(kind: int, size: vec3, k: int):
 
 
 @wp.func
-def point_count(kind: int):
-    """Number of contact points of a shape kind: box 8, capsule 2, sphere 1, plane 0."""
+def shape_contact_point(kind: int, size: vec3, k: int, points: wp.array(dtype=vec3), start: int):
+    """Local position and radius (m) of contact point k of any shape (mesh: hull vertex k)."""
+    if kind == SHAPE_MESH:
+        return points[start + k], size[0] * type(size[0])(0.0)
+    return contact_point(kind, size, k)
+
+
+@wp.func
+def point_count(kind: int, mesh_points: int):
+    """Number of contact points of a shape: box 8, capsule 2, sphere 1, mesh its hull
+    vertices (``mesh_points``), plane 0."""
     if kind == SHAPE_BOX:
         return 8
     if kind == SHAPE_CAPSULE:
         return 2
     if kind == SHAPE_SPHERE:
         return 1
+    if kind == SHAPE_MESH:
+        return mesh_points
     return 0
 
 
@@ -132,7 +147,8 @@ def add_damping(body_damping: wp.array2d(dtype=mat33), body: int, K: mat33, arm:
 def add_contact(
     pen: wp.Float, n: vec3, x: vec3, body_a: int, body_b: int, ke: wp.Float, kd: wp.Float, mu: wp.Float,
     smoothing: wp.Float, width: wp.Float, body_q: wp.array(dtype=transform),
-    body_qd: wp.array(dtype=vec6), body_f: wp.array(dtype=vec6), body_damping: wp.array2d(dtype=mat33),
+    body_qd: wp.array(dtype=vec6), body_origin: wp.array(dtype=vec3), body_f: wp.array(dtype=vec6),
+    body_damping: wp.array2d(dtype=mat33),
 ):
     """Apply the compliant force of one contact (normal n from b to a, at world point x).
     With a gradient width w > 0 contacts up to 6 w apart are evaluated too (their forward
@@ -140,34 +156,36 @@ def add_contact(
     if pen > -type(pen)(6.0) * width:
         v_rel = point_velocity(body_a, x, body_q, body_qd) - point_velocity(body_b, x, body_q, body_qd)
         f = compliant_contact_force(pen, n, v_rel, ke, kd, mu, smoothing, pen * type(pen)(0.0), width)
-        wrench = spatial(wp.cross(x, f), f)
         kn, kt = contact_velocity_slopes(pen, n, v_rel, ke, kd, mu, smoothing, width)
         K = wp.outer(n, n) * (kn - kt) + wp.identity(3, dtype=type(pen)) * kt
-        arm = wp.skew(x)
         if body_a >= 0:
-            wp.atomic_add(body_f, body_a, wrench)
-            add_damping(body_damping, body_a, K, arm)
+            arm = x - body_origin[body_a]
+            wp.atomic_add(body_f, body_a, spatial(wp.cross(arm, f), f))
+            add_damping(body_damping, body_a, K, wp.skew(arm))
         if body_b >= 0:
-            wp.atomic_sub(body_f, body_b, wrench)
-            add_damping(body_damping, body_b, K, arm)
+            arm = x - body_origin[body_b]
+            wp.atomic_sub(body_f, body_b, spatial(wp.cross(arm, f), f))
+            add_damping(body_damping, body_b, K, wp.skew(arm))
 
 
 @wp.func
 def points_against_shape(
-    kind_p: int, size_p: vec3, X_p: transform, body_p: int, kind_s: int, size_s: vec3, X_s: transform,
-    body_s: int, ke: wp.Float, kd: wp.Float, mu: wp.Float, smoothing: wp.Float, width: wp.Float,
-    body_q: wp.array(dtype=transform), body_qd: wp.array(dtype=vec6), body_f: wp.array(dtype=vec6),
+    kind_p: int, size_p: vec3, X_p: transform, body_p: int, points: wp.array(dtype=vec3), start_p: int,
+    count_p: int, kind_s: int, size_s: vec3, X_s: transform, body_s: int, ke: wp.Float, kd: wp.Float,
+    mu: wp.Float, smoothing: wp.Float, width: wp.Float, body_q: wp.array(dtype=transform),
+    body_qd: wp.array(dtype=vec6), body_origin: wp.array(dtype=vec3), body_f: wp.array(dtype=vec6),
     body_damping: wp.array2d(dtype=mat33),
 ):
-    """Contacts of the contact points of shape p against the signed distance of shape s."""
+    """Contacts of the contact points of shape p (mesh points from ``start_p``, ``count_p``
+    of them) against the signed distance of shape s."""
     rot_s = wp.transform_get_rotation(X_s)
-    for k in range(point_count(kind_p)):
-        local, radius = contact_point(kind_p, size_p, k)
+    for k in range(point_count(kind_p, count_p)):
+        local, radius = shape_contact_point(kind_p, size_p, k, points, start_p)
         centre = wp.transform_point(X_p, local)
         dist, n_local = shape_sdf(kind_s, wp.transform_point(wp.transform_inverse(X_s), centre), size_s)
         n = wp.quat_rotate(rot_s, n_local)
         add_contact(radius - dist, n, centre - n * radius, body_p, body_s, ke, kd, mu, smoothing, width,
-                    body_q, body_qd, body_f, body_damping)
+                    body_q, body_qd, body_origin, body_f, body_damping)
 
 
 @wp.func
@@ -199,14 +217,17 @@ def face_area(h: vec3, axis: int):
 def box_corners_against_box(
     h_p: vec3, X_p: transform, body_p: int, h_s: vec3, X_s: transform, body_s: int, axis: int, side: wp.Float,
     ke: wp.Float, kd: wp.Float, mu: wp.Float, smoothing: wp.Float, width: wp.Float,
-    body_q: wp.array(dtype=transform), body_qd: wp.array(dtype=vec6), body_f: wp.array(dtype=vec6),
+    body_q: wp.array(dtype=transform), body_qd: wp.array(dtype=vec6), body_origin: wp.array(dtype=vec3),
+    body_f: wp.array(dtype=vec6),
     body_damping: wp.array2d(dtype=mat33),
 ):
     """Contacts of box p's corners against the face of box s normal to its ``axis`` on
     ``side``: a corner counts when it is below that face and within its extent (inclusive,
     so equal aligned boxes stack)."""
     to_s = wp.transform_inverse(X_s)
-    tolerance = type(side)(1.0e-6) * wp.max(h_s)
+    # a corner on the face's rim (equal stacked boxes) must count despite float32 rounding of
+    # poses far from the world origin
+    tolerance = type(side)(1.0e-3) * wp.max(h_s)
     zero = side * type(side)(0.0)
     n_local = wp.vector(zero, zero, zero)
     n_local[axis] = side
@@ -221,14 +242,15 @@ def box_corners_against_box(
                 inside = False
         if inside:
             add_contact(h_s[axis] - side * x[axis], n, corner, body_p, body_s, ke, kd, mu, smoothing, width,
-                        body_q, body_qd, body_f, body_damping)
+                        body_q, body_qd, body_origin, body_f, body_damping)
 
 
 @wp.func
 def box_against_box(
     h_a: vec3, X_a: transform, body_a: int, h_b: vec3, X_b: transform, body_b: int, ke: wp.Float, kd: wp.Float,
     mu: wp.Float, smoothing: wp.Float, width: wp.Float, body_q: wp.array(dtype=transform),
-    body_qd: wp.array(dtype=vec6), body_f: wp.array(dtype=vec6), body_damping: wp.array2d(dtype=mat33),
+    body_qd: wp.array(dtype=vec6), body_origin: wp.array(dtype=vec3), body_f: wp.array(dtype=vec6),
+    body_damping: wp.array2d(dtype=mat33),
 ):
     """Two boxes: the face of the box whose face axis separates them most (separating-axis
     test over both boxes' face axes) is the reference, the other box's corners are tested
@@ -241,10 +263,10 @@ def box_against_box(
         b_is_reference = face_area(h_b, axis_b) >= face_area(h_a, axis_a)
     if b_is_reference:
         box_corners_against_box(h_a, X_a, body_a, h_b, X_b, body_b, axis_b, side_b, ke, kd, mu, smoothing, width,
-                                body_q, body_qd, body_f, body_damping)
+                                body_q, body_qd, body_origin, body_f, body_damping)
     else:
         box_corners_against_box(h_b, X_b, body_b, h_a, X_a, body_a, axis_a, side_a, ke, kd, mu, smoothing, width,
-                                body_q, body_qd, body_f, body_damping)
+                                body_q, body_qd, body_origin, body_f, body_damping)
 
 
 @wp.func
@@ -264,8 +286,12 @@ def eval_rigid_contacts(
     shape_ke: wp.array(dtype=wp.Float),
     shape_kd: wp.array(dtype=wp.Float),
     shape_mu: wp.array(dtype=wp.Float),
+    shape_point_start: wp.array(dtype=int),
+    shape_point_count: wp.array(dtype=int),
+    shape_points: wp.array(dtype=vec3),
     friction_smoothing: wp.Float,
     gradient_width: wp.Float,
+    body_origin: wp.array(dtype=vec3),
     body_q: wp.array(dtype=transform),
     body_qd: wp.array(dtype=vec6),
     body_f: wp.array(dtype=vec6),
@@ -292,15 +318,14 @@ def eval_rigid_contacts(
     sb = shape_size[b]
     smooth = friction_smoothing
     width = gradient_width
+    pa, na = shape_point_start[a], shape_point_count[a]
+    pb, nb = shape_point_start[b], shape_point_count[b]
+    round_a = ka == SHAPE_SPHERE or ka == SHAPE_CAPSULE
+    round_b = kb == SHAPE_SPHERE or kb == SHAPE_CAPSULE
     if ka == SHAPE_BOX and kb == SHAPE_BOX:
-        box_against_box(sa, Xa, ba, sb, Xb, bb, ke, kd, mu, smooth, width, body_q, body_qd, body_f, body_damping)
-    elif kb == SHAPE_PLANE or kb == SHAPE_BOX:
-        points_against_shape(ka, sa, Xa, ba, kb, sb, Xb, bb, ke, kd, mu, smooth, width, body_q, body_qd, body_f,
-                             body_damping)
-    elif ka == SHAPE_BOX:
-        points_against_shape(kb, sb, Xb, bb, ka, sa, Xa, ba, ke, kd, mu, smooth, width, body_q, body_qd, body_f,
-                             body_damping)
-    if ka != SHAPE_BOX and kb != SHAPE_BOX and kb != SHAPE_PLANE:
+        box_against_box(sa, Xa, ba, sb, Xb, bb, ke, kd, mu, smooth, width, body_q, body_qd, body_origin, body_f,
+                        body_damping)
+    elif round_a and round_b:
         ca, cb = closest_segment_points(
             core_segment(ka, sa, Xa, 0), core_segment(ka, sa, Xa, 1), core_segment(kb, sb, Xb, 0),
             core_segment(kb, sb, Xb, 1),
@@ -310,4 +335,10 @@ def eval_rigid_contacts(
         if dist > dist * type(dist)(0.0):
             n = d / dist
             add_contact(sa[0] + sb[0] - dist, n, ca - n * sa[0], ba, bb, ke, kd, mu, smooth, width,
-                        body_q, body_qd, body_f, body_damping)
+                        body_q, body_qd, body_origin, body_f, body_damping)
+    elif kb == SHAPE_PLANE or kb == SHAPE_BOX or (ka == SHAPE_MESH and round_b):
+        points_against_shape(ka, sa, Xa, ba, shape_points, pa, na, kb, sb, Xb, bb, ke, kd, mu, smooth, width,
+                             body_q, body_qd, body_origin, body_f, body_damping)
+    elif ka == SHAPE_BOX or (kb == SHAPE_MESH and round_a):
+        points_against_shape(kb, sb, Xb, bb, shape_points, pb, nb, ka, sa, Xa, ba, ke, kd, mu, smooth, width,
+                             body_q, body_qd, body_origin, body_f, body_damping)

@@ -2,11 +2,14 @@
 analytic references (energy, sliding distance, restitution, angular momentum), a box stack
 and many worlds. All float64 on the CPU."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import warp as wp
 
 import wpsim
+from wpsim import scenes
 from wpsim.geometry import quat_to_matrix
 
 
@@ -371,3 +374,58 @@ def test_soft_block_pushes_a_box_along_the_ground():
     assert moved > 0.01
     gap = final.body_q.numpy()[0, 0] - 0.05 - final.particle_q.numpy()[:, 0].max()
     assert gap > -0.01  # the block presses on the box, it does not pass through it
+
+
+# ---------------------------------------------------------------- mesh shapes
+ASSETS = Path(__file__).resolve().parents[1] / "assets"
+
+
+def test_mesh_body_has_volume_mass_properties_and_rests_like_a_box():
+    from wpsim.meshing import load_surface
+
+    cube = load_surface(ASSETS / "cube.obj")  # 0.1 m sides
+    contact = dict(ke=2.0e4, kd=50.0, mu=0.5)
+    models = []
+    for use_mesh in (True, False):
+        b = wpsim.ModelBuilder()
+        b.add_ground_plane(**contact)
+        body = b.add_body()
+        if use_mesh:
+            b.add_shape_mesh(body, cube.vertices, cube.faces, density=500.0, **contact)
+        else:
+            b.add_shape_box(body, hx=0.05, hy=0.05, hz=0.05, density=500.0, **contact)
+        b.add_joint_free(body, pos=(0.0, 0.0, 0.08), rot=(0.05, 0.02, 0.0, 1.0), lin_vel=(0.3, 0.0, 0.0))
+        models.append(b.finalize(dtype=wp.float64))
+    mesh, box = models
+    for name in ("body_mass", "body_com", "body_inertia"):
+        assert np.allclose(getattr(mesh, name).numpy(), getattr(box, name).numpy(), rtol=1e-9, atol=1e-12), name
+    assert mesh.shape_point_count.numpy()[1] == 8  # the cube's hull: its corners
+    mesh_final, box_final = run(mesh, 600, 1e-3), run(box, 600, 1e-3)
+    assert abs(mesh_final.body_q.numpy()[0, 2] - 0.05) < 2e-3  # resting on a face
+    assert np.allclose(mesh_final.body_q.numpy(), box_final.body_q.numpy(), atol=1e-6)
+
+
+def test_mesh_shape_input_is_checked():
+    from wpsim.meshing import load_surface
+
+    cube = load_surface(ASSETS / "cube.obj")
+    b = wpsim.ModelBuilder()
+    body = b.add_body()
+    with pytest.raises(ValueError, match="gripper: the surface is open"):
+        b.add_shape_mesh(body, cube.vertices, cube.faces[:-1], name="gripper")
+    with pytest.raises(ValueError, match="gripper: the enclosed volume"):
+        b.add_shape_mesh(body, cube.vertices, cube.faces[:, ::-1], name="gripper")
+    assert b.shapes.count == 0 and b.bodies.array("mass")[0] == 0.0
+
+
+def test_float32_stacks_far_from_the_origin_behave_like_the_first():
+    """16 box stacks 2 m apart (up to 30 m out) in float32: spatial quantities are taken
+    about each articulation's own origin and the face test tolerates rounding of far poses,
+    so every world stays standing like world 0."""
+    builder = wpsim.ModelBuilder()
+    builder.replicate(scenes.box_stack(), 16, spacing=(2.0, 0.0, 0.0))
+    model = builder.finalize()
+    final = run(model, 800, 1e-3)
+    z = final.body_q.numpy()[:, 2].reshape(16, 5)
+    assert np.abs(z - z[0]).max() < 1e-4
+    assert np.abs(z[0] - (0.1 + 0.2 * np.arange(5))).max() < 0.005

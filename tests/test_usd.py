@@ -2,6 +2,7 @@
 (metadata, prim types, one time sample per frame, values at a sample, variants)."""
 
 import json
+from pathlib import Path
 import subprocess
 import sys
 import textwrap
@@ -283,3 +284,22 @@ def test_rigid_bodies_are_time_sampled_xforms_holding_their_shapes(tmp_path):
         centre = pose[:3] + quat_to_matrix(pose[3:]) @ np.array([0.0, 0.0, -0.1])
         assert np.allclose(cube["world_translation_at_3"], centre, atol=1e-6)
     assert poses[3][0, 3] != poses[0][0, 3]  # the pendulum swung between frames
+
+
+def test_mesh_shape_on_a_body_is_written_as_a_mesh(tmp_path):
+    from wpsim.meshing import load_surface
+
+    cube = load_surface(Path(__file__).resolve().parents[1] / "assets" / "cube.obj")
+    builder = wpsim.ModelBuilder()
+    body = builder.add_body()
+    builder.add_shape_mesh(body, cube.vertices, cube.faces, pos=(0.0, 0.0, 0.02))
+    builder.add_joint_free(body, pos=(0.0, 0.0, 1.0))
+    model = builder.finalize()
+    recorder = UsdRecorder(model, fps=60.0)
+    state = model.state()
+    for _ in range(4):
+        recorder.record(state)
+    stage = read_stage(recorder.write(tmp_path / "mesh.usda"))
+    prim = stage["prims"]["/World/world_0/body_0/shape_0"]
+    assert prim["type"] == "Mesh" and prim["counts"] == [3] * len(cube.faces)
+    assert np.allclose(prim["world_translation_at_3"], (0.0, 0.0, 1.02), atol=1e-6)

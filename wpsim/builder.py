@@ -21,7 +21,7 @@ from .validation import (
     require_positive,
 )
 
-SHAPE_PLANE, SHAPE_SPHERE, SHAPE_BOX, SHAPE_CAPSULE = 0, 1, 2, 3
+SHAPE_PLANE, SHAPE_SPHERE, SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH = 0, 1, 2, 3, 4
 _AXES = {"x": 0, "y": 1, "z": 2}
 _IDENTITY_QUAT = (0.0, 0.0, 0.0, 1.0)
 
@@ -95,8 +95,13 @@ class ModelBuilder(RigidBodyBuilder):
                 "ke": Column(check="nonnegative", unit="N/m"),
                 "kd": Column(check="nonnegative", unit="N s/m"),
                 "mu": Column(check="nonnegative"),
+                "point_start": Column((), np.int64, None),
+                "point_count": Column((), np.int64, None),
             },
         )
+        self.shape_points = Table("shape contact point", {"p": Column((3,), unit="m")})
+        self.shape_meshes: dict[int, tuple] = {}
+        """Triangle meshes of mesh shapes: shape index -> (vertices (V, 3) m, faces (F, 3))."""
         self._init_rigid()
 
     # ------------------------------------------------------------------ counts
@@ -201,7 +206,7 @@ class ModelBuilder(RigidBodyBuilder):
 
     def _tables(self) -> tuple:
         return (self.particles, self.springs, self.triangles, self.hinges, self.tetrahedra, self.shapes,
-                self.bodies, self.joints, self.joint_coords, self.joint_dofs)
+                self.shape_points, self.bodies, self.joints, self.joint_coords, self.joint_dofs)
 
     @contextmanager
     def _all_or_nothing(self):
@@ -290,7 +295,8 @@ class ModelBuilder(RigidBodyBuilder):
         return self.add_soft_mesh(x, geometry.grid_tetrahedra(dim_x, dim_y, dim_z), pos, rot, vel=vel, **soft)
 
     # ------------------------------------------------------------------ shapes
-    def _add_shape(self, kind, body, pos, rot, size, ke, kd, mu, density=0.0, mass_properties=None) -> int:
+    def _add_shape(self, kind, body, pos, rot, size, ke, kd, mu, density=0.0, mass_properties=None,
+                   points=None) -> int:
         index = self.shapes.count
         if not (isinstance(body, (int, np.integer)) and -1 <= body < self.bodies.count):
             raise ValueError(f"shape {index}: body {body} does not exist (-1 = static, {self.bodies.count} bodies)")
@@ -302,13 +308,17 @@ class ModelBuilder(RigidBodyBuilder):
         require_nonnegative("shape", "density", np.array([density]), "kg/m^3", index)
         transform = np.concatenate([np.asarray(pos, dtype=np.float64), rot / np.linalg.norm(rot)])
         world = self.bodies.array("world")[body] if body >= 0 else (-1 if kind == SHAPE_PLANE else 0)
+        points = np.zeros((0, 3)) if points is None else points
         with self._all_or_nothing():
             self.shapes.append(
-                1, kind=[kind], body=[body], world=[world], transform=[transform], size=[size], ke=ke, kd=kd, mu=mu
+                1, kind=[kind], body=[body], world=[world], transform=[transform], size=[size], ke=ke, kd=kd, mu=mu,
+                point_start=[self.shape_points.count], point_count=[len(points)],
             )
+            if len(points):
+                self.shape_points.append(len(points), p=points)
             if body >= 0 and density > 0:
-                m, inertia = mass_properties(density)
-                self._add_shape_mass(body, m, inertia, transform)
+                m, com, inertia = mass_properties(density)
+                self._add_shape_mass(body, m, com, inertia, transform)
         return index
 
     def add_ground_plane(self, height: float = 0.0, ke: float = 1.0e4, kd: float = 10.0, mu: float = 0.5, world: int = -1) -> int:
@@ -318,6 +328,12 @@ class ModelBuilder(RigidBodyBuilder):
         index = self._add_shape(SHAPE_PLANE, -1, up * height, rot, (0.0, 0.0, 0.0), ke, kd, mu)
         self.shapes.array("world")[index] = world
         return index
+
+    def add_shape_plane(self, pos=(0.0, 0.0, 0.0), rot=_IDENTITY_QUAT, ke: float = 1.0e4, kd: float = 10.0,
+                        mu: float = 0.5) -> int:
+        """Add a static infinite plane through ``pos`` with normal along the local z axis of
+        ``rot`` (world 0); see ``add_ground_plane`` for one shared by all worlds."""
+        return self._add_shape(SHAPE_PLANE, -1, pos, rot, (0.0, 0.0, 0.0), ke, kd, mu)
 
     def add_shape_sphere(self, body=-1, pos=(0.0, 0.0, 0.0), rot=_IDENTITY_QUAT, radius=0.5, ke=1.0e4, kd=10.0, mu=0.5,
                          density=1000.0) -> int:
@@ -349,6 +365,29 @@ class ModelBuilder(RigidBodyBuilder):
         return self._add_shape(SHAPE_CAPSULE, body, pos, rot, (radius, half_height, 0.0), ke, kd, mu, density,
                                lambda rho: mass_props.capsule_mass_properties(radius, half_height, rho))
 
+    def add_shape_mesh(self, body, vertices, faces, pos=(0.0, 0.0, 0.0), rot=_IDENTITY_QUAT, scale=1.0, ke=1.0e4,
+                       kd=10.0, mu=0.5, density=1000.0, name: str = "mesh") -> int:
+        """Add a closed triangle mesh (vertices (V, 3) in m before ``scale``, faces (F, 3))
+        in its frame at ``pos``/``rot`` on ``body`` (or static with -1).
+
+        The surface must bound a solid (closed, manifold, consistently wound, outward; see
+        ``wpsim.meshing.check_solid``; ``name`` labels errors). On a body, a positive
+        ``density`` adds the solid's volume-integral mass properties. Contact: the vertices
+        of the mesh's convex hull are its contact points against planes, spheres, capsules
+        and boxes (mesh-mesh contact and primitives pressing into a mesh face are not
+        detected); particles do not touch mesh shapes.
+        """
+        from .meshing import check_solid
+
+        v = self._place_vertices(vertices, (0.0, 0.0, 0.0), _IDENTITY_QUAT, scale)
+        f = as_array(f"{name} faces", faces, (3,), dtype=np.int64)
+        check_solid(v, f, name)
+        hull, mesh_mass = mass_props.mesh_hull_and_mass(v, f)
+        half = 0.5 * (v.max(axis=0) - v.min(axis=0))
+        index = self._add_shape(SHAPE_MESH, body, pos, rot, half, ke, kd, mu, density, mesh_mass, points=hull)
+        self.shape_meshes[index] = (v, f)
+        return index
+
     def set_particle_contact(self, enabled=True, ke=1.0e3, kd=1.0, mu=0.5, max_neighbors=16):
         """Enable particle-particle contact (same world only) with a compliant law.
 
@@ -379,6 +418,7 @@ class ModelBuilder(RigidBodyBuilder):
         if other.num_worlds > 1 and (other.shapes.array("world") == -1).any():
             raise ValueError("add_builder: cannot copy shared shapes of a builder with several worlds")
         shift, body_shift = self.particle_count, self.body_count
+        shape_shift, point_shift = self.shapes.count, self.shape_points.count
         offset = np.asarray(offset, dtype=np.float64)
         static_shape = other.shapes.array("body") < 0
         root_joint = other.joints.array("parent") < 0
@@ -401,6 +441,8 @@ class ModelBuilder(RigidBodyBuilder):
                 return np.where(arr >= 0, arr + body_shift, arr)
             if name in ("parent", "child"):
                 return np.where(arr >= 0, arr + body_shift, arr)
+            if name == "point_start":
+                return arr + point_shift
             if name == "X_p":
                 return translated(arr, root_joint)
             return arr
@@ -408,6 +450,7 @@ class ModelBuilder(RigidBodyBuilder):
         with self._all_or_nothing():
             for table, source in zip(self._tables(), other._tables()):
                 table.extend_from(source, remap)
+        self.shape_meshes.update({shape_shift + i: mesh for i, mesh in other.shape_meshes.items()})
         return world0
 
     def replicate(self, other: ModelBuilder, num_worlds: int, spacing=(0.0, 0.0, 0.0)) -> list:
@@ -460,6 +503,9 @@ class ModelBuilder(RigidBodyBuilder):
             "shape_ke": c.array("ke"),
             "shape_kd": c.array("kd"),
             "shape_mu": c.array("mu"),
+            "shape_point_start": c.array("point_start"),
+            "shape_point_count": c.array("point_count"),
+            "shape_points": self.shape_points.array("p"),
             "pair_ke": [self.pair_ke],
             "pair_kd": [self.pair_kd],
             "pair_mu": [self.pair_mu],
@@ -481,6 +527,7 @@ class ModelBuilder(RigidBodyBuilder):
             "particle_max_neighbors": self.particle_max_neighbors if self.particle_contact and p.count else 0,
             "particle_max_radius": float(radius.max()) if p.count else 0.0,
             "contact_pair_count": len(arrays["contact_pair"]),
+            "shape_meshes": dict(self.shape_meshes),
             **rigid_scalars,
         }
         return Model(arrays, scalars, device, dtype, requires_grad)

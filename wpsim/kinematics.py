@@ -11,7 +11,7 @@ from .kernels.generic import for_precision
 class ArticulationScratch:
     """Per-step intermediate arrays of the joint-space dynamics (see kernels.articulation).
 
-    body_twist (B,) spatial, rad/s and m/s -- twist at the world origin
+    body_twist (B,) spatial, rad/s and m/s -- twist at the articulation origin
     body_bias_acc (B,) spatial, rad/s^2 and m/s^2 -- velocity-product acceleration (base at -g)
     dof_motion (D,) spatial -- world motion column of each dof
     subtree_mass (B,) kg, subtree_h (B,) kg m, subtree_J (B,) kg m^2 -- composite inertia
@@ -57,7 +57,7 @@ def launch_kinematics(model, state, scratch: ArticulationScratch):
         inputs=[
             model.articulation_start, model.dfs_joint, model.joint_type, model.joint_parent, model.joint_child,
             model.joint_X_p, model.joint_X_c, model.joint_axis, model.joint_q_start, model.joint_qd_start,
-            model.gravity, state.joint_q, state.joint_qd,
+            model.body_origin, model.gravity, state.joint_q, state.joint_qd,
         ],
         outputs=[state.body_q, state.body_qd, scratch.body_twist, scratch.body_bias_acc, scratch.dof_motion],
         device=model.device,

@@ -9,21 +9,26 @@ import numpy as np
 from .geometry import quat_to_matrix
 
 
+ORIGIN = np.zeros(3)
+
+
 def sphere_mass_properties(radius: float, density: float):
-    """Mass (kg) and inertia about the centre (kg m^2, 3x3) of a solid sphere."""
+    """Mass (kg), centre of mass (m) and inertia about it (kg m^2, 3x3) of a solid sphere
+    centred at the origin (so are the other primitives')."""
     m = density * 4.0 / 3.0 * math.pi * radius**3
-    return m, np.eye(3) * (0.4 * m * radius**2)
+    return m, ORIGIN, np.eye(3) * (0.4 * m * radius**2)
 
 
 def box_mass_properties(half_extents, density: float):
-    """Mass and central inertia of a solid box with half extents (hx, hy, hz) (m)."""
+    """Mass, centre of mass and central inertia of a solid box with half extents (hx, hy, hz) (m)."""
     hx, hy, hz = (float(h) for h in half_extents)
     m = density * 8.0 * hx * hy * hz
-    return m, np.diag([hy * hy + hz * hz, hx * hx + hz * hz, hx * hx + hy * hy]) * (m / 3.0)
+    return m, ORIGIN, np.diag([hy * hy + hz * hz, hx * hx + hz * hz, hx * hx + hy * hy]) * (m / 3.0)
 
 
 def capsule_mass_properties(radius: float, half_height: float, density: float):
-    """Mass and central inertia of a solid capsule along z (core segment 2 * half_height)."""
+    """Mass, centre of mass and central inertia of a solid capsule along z (core segment
+    2 * half_height)."""
     r, length = radius, 2.0 * half_height
     m_cyl = density * math.pi * r * r * length
     m_caps = density * 4.0 / 3.0 * math.pi * r**3
@@ -31,7 +36,22 @@ def capsule_mass_properties(radius: float, half_height: float, density: float):
     lateral = m_cyl * (length * length / 12.0 + r * r / 4.0) + m_caps * (
         0.4 * r * r + length * length / 4.0 + 3.0 * length * r / 8.0
     )
-    return m_cyl + m_caps, np.diag([lateral, lateral, axial])
+    return m_cyl + m_caps, ORIGIN, np.diag([lateral, lateral, axial])
+
+
+def mesh_hull_and_mass(vertices: np.ndarray, faces: np.ndarray):
+    """Convex-hull vertices (H, 3) of a closed mesh and a function density -> (mass (kg),
+    centre of mass (m), inertia about it (kg m^2)) from trimesh's volume integrals."""
+    import trimesh
+
+    mesh = trimesh.Trimesh(vertices, faces, process=False)
+    hull = np.asarray(mesh.convex_hull.vertices, dtype=np.float64)
+
+    def properties(density: float):
+        mesh.density = float(density)
+        return float(mesh.mass), np.asarray(mesh.center_mass, np.float64), np.asarray(mesh.moment_inertia, np.float64)
+
+    return hull, properties
 
 
 def shifted_inertia(mass: float, inertia: np.ndarray, rot, offset) -> np.ndarray:

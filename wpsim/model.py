@@ -6,7 +6,7 @@ element type and SI unit; the tables are appended to the class docstrings, alloc
 arrays, and drive precision conversion and ``requires_grad``.
 
 Shape letters: P particles, S springs, T triangles, H bending hinges, E tetrahedra,
-C collision shapes, N candidate rigid contact pairs, W worlds, K particle-contact neighbours
+C collision shapes, V mesh-shape contact points, N candidate rigid contact pairs, W worlds, K particle-contact neighbours
 per particle (0 when particle-particle contact is off), B rigid bodies, J joints,
 Q joint coordinates, D joint dofs, A articulations, M mass-matrix entries (sum over
 articulations of dofs^2). Joint coordinates and dofs are laid out depth first, articulation
@@ -95,14 +95,19 @@ MODEL_FIELDS = (
     FieldSpec("tet_lambda", "real", "(E,)", "Pa", "second Lame parameter lambda"),
     FieldSpec("tet_kd", "real", "(E,)", "Pa s", "damping on the Green strain rate"),
     FieldSpec("tet_fiber", "vec3", "(E,)", "-", "unit actuation fibre direction in rest space; 0 = volumetric"),
-    FieldSpec("shape_kind", "int", "(C,)", "-", "0 plane, 1 sphere, 2 box, 3 capsule", False),
+    FieldSpec("shape_kind", "int", "(C,)", "-", "0 plane, 1 sphere, 2 box, 3 capsule, 4 mesh", False),
     FieldSpec("shape_body", "int", "(C,)", "-", "body the shape is attached to; -1 = static world geometry", False),
     FieldSpec("shape_world", "int", "(C,)", "-", "world of the shape; -1 = shared by all worlds", False),
     FieldSpec("shape_transform", "transform", "(C,)", "m, quat xyzw", "shape frame in its body's frame (world if static)"),
-    FieldSpec("shape_size", "vec3", "(C,)", "m", "sphere (r,-,-), box half extents, capsule (r, half height, -)"),
+    FieldSpec("shape_size", "vec3", "(C,)", "m",
+              "sphere (r,-,-), box half extents, capsule (r, half height, -), mesh bounding-box half extents"),
     FieldSpec("shape_ke", "real", "(C,)", "N/m", "contact stiffness"),
     FieldSpec("shape_kd", "real", "(C,)", "N s/m", "contact damping"),
     FieldSpec("shape_mu", "real", "(C,)", "-", "Coulomb friction coefficient"),
+    FieldSpec("shape_point_start", "int", "(C,)", "-", "first contact point of a mesh shape in shape_points", False),
+    FieldSpec("shape_point_count", "int", "(C,)", "-", "contact points of a mesh shape (its convex hull's vertices)",
+              False),
+    FieldSpec("shape_points", "vec3", "(V,)", "m", "contact points of mesh shapes in their shape frames"),
     FieldSpec("pair_ke", "real", "(1,)", "N/m", "particle-particle contact stiffness"),
     FieldSpec("pair_kd", "real", "(1,)", "N s/m", "particle-particle contact damping"),
     FieldSpec("pair_mu", "real", "(1,)", "-", "particle-particle friction coefficient"),
@@ -111,6 +116,8 @@ MODEL_FIELDS = (
     FieldSpec("body_com", "vec3", "(B,)", "m", "centre of mass in the body frame"),
     FieldSpec("body_inertia", "mat33", "(B,)", "kg m^2", "inertia about the centre of mass, body axes"),
     FieldSpec("body_world", "int", "(B,)", "-", "world index of each body", False),
+    FieldSpec("body_origin", "vec3", "(B,)", "m", "reference point of spatial quantities: the world position of the "
+              "body's articulation root joint (a constant)", False),
     FieldSpec("body_joint", "int", "(B,)", "-", "the joint whose child the body is", False),
     FieldSpec("joint_type", "int", "(J,)", "-", "0 free, 1 ball, 2 revolute, 3 prismatic, 4 fixed", False),
     FieldSpec("joint_parent", "int", "(J,)", "-", "parent body; -1 = world", False),
@@ -150,7 +157,8 @@ STATE_FIELDS = (
     FieldSpec("joint_qd", "real", "(D,)", "m/s, rad/s", "joint velocities"),
     FieldSpec("body_q", "transform", "(B,)", "m, quat xyzw", "body poses (forward kinematics of joint_q)"),
     FieldSpec("body_qd", "spatial", "(B,)", "rad/s, m/s", "world angular velocity, world velocity of the body origin"),
-    FieldSpec("body_f", "spatial", "(B,)", "N m, N", "applied + contact wrench about the world origin of the step from this state"),
+    FieldSpec("body_f", "spatial", "(B,)", "N m, N",
+              "applied + contact wrench about body_origin, of the step from this state"),
 )
 
 DYNAMIC_STATE_FIELDS = ("particle_q", "particle_qd", "joint_q", "joint_qd")
@@ -246,7 +254,8 @@ class Model:
     Scalar attributes: device, dtype (wp.float32 or wp.float64), requires_grad, num_worlds,
     particle_count, spring_count, tri_count, bend_count, tet_count, shape_count,
     body_count, joint_count, joint_coord_count, joint_dof_count, articulation_count,
-    max_articulation_dofs, contact_pair_count,
+    max_articulation_dofs, contact_pair_count, shape_meshes (shape index -> (vertices (V, 3)
+    m, faces (F, 3)) of mesh shapes, host copies for export),
     up_axis (0, 1, 2), up_vector (tuple), friction_smoothing (m/s, the speed below which
     friction is smoothed), particle_max_neighbors (K), particle_max_radius (m).
     """

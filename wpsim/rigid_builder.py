@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import geometry
 from . import mass as mass_props
 from .tables import Column, Table
 from .validation import as_array, require_finite
@@ -108,12 +109,14 @@ class RigidBodyBuilder:
         _check_inertia("body", index, float(mass), inertia, strict=False)
         return self.bodies.append(1, mass=[mass], com=[com], inertia=[inertia], world=[0])
 
-    def _add_shape_mass(self, body: int, mass: float, inertia: np.ndarray, pose: np.ndarray):
-        """Add a shape's mass properties (central inertia in shape axes) to its body."""
+    def _add_shape_mass(self, body: int, mass: float, com, inertia: np.ndarray, pose: np.ndarray):
+        """Add a shape's mass properties (centre of mass ``com`` and central inertia in shape
+        axes) to its body; ``pose`` places the shape in the body frame."""
         masses, coms, inertias = (self.bodies.array(n) for n in ("mass", "com", "inertia"))
         rotated = mass_props.shifted_inertia(mass, inertia, pose[3:], (0.0, 0.0, 0.0))
+        centre = pose[:3] + geometry.quat_to_matrix(pose[3:]) @ np.asarray(com, dtype=np.float64)
         masses[body], coms[body], inertias[body] = mass_props.combine(
-            masses[body], coms[body], inertias[body], mass, pose[:3], rotated
+            masses[body], coms[body], inertias[body], mass, centre, rotated
         )
 
     # ------------------------------------------------------------------ joints
@@ -218,9 +221,11 @@ class RigidBodyBuilder:
         body_joint = np.full(nb, -1, dtype=np.int64)
         body_joint[child] = np.arange(nj)
         for b in range(nb):
-            _check_inertia("body", b, float(bodies.array("mass")[b]), bodies.array("inertia")[b], strict=True)
             if body_joint[b] < 0:
                 raise ValueError(f"body {b} has no joint: attach it with add_joint_free (floating) or another joint")
+            # a massless body may be welded (fixed joint) to its parent: it adds nothing
+            welded = jtype[body_joint[b]] == JOINT_FIXED
+            _check_inertia("body", b, float(bodies.array("mass")[b]), bodies.array("inertia")[b], strict=not welded)
         # depth-first order, articulation by articulation (roots in joint order)
         kids = {b: [] for b in range(-1, nb)}
         for j in range(nj):
@@ -262,6 +267,7 @@ class RigidBodyBuilder:
             "body_inertia": bodies.array("inertia"),
             "body_world": bodies.array("world"),
             "body_joint": body_joint,
+            "body_origin": self.joints.array("X_p")[body_joint[self._body_roots()], :3],
             "joint_type": jtype,
             "joint_parent": parent,
             "joint_child": child,

@@ -10,8 +10,8 @@ extension, atomically (a temporary file beside the target, then a rename). Layou
         cloth                  Mesh: the world's triangles
         soft                   Mesh: the boundary faces of the world's tetrahedra
         body_<b>               Xform per rigid body: translate + orient time samples,
-          shape_<s>            its collision shapes (Sphere, Cube scaled, Capsule) in body frame
-      /World/shapes            static collision shapes (Plane, Sphere, Cube, Capsule)
+          shape_<s>            its collision shapes (Sphere, Cube scaled, Capsule, Mesh) in body frame
+      /World/shapes            static collision shapes (Plane, Sphere, Cube, Capsule, Mesh)
 
 Mesh topology and widths are written once; points, extents and body poses are
 time-sampled (quaternions converted to USD's (w, x, y, z)), one time code per recorded frame: frame k (an integer counter) is time code k, and
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .builder import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_PLANE, SHAPE_SPHERE
+from .builder import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH, SHAPE_PLANE, SHAPE_SPHERE
 from .geometry import boundary_faces
 from .kinematics import eval_fk
 from .model import Model, State
@@ -105,12 +105,12 @@ class UsdRecorder:
         return parts
 
     def _shape_rows(self) -> list:
-        """(kind, world, transform (7,), size (3,)) of the recorded static shapes (body -1)."""
+        """(index, kind, world, transform (7,), size (3,)) of the recorded static shapes (body -1)."""
         m = self.model
         rows = zip(m.shape_kind.numpy(), m.shape_world.numpy(), m.shape_transform.numpy(), m.shape_size.numpy(),
                    m.shape_body.numpy())
-        return [(int(k), int(w), np.asarray(x, np.float64), np.asarray(s, np.float64)) for k, w, x, s, b in rows
-                if b < 0 and (self.world is None or w in (-1, self.world))]
+        return [(i, int(k), int(w), np.asarray(x, np.float64), np.asarray(s, np.float64))
+                for i, (k, w, x, s, b) in enumerate(rows) if b < 0 and (self.world is None or w in (-1, self.world))]
 
     def begin_take(self, name: str):
         """Start a new take (a variant when written); frames recorded next belong to it."""
@@ -242,7 +242,7 @@ class UsdRecorder:
         rows = zip(m.shape_kind.numpy(), m.shape_transform.numpy(), m.shape_size.numpy(), m.shape_body.numpy())
         for i, (kind, transform, size, owner) in enumerate(rows):
             if owner == body:
-                self._define_shape(stage, f"{path}/shape_{i}", int(kind), np.asarray(transform, np.float64),
+                self._define_shape(stage, f"{path}/shape_{i}", i, int(kind), np.asarray(transform, np.float64),
                                    np.asarray(size, np.float64))
         return xform
 
@@ -282,15 +282,15 @@ class UsdRecorder:
         if not self._shapes:
             return
         UsdGeom.Scope.Define(stage, "/World/shapes")
-        for i, (kind, world, transform, size) in enumerate(self._shapes):
+        for i, kind, world, transform, size in self._shapes:
             offset = self._world_offset(world) if world >= 0 else np.zeros(3)
             placed = np.concatenate([transform[:3] + offset, transform[3:]])
-            self._define_shape(stage, f"/World/shapes/shape_{i}", kind, placed, size)
+            self._define_shape(stage, f"/World/shapes/shape_{i}", i, kind, placed, size)
 
-    def _define_shape(self, stage, path: str, kind: int, transform: np.ndarray, size: np.ndarray):
-        """One collision shape prim at ``transform`` (position, quaternion x, y, z, w) in
-        its parent's frame."""
-        from pxr import Gf, UsdGeom
+    def _define_shape(self, stage, path: str, index: int, kind: int, transform: np.ndarray, size: np.ndarray):
+        """Collision shape ``index`` as a prim at ``transform`` (position, quaternion x, y,
+        z, w) in its parent's frame."""
+        from pxr import Gf, UsdGeom, Vt
 
         if kind == SHAPE_PLANE:
             prim = UsdGeom.Plane.Define(stage, path)
@@ -309,6 +309,15 @@ class UsdRecorder:
             prim.CreateAxisAttr(UsdGeom.Tokens.z)
             prim.CreateRadiusAttr(float(size[0]))
             prim.CreateHeightAttr(float(2.0 * size[1]))
+        elif kind == SHAPE_MESH:
+            vertices, faces = self.model.shape_meshes[index]
+            prim = UsdGeom.Mesh.Define(stage, path)
+            prim.CreatePointsAttr(Vt.Vec3fArray.FromNumpy(vertices.astype(np.float32)))
+            prim.CreateFaceVertexCountsAttr(Vt.IntArray([3] * len(faces)))
+            prim.CreateFaceVertexIndicesAttr(Vt.IntArray(faces.ravel().tolist()))
+            extent = np.stack([vertices.min(axis=0), vertices.max(axis=0)]).astype(np.float32)
+            prim.CreateExtentAttr(Vt.Vec3fArray.FromNumpy(extent))
+            prim.CreateSubdivisionSchemeAttr(UsdGeom.Tokens.none)
         else:
             raise ValueError(f"{path}: unknown shape kind {kind}")
         prim.AddTranslateOp().Set(Gf.Vec3d(*transform[:3]))

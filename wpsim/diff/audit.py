@@ -174,6 +174,21 @@ def _rigid_contact_scene() -> AuditScene:
     return AuditScene(b, 50, 1e-3)
 
 
+def _mesh_contact_scene() -> AuditScene:
+    """A triangle-mesh block (its hull corners in contact) sliding and turning on the ground."""
+    import trimesh
+
+    block = trimesh.creation.box(extents=(0.3, 0.2, 0.1))
+    b = ModelBuilder()
+    ke = 1.0e4
+    b.add_ground_plane(ke=ke, kd=20.0, mu=0.5)
+    body = b.add_body()
+    b.add_shape_mesh(body, block.vertices, block.faces, ke=ke, kd=20.0, mu=0.4, density=400.0)
+    sink = b.bodies.array("mass")[0] * 9.81 / (4.0 * ke)
+    b.add_joint_free(body, pos=(0.0, 0.0, 0.05 - sink), lin_vel=(0.7, -0.2, 0.0), ang_vel=(0.0, 0.0, 0.8))
+    return AuditScene(b, 50, 1e-3)
+
+
 def _coupled_scene() -> AuditScene:
     """Two particles resting on a free box that slides on the ground (particle-body contact
     in both directions, box-ground contact; all contacts stay closed)."""
@@ -267,6 +282,9 @@ RIGID_CASES = (
     AuditCase("rigid contact", "body mass", _rigid_contact_scene, "model.body_mass", relative=True),
     AuditCase("rigid contact", "initial coordinates", _rigid_contact_scene, "state.joint_q", eps=1e-6),
     AuditCase("rigid contact", "initial velocities", _rigid_contact_scene, "state.joint_qd"),
+    AuditCase("rigid mesh contact", "ke", _mesh_contact_scene, "model.shape_ke"),
+    AuditCase("rigid mesh contact", "mu", _mesh_contact_scene, "model.shape_mu"),
+    AuditCase("rigid mesh contact", "contact points", _mesh_contact_scene, "model.shape_points", eps=1e-6),
     AuditCase("particle-body contact", "ke", _coupled_scene, "model.shape_ke"),
     AuditCase("particle-body contact", "mu", _coupled_scene, "model.shape_mu"),
     AuditCase("particle-body contact", "body mass", _coupled_scene, "model.body_mass", relative=True),

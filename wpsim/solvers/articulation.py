@@ -38,7 +38,7 @@ class ArticulationStepper:
         wp.launch(
             for_precision(articulation.init_body_wrenches, real),
             dim=model.body_count,
-            inputs=[state_in.body_q, model.body_com, control.body_f_ext],
+            inputs=[state_in.body_q, model.body_com, model.body_origin, control.body_f_ext],
             outputs=[state_in.body_f, scratch.body_damping],
             device=device,
         )
@@ -48,8 +48,9 @@ class ArticulationStepper:
                 dim=model.contact_pair_count,
                 inputs=[
                     model.contact_pair, model.shape_kind, model.shape_body, model.shape_transform, model.shape_size,
-                    model.shape_ke, model.shape_kd, model.shape_mu, solver._friction_smoothing,
-                    solver.contact_gradient_width, state_in.body_q, state_in.body_qd,
+                    model.shape_ke, model.shape_kd, model.shape_mu, model.shape_point_start, model.shape_point_count,
+                    model.shape_points, solver._friction_smoothing,
+                    solver.contact_gradient_width, model.body_origin, state_in.body_q, state_in.body_qd,
                 ],
                 outputs=[state_in.body_f, scratch.body_damping],
                 device=device,
@@ -67,8 +68,8 @@ class ArticulationStepper:
             dim=model.body_count,
             inputs=[
                 model.body_joint, model.joint_dfs_pos, model.joint_dfs_end, model.dfs_joint, model.joint_child,
-                model.body_mass, model.body_com, model.body_inertia, state_in.body_q, scratch.body_twist,
-                scratch.body_bias_acc, state_in.body_f, scratch.body_damping,
+                model.body_mass, model.body_com, model.body_inertia, model.body_origin, state_in.body_q,
+                scratch.body_twist, scratch.body_bias_acc, state_in.body_f, scratch.body_damping,
             ],
             outputs=[
                 scratch.subtree_mass, scratch.subtree_h, scratch.subtree_J, scratch.subtree_bias, scratch.subtree_damping,
