@@ -69,10 +69,10 @@ def test_run_drops_a_mesh_file_and_writes_usd(tmp_path):
     assert stage.GetPrimAtPath("/World/shapes/shape_0").GetTypeName() == "Plane"
 
 
-@pytest.mark.parametrize("name, match", [("robot.urdf", "needs rigid bodies"), ("scene.dae", "unsupported scene file"),
-                                         ("missing.npz", "no such file")])
+@pytest.mark.parametrize("name, match", [("robot.urdf", "has no links"), ("scene.usda", "not supported yet"),
+                                         ("scene.dae", "unsupported scene file"), ("missing.npz", "no such file")])
 def test_run_rejects_what_it_cannot_import(tmp_path, name, match):
-    if name.endswith(".urdf"):
+    if name.endswith((".urdf", ".usda")):
         (tmp_path / name).write_text("<robot name='r'/>")
     proc = run(["run", str(tmp_path / name), "--steps", "1", "--out", str(tmp_path / "x.usd")])
     assert proc.returncode == 2 and match in proc.stderr and "Traceback" not in proc.stderr
@@ -117,3 +117,19 @@ def test_run_with_the_implicit_solver_at_a_large_step(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "implicit solver: 0 of 20 steps did not converge" in proc.stdout
     assert out.stat().st_size > 0
+
+
+@pytest.mark.parametrize("scene, extra", [("cartpole.xml", []), ("quadruped.urdf", ["--floating"])])
+def test_run_simulates_a_robot_file(tmp_path, scene, extra):
+    out = tmp_path / "robot.usda"
+    path = Path(__file__).resolve().parents[1] / "assets" / scene
+    proc = run(["run", str(path), "--steps", "200", "--fps", "100", "--out", str(out), *extra])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "bodies" in proc.stdout and out.is_file()
+    from pxr import Usd
+
+    stage = Usd.Stage.Open(str(out))
+    bodies = [p for p in stage.Traverse() if p.GetName().startswith("body_")]
+    assert len(bodies) == (2 if scene.startswith("cartpole") else 13)
+    translate = bodies[0].GetAttribute("xformOp:translate")
+    assert len(translate.GetTimeSamples()) >= 5

@@ -64,20 +64,31 @@ def cmd_bench(args) -> int:
 
 
 def cmd_run(args) -> int:
-    """Simulate a soft body from a mesh file dropped on the ground; write its USD stage."""
+    """Simulate a robot file, or a soft body from a mesh file dropped on the ground; write
+    its USD stage."""
     _quiet_warp()
-    from .scene_files import SoftSceneOptions, check_run_options, simulate_to_usd, soft_scene
+    from .scene_files import SoftSceneOptions, check_run_options, is_robot_file, robot_scene, simulate_to_usd, soft_scene
 
     options = SoftSceneOptions(cell_size=args.cell, scale=args.scale, density=args.density,
                                young_modulus=args.young, drop_height=args.height)
     check_run_options(options, args.out, args.fps)
-    builder, quality = soft_scene(args.scene, options)
+    quality, dt = None, args.dt
+    if is_robot_file(args.scene):
+        builder, scene = robot_scene(args.scene, floating=args.floating)
+        dt = dt or scene.timestep or 1e-3
+        print(f"{args.scene}: {builder.body_count} bodies, {builder.joints.count} joints, "
+              f"{len(scene.actuators)} actuators (not driven by wpsim run); dt = {dt:g} s")
+        if args.solver != "semi-implicit":
+            raise ValueError("robots are stepped by the semi-implicit solver only")
+    else:
+        builder, quality = soft_scene(args.scene, options)
+        dt = dt or 1e-4
     if quality is not None:
         print(f"{args.scene}: {quality['tets']} tets of {args.cell * 1e3:.1f} mm cells; volume "
               f"{quality['volume_m3'] * 1e6:.3f} cm^3 ({quality['volume_relative_error'] * 100:+.1f} % vs the surface); "
               f"shape quality min {quality['shape_min']:.3f}, dihedral angles "
               f"{quality['dihedral_min_deg']:.0f}-{quality['dihedral_max_deg']:.0f} deg")
-    summary = simulate_to_usd(builder, args.out, args.steps, args.dt, args.fps, args.solver, args.device)
+    summary = simulate_to_usd(builder, args.out, args.steps, dt, args.fps, args.solver, args.device)
     print(f"wrote {summary['usd']}: {summary['frames']} frames at {summary['fps']:.1f} fps; final lowest point "
           f"{summary['final_lowest_z_m'] * 1e3:.2f} mm, max speed {summary['final_max_speed_m_per_s']:.3f} m/s")
     if "unconverged_steps" in summary:
@@ -108,11 +119,13 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--device", default=None, help="Warp device, e.g. cpu or cuda:0")
     bench.set_defaults(func=cmd_bench)
 
-    run = sub.add_parser("run", help="drop a soft body from a mesh file (.obj/.stl/.ply surface or .npz tets) onto "
-                                     "the ground and write the rollout as USD")
+    run = sub.add_parser("run", help="simulate a robot (.urdf, .xml MJCF) or drop a soft body from a mesh file "
+                                     "(.obj/.stl/.ply surface or .npz tets) onto the ground; write the rollout as USD")
     run.add_argument("scene", help="scene file")
     run.add_argument("--steps", type=int, default=2000, help="time steps (default: 2000)")
-    run.add_argument("--dt", type=float, default=1e-4, help="time step in s (default: 1e-4)")
+    run.add_argument("--dt", type=float, default=None,
+                     help="time step in s (default: the MJCF file's, else 1e-3 for robots, 1e-4 for soft bodies)")
+    run.add_argument("--floating", action="store_true", help="URDF: free-floating root links (default: welded)")
     run.add_argument("--out", default="rollout.usd", help="USD stage to write (.usd, .usda, .usdc)")
     run.add_argument("--fps", type=float, default=60.0, help="frames per second recorded (default: 60)")
     run.add_argument("--solver", choices=("semi-implicit", "implicit"), default="semi-implicit")

@@ -1,10 +1,10 @@
 """Scenes from files for ``wpsim run``: a soft body from a closed surface mesh (OBJ, STL,
 PLY; tetrahedralised by ``wpsim.meshing``) or from a tetrahedral mesh (``.npz`` with
-``vertices`` (V, 3) in m and ``tets`` (E, 4)), dropped onto a ground plane; and the
+``vertices`` (V, 3) in m and ``tets`` (E, 4)), dropped onto a ground plane; a robot from
+URDF (with a ground plane added) or MJCF (as the file describes its world); and the
 simulation of such a scene into a USD stage.
 
-Robot descriptions (URDF, MJCF, USD with UsdPhysics) need rigid bodies and articulations,
-which wpsim does not have yet; they are rejected with a message saying so.
+USD scenes with UsdPhysics are not imported yet; they are rejected with a message saying so.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from .output import progress_line
 from .solvers import ImplicitEulerSolver, SemiImplicitSolver
 from .usd_export import UsdRecorder
 
-RIGID_SUFFIXES = (".urdf", ".xml", ".mjcf", ".usd", ".usda", ".usdc")
+ROBOT_SUFFIXES = (".urdf", ".xml", ".mjcf")
+USD_SUFFIXES = (".usd", ".usda", ".usdc")
 
 
 @dataclass
@@ -45,9 +46,9 @@ def soft_mesh_from_file(path, options: SoftSceneOptions) -> tuple:
     of the soft body in ``path``."""
     path = Path(path)
     suffix = path.suffix.lower()
-    if suffix in RIGID_SUFFIXES:
-        raise ValueError(f"{path}: importing {suffix} scenes needs rigid bodies and articulations, which wpsim "
-                         "does not have yet; give a closed surface mesh (.obj, .stl, .ply) or a .npz tet mesh")
+    if suffix in USD_SUFFIXES:
+        raise ValueError(f"{path}: importing USD physics scenes is not supported yet; give a robot (.urdf, .xml "
+                         "MJCF), a closed surface mesh (.obj, .stl, .ply) or a .npz tet mesh")
     if suffix == ".npz":
         vertices, tets = _tet_mesh_npz(path)
         return vertices * options.scale, tets, None
@@ -93,6 +94,24 @@ def check_run_options(options: SoftSceneOptions, out, fps: float):
             raise ValueError(f"{name} must be > 0, got {getattr(options, name)}")
 
 
+def is_robot_file(path) -> bool:
+    """Whether ``path`` names a robot description (URDF or MJCF)."""
+    return Path(path).suffix.lower() in ROBOT_SUFFIXES
+
+
+def robot_scene(path, floating: bool = False) -> tuple:
+    """(ModelBuilder, ImportedScene) of a URDF (``floating``: free root links; a ground
+    plane is added) or MJCF file."""
+    from .mjcf import import_mjcf
+    from .urdf import import_urdf
+
+    if Path(path).suffix.lower() == ".urdf":
+        builder, scene = import_urdf(path, floating=floating)
+        builder.add_ground_plane(ke=1.0e4, kd=100.0, mu=0.5)
+        return builder, scene
+    return import_mjcf(path)
+
+
 def soft_scene(path, options: SoftSceneOptions) -> tuple:
     """A ModelBuilder with the ground and the soft body of ``path`` lying ``drop_height``
     above it, and the mesher's quality statistics (None for a .npz tet mesh)."""
@@ -110,12 +129,15 @@ def simulate_to_usd(builder: ModelBuilder, out, steps: int, dt: float, fps: floa
                     device=None) -> dict:
     """Simulate ``steps`` steps of ``dt`` s (float64), recording about ``fps`` frames per
     second into the USD stage ``out``; raises ``SimulationBlowUp`` if the state blows up.
-    Returns a summary (frames, final height range and speed, Newton statistics)."""
+    Returns a summary (frames, final height range and speed of particles and body origins,
+    Newton statistics)."""
     import warp as wp
 
     if steps < 1 or not dt > 0.0:
         raise ValueError(f"steps must be >= 1 and dt > 0 s, got {steps} and {dt}")
     model = builder.finalize(device=device, dtype=wp.float64)
+    if model.particle_count + model.body_count == 0:
+        raise ValueError("the scene has no particles or bodies: nothing to simulate")
     kinds = {"semi-implicit": SemiImplicitSolver, "implicit": ImplicitEulerSolver}
     if solver not in kinds:
         raise ValueError(f"unknown solver {solver!r}; expected one of {sorted(kinds)}")
@@ -131,15 +153,25 @@ def simulate_to_usd(builder: ModelBuilder, out, steps: int, dt: float, fps: floa
         if k % every == 0:
             recorder.record(a)
         if k % report_every == 0:
-            q = a.particle_q.numpy()
+            q, qd = _points(model, a)
             progress_line(k // report_every, steps // report_every, f"t = {k * dt:.3f} s   lowest point "
-                          f"z = {q[:, 2].min() * 1e3:.2f} mm   max speed {np.abs(a.particle_qd.numpy()).max():.3f} m/s")
+                          f"z = {q[:, 2].min() * 1e3:.2f} mm   max speed {np.abs(qd).max():.3f} m/s")
     stepper.check_health()
     path = recorder.write(out)
-    q, qd = a.particle_q.numpy(), a.particle_qd.numpy()
+    q, qd = _points(model, a)
     summary = {"usd": str(path), "frames": recorder.frame_count, "fps": recorder.fps, "particles": model.particle_count,
-               "tets": model.tet_count, "final_lowest_z_m": float(q[:, 2].min()),
+               "tets": model.tet_count, "bodies": model.body_count, "final_lowest_z_m": float(q[:, 2].min()),
                "final_highest_z_m": float(q[:, 2].max()), "final_max_speed_m_per_s": float(np.abs(qd).max())}
     if solver == "implicit":
         summary["unconverged_steps"] = stepper.unconverged_steps
     return summary
+
+
+def _points(model, state) -> tuple:
+    """Positions (N, 3) m and velocities (N, 3) m/s of the particles and body origins."""
+    from .kinematics import eval_fk
+
+    eval_fk(model, state)
+    q = np.concatenate([state.particle_q.numpy().reshape(-1, 3), state.body_q.numpy().reshape(-1, 7)[:, :3]])
+    qd = np.concatenate([state.particle_qd.numpy().reshape(-1, 3), state.body_qd.numpy().reshape(-1, 6)[:, 3:]])
+    return q, qd
