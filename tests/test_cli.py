@@ -69,7 +69,7 @@ def test_run_drops_a_mesh_file_and_writes_usd(tmp_path):
     assert stage.GetPrimAtPath("/World/shapes/shape_0").GetTypeName() == "Plane"
 
 
-@pytest.mark.parametrize("name, match", [("robot.urdf", "has no links"), ("scene.usda", "not supported yet"),
+@pytest.mark.parametrize("name, match", [("robot.urdf", "has no links"), ("scene.usda", "cannot be read as a USD stage"),
                                          ("scene.dae", "unsupported scene file"), ("missing.npz", "no such file")])
 def test_run_rejects_what_it_cannot_import(tmp_path, name, match):
     if name.endswith((".urdf", ".usda")):

@@ -119,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--device", default=None, help="Warp device, e.g. cpu or cuda:0")
     bench.set_defaults(func=cmd_bench)
 
-    run = sub.add_parser("run", help="simulate a robot (.urdf, .xml MJCF) or drop a soft body from a mesh file "
+    run = sub.add_parser("run", help="simulate a robot (.urdf, .xml MJCF, .usd UsdPhysics) or drop a soft body from a mesh file "
                                      "(.obj/.stl/.ply surface or .npz tets) onto the ground; write the rollout as USD")
     run.add_argument("scene", help="scene file")
     run.add_argument("--steps", type=int, default=2000, help="time steps (default: 2000)")

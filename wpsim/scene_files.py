@@ -1,10 +1,8 @@
 """Scenes from files for ``wpsim run``: a soft body from a closed surface mesh (OBJ, STL,
 PLY; tetrahedralised by ``wpsim.meshing``) or from a tetrahedral mesh (``.npz`` with
-``vertices`` (V, 3) in m and ``tets`` (E, 4)), dropped onto a ground plane; a robot from
-URDF (with a ground plane added) or MJCF (as the file describes its world); and the
-simulation of such a scene into a USD stage.
-
-USD scenes with UsdPhysics are not imported yet; they are rejected with a message saying so.
+``vertices`` (V, 3) in m and ``tets`` (E, 4)), dropped onto a ground plane; rigid bodies
+from URDF (with a ground plane added), MJCF or USD with UsdPhysics (as the file describes
+its world); and the simulation of such a scene into a USD stage.
 """
 
 from __future__ import annotations
@@ -20,8 +18,7 @@ from .output import progress_line
 from .solvers import ImplicitEulerSolver, SemiImplicitSolver
 from .usd_export import UsdRecorder
 
-ROBOT_SUFFIXES = (".urdf", ".xml", ".mjcf")
-USD_SUFFIXES = (".usd", ".usda", ".usdc")
+ROBOT_SUFFIXES = (".urdf", ".xml", ".mjcf", ".usd", ".usda", ".usdc")
 
 
 @dataclass
@@ -46,9 +43,6 @@ def soft_mesh_from_file(path, options: SoftSceneOptions) -> tuple:
     of the soft body in ``path``."""
     path = Path(path)
     suffix = path.suffix.lower()
-    if suffix in USD_SUFFIXES:
-        raise ValueError(f"{path}: importing USD physics scenes is not supported yet; give a robot (.urdf, .xml "
-                         "MJCF), a closed surface mesh (.obj, .stl, .ply) or a .npz tet mesh")
     if suffix == ".npz":
         vertices, tets = _tet_mesh_npz(path)
         return vertices * options.scale, tets, None
@@ -95,20 +89,24 @@ def check_run_options(options: SoftSceneOptions, out, fps: float):
 
 
 def is_robot_file(path) -> bool:
-    """Whether ``path`` names a robot description (URDF or MJCF)."""
+    """Whether ``path`` names a rigid-body scene (URDF, MJCF or USD)."""
     return Path(path).suffix.lower() in ROBOT_SUFFIXES
 
 
 def robot_scene(path, floating: bool = False) -> tuple:
     """(ModelBuilder, ImportedScene) of a URDF (``floating``: free root links; a ground
-    plane is added) or MJCF file."""
+    plane is added), MJCF or UsdPhysics file."""
     from .mjcf import import_mjcf
     from .urdf import import_urdf
+    from .usd_physics import import_usd
 
-    if Path(path).suffix.lower() == ".urdf":
+    suffix = Path(path).suffix.lower()
+    if suffix == ".urdf":
         builder, scene = import_urdf(path, floating=floating)
         builder.add_ground_plane(ke=1.0e4, kd=100.0, mu=0.5)
         return builder, scene
+    if suffix in (".usd", ".usda", ".usdc"):
+        return import_usd(path)
     return import_mjcf(path)
 
 

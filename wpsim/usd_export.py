@@ -288,43 +288,51 @@ class UsdRecorder:
             self._define_shape(stage, f"/World/shapes/shape_{i}", i, kind, placed, size)
 
     def _define_shape(self, stage, path: str, index: int, kind: int, transform: np.ndarray, size: np.ndarray):
-        """Collision shape ``index`` as a prim at ``transform`` (position, quaternion x, y,
-        z, w) in its parent's frame."""
-        from pxr import Gf, UsdGeom, Vt
+        """Collision shape ``index`` as a prim at ``transform`` in its parent's frame."""
+        return define_shape(stage, path, kind, transform, size, self.model.shape_meshes.get(index),
+                            self._plane_half_size())
 
-        if kind == SHAPE_PLANE:
-            prim = UsdGeom.Plane.Define(stage, path)
-            prim.CreateAxisAttr(UsdGeom.Tokens.z)
-            side = 2.0 * self._plane_half_size()
-            prim.CreateWidthAttr(side)
-            prim.CreateLengthAttr(side)
-        elif kind == SHAPE_SPHERE:
-            prim = UsdGeom.Sphere.Define(stage, path)
-            prim.CreateRadiusAttr(float(size[0]))
-        elif kind == SHAPE_BOX:
-            prim = UsdGeom.Cube.Define(stage, path)
-            prim.CreateSizeAttr(2.0)
-        elif kind == SHAPE_CAPSULE:
-            prim = UsdGeom.Capsule.Define(stage, path)
-            prim.CreateAxisAttr(UsdGeom.Tokens.z)
-            prim.CreateRadiusAttr(float(size[0]))
-            prim.CreateHeightAttr(float(2.0 * size[1]))
-        elif kind == SHAPE_MESH:
-            vertices, faces = self.model.shape_meshes[index]
-            prim = UsdGeom.Mesh.Define(stage, path)
-            prim.CreatePointsAttr(Vt.Vec3fArray.FromNumpy(vertices.astype(np.float32)))
-            prim.CreateFaceVertexCountsAttr(Vt.IntArray([3] * len(faces)))
-            prim.CreateFaceVertexIndicesAttr(Vt.IntArray(faces.ravel().tolist()))
-            extent = np.stack([vertices.min(axis=0), vertices.max(axis=0)]).astype(np.float32)
-            prim.CreateExtentAttr(Vt.Vec3fArray.FromNumpy(extent))
-            prim.CreateSubdivisionSchemeAttr(UsdGeom.Tokens.none)
-        else:
-            raise ValueError(f"{path}: unknown shape kind {kind}")
-        prim.AddTranslateOp().Set(Gf.Vec3d(*transform[:3]))
-        x, y, z, w = transform[3:]
-        prim.AddOrientOp().Set(Gf.Quatf(float(w), float(x), float(y), float(z)))
-        if kind == SHAPE_BOX:
-            prim.AddScaleOp().Set(Gf.Vec3f(*size.astype(float)))
+
+def define_shape(stage, path: str, kind: int, transform: np.ndarray, size: np.ndarray, mesh: tuple | None = None,
+                 plane_half_size: float = PLANE_HALF_SIZE):
+    """A collision shape prim (Plane, Sphere, Cube scaled to its half extents, Capsule along
+    z, Mesh from ``mesh`` = (vertices, faces)) at ``transform`` (position, quaternion x, y,
+    z, w) in its parent's frame; returns the prim."""
+    from pxr import Gf, UsdGeom, Vt
+
+    if kind == SHAPE_PLANE:
+        prim = UsdGeom.Plane.Define(stage, path)
+        prim.CreateAxisAttr(UsdGeom.Tokens.z)
+        prim.CreateWidthAttr(2.0 * plane_half_size)
+        prim.CreateLengthAttr(2.0 * plane_half_size)
+    elif kind == SHAPE_SPHERE:
+        prim = UsdGeom.Sphere.Define(stage, path)
+        prim.CreateRadiusAttr(float(size[0]))
+    elif kind == SHAPE_BOX:
+        prim = UsdGeom.Cube.Define(stage, path)
+        prim.CreateSizeAttr(2.0)
+    elif kind == SHAPE_CAPSULE:
+        prim = UsdGeom.Capsule.Define(stage, path)
+        prim.CreateAxisAttr(UsdGeom.Tokens.z)
+        prim.CreateRadiusAttr(float(size[0]))
+        prim.CreateHeightAttr(float(2.0 * size[1]))
+    elif kind == SHAPE_MESH:
+        vertices, faces = mesh
+        prim = UsdGeom.Mesh.Define(stage, path)
+        prim.CreatePointsAttr(Vt.Vec3fArray.FromNumpy(vertices.astype(np.float32)))
+        prim.CreateFaceVertexCountsAttr(Vt.IntArray([3] * len(faces)))
+        prim.CreateFaceVertexIndicesAttr(Vt.IntArray(faces.ravel().tolist()))
+        extent = np.stack([vertices.min(axis=0), vertices.max(axis=0)]).astype(np.float32)
+        prim.CreateExtentAttr(Vt.Vec3fArray.FromNumpy(extent))
+        prim.CreateSubdivisionSchemeAttr(UsdGeom.Tokens.none)
+    else:
+        raise ValueError(f"{path}: unknown shape kind {kind}")
+    prim.AddTranslateOp(UsdGeom.XformOp.PrecisionDouble).Set(Gf.Vec3d(*transform[:3]))
+    x, y, z, w = transform[3:]
+    prim.AddOrientOp(UsdGeom.XformOp.PrecisionDouble).Set(Gf.Quatd(float(w), float(x), float(y), float(z)))
+    if kind == SHAPE_BOX:
+        prim.AddScaleOp(UsdGeom.XformOp.PrecisionDouble).Set(Gf.Vec3d(*size.astype(float)))
+    return prim
 
 
 def write_rollouts(path, model: Model, takes: dict, fps: float, **recorder_options) -> Path:

@@ -1,0 +1,190 @@
+"""UsdPhysics export and import: round trips keep masses, inertias, shapes and joints; an
+imported arm steps like the builder's; units and up axis are honoured; bad stages fail
+cleanly."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import warp as wp
+
+import wpsim
+from wpsim.mjcf import import_mjcf
+from wpsim.usd_physics import export_physics, import_usd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_import import ASSETS, arm_from_builder_api, rollout  # noqa: E402
+
+
+def mixed_scene() -> wpsim.ModelBuilder:
+    """Every joint type, shape kind and dof parameter, away from their defaults."""
+    import trimesh
+
+    b = wpsim.ModelBuilder()
+    b.add_ground_plane(ke=2.0e4, kd=80.0, mu=0.7)
+    b.add_shape_box(pos=(2.0, 0.0, 0.1), hx=0.3, hy=0.2, hz=0.1, ke=3.0e3, kd=5.0, mu=0.2)
+    base = b.add_body()
+    b.add_shape_box(base, hx=0.2, hy=0.1, hz=0.05, density=500.0)
+    b.add_joint_free(base, pos=(0.0, 0.0, 0.6), rot=(0.1, 0.0, 0.2, 0.97), lin_vel=(0.2, 0.0, 0.0),
+                     ang_vel=(0.0, 0.3, 0.1))
+    upper = b.add_body(mass=0.7, com=(0.0, 0.01, -0.1), inertia=[[0.01, 0.001, 0.0], [0.001, 0.012, 0.0],
+                                                                  [0.0, 0.0, 0.003]])
+    b.add_shape_capsule(upper, pos=(0.0, 0.0, -0.1), radius=0.03, half_height=0.08, density=0.0, mu=0.9)
+    b.add_joint_revolute(base, upper, axis=(0.0, 0.6, 0.8), parent_pos=(0.15, 0.0, -0.05), q=0.3, qd=-0.2,
+                         damping=0.1, armature=0.02, target_ke=30.0, target_kd=1.5, limit_lower=-1.0,
+                         limit_upper=1.2, limit_ke=500.0, limit_kd=3.0)
+    slider = b.add_body()
+    b.add_shape_sphere(slider, radius=0.04, density=800.0, ke=5.0e3)
+    b.add_joint_prismatic(upper, slider, axis=(0.0, 0.0, 1.0), parent_pos=(0.0, 0.0, -0.2), q=-0.02,
+                          limit_lower=-0.1, limit_upper=0.1, target_ke=100.0)
+    ball = b.add_body()
+    block = trimesh.creation.box(extents=(0.06, 0.04, 0.1))
+    b.add_shape_mesh(ball, block.vertices, block.faces, pos=(0.0, 0.0, -0.05), density=600.0)
+    b.add_joint_ball(slider, ball, parent_pos=(0.0, 0.0, -0.05), q=(0.1, 0.0, 0.0, 0.995), qd=(0.0, 0.5, 0.0),
+                     damping=0.02)
+    welded = b.add_body(mass=0.1, inertia=(1e-4, 1e-4, 1e-4))
+    b.add_joint_fixed(base, welded, parent_pos=(-0.15, 0.0, 0.05), parent_rot=(0.0, 0.0, 0.38268343, 0.92387953))
+    return b
+
+
+COMPARED = ("body_mass", "body_com", "body_inertia", "shape_kind", "shape_body", "shape_size", "shape_ke",
+            "shape_kd", "shape_mu", "shape_points", "joint_type", "joint_parent", "joint_child", "joint_q",
+            "joint_qd", "joint_damping", "joint_armature", "joint_target_ke", "joint_target_kd",
+            "joint_limit_lower", "joint_limit_upper", "joint_limit_ke", "joint_limit_kd")
+
+
+def test_round_trip_keeps_bodies_shapes_and_joints(tmp_path):
+    original = mixed_scene().finalize(dtype=wp.float64)
+    builder, scene = import_usd(export_physics(original, tmp_path / "mixed.usda"))
+    restored = builder.finalize(dtype=wp.float64)
+    for name in COMPARED:
+        a, b = getattr(original, name).numpy(), getattr(restored, name).numpy()
+        assert a.shape == b.shape, name
+        assert np.allclose(a, b, rtol=1e-6, atol=1e-6 * max(1.0, np.abs(a).max(initial=0.0))), name
+    assert restored.gravity.numpy()[0][2] == pytest.approx(-9.81, rel=1e-6)
+    assert len(scene.bodies) == 5
+    # joint frames may be re-expressed (the USD joint axis is X, Y or Z), the motion not
+    steps, dt = 400, 5e-4
+    assert np.abs(rollout(original, steps, dt) - rollout(restored, steps, dt)).max() < 1e-6
+
+
+def test_arm_from_usd_steps_like_the_builder_api(tmp_path):
+    path = export_physics(import_mjcf(ASSETS / "arm_7link.xml")[0].finalize(dtype=wp.float64), tmp_path / "arm.usd")
+    steps, dt = 300, 1e-3
+    q0 = 0.3 * np.sin(np.arange(7) + 1.0)
+    forces = 0.2 * np.cos(np.outer(np.arange(steps) * dt * 5.0, np.arange(1, 8)))
+    from_usd = rollout(import_usd(path)[0].finalize(dtype=wp.float64), steps, dt, forces, q0)
+    from_api = rollout(arm_from_builder_api().finalize(dtype=wp.float64), steps, dt, forces, q0)
+    assert np.abs(from_api[-1] - q0).max() > 0.1
+    assert np.abs(from_usd - from_api).max() < 1e-6
+
+
+def test_units_and_up_axis_of_the_stage_are_honoured(tmp_path):
+    """A Y-up stage in centimetres and grams: a 200 g, 10 cm ball on a hinge 1 m up."""
+    path = tmp_path / "cm.usda"
+    path.write_text('''#usda 1.0
+(
+    defaultPrim = "World"
+    metersPerUnit = 0.01
+    kilogramsPerUnit = 0.001
+    upAxis = "Y"
+)
+def Xform "World"
+{
+    def PhysicsScene "scene"
+    {
+        vector3f physics:gravityDirection = (0, -1, 0)
+        float physics:gravityMagnitude = 981
+    }
+    def Xform "ball" (prepend apiSchemas = ["PhysicsRigidBodyAPI", "PhysicsMassAPI"])
+    {
+        double3 xformOp:translate = (0, 100, 0)
+        uniform token[] xformOpOrder = ["xformOp:translate"]
+        float physics:mass = 200
+        point3f physics:centerOfMass = (0, 0, 0)
+        float3 physics:diagonalInertia = (800, 800, 800)
+        def Sphere "shape" (prepend apiSchemas = ["PhysicsCollisionAPI"])
+        {
+            double radius = 10
+        }
+    }
+    def PhysicsRevoluteJoint "hinge"
+    {
+        rel physics:body1 = </World/ball>
+        point3f physics:localPos0 = (0, 150, 0)
+        point3f physics:localPos1 = (0, 50, 0)
+        uniform token physics:axis = "Z"
+        float physics:lowerLimit = -90
+        float physics:upperLimit = 45
+    }
+}
+''')
+    builder, _ = import_usd(path)
+    assert builder.up_axis == 1 and builder.gravity == pytest.approx(-9.81)
+    model = builder.finalize(dtype=wp.float64)
+    assert model.body_mass.numpy()[0] == pytest.approx(0.2)
+    assert np.allclose(model.body_inertia.numpy()[0], np.eye(3) * 8e-5)
+    assert model.shape_size.numpy()[0][0] == pytest.approx(0.1)
+    assert np.allclose(model.joint_X_p.numpy()[0][:3], (0.0, 1.5, 0.0))
+    assert model.joint_limit_lower.numpy()[0] == pytest.approx(-np.pi / 2)
+    assert np.allclose(model.state().body_q.numpy()[0][:3], (0.0, 1.0, 0.0))
+
+
+@pytest.mark.parametrize("text, match", [
+    ('def Xform "b" (prepend apiSchemas = ["PhysicsRigidBodyAPI"])\n{\ndouble3 xformOp:scale = (2, 2, 2)\n'
+     'uniform token[] xformOpOrder = ["xformOp:scale"]\n}', "must not be scaled"),
+    ('def Xform "b" (prepend apiSchemas = ["PhysicsRigidBodyAPI"])\n{\n}\n'
+     'def PhysicsRevoluteJoint "j"\n{\nrel physics:body0 = </World/nothing>\nrel physics:body1 = </World/b>\n}',
+     "is not a rigid body"),
+    ('def Xform "b" (prepend apiSchemas = ["PhysicsRigidBodyAPI"])\n{\n}\n'
+     'def PhysicsRevoluteJoint "j"\n{\nrel physics:body1 = </World/b>\nuniform token physics:axis = "W"\n}',
+     "axis"),
+])
+def test_bad_stages_name_file_and_prim_and_add_nothing(tmp_path, text, match):
+    path = tmp_path / "bad.usda"
+    path.write_text(f'#usda 1.0\n(\n    upAxis = "Z"\n)\ndef Xform "World"\n{{\n{text}\n}}\n')
+    builder = wpsim.ModelBuilder()
+    with pytest.raises(ValueError, match=match) as error:
+        import_usd(path, builder)
+    assert str(path) in str(error.value)
+    assert builder.bodies.count == 0 and builder.shapes.count == 0
+
+
+def test_truncated_stage_fails_cleanly(tmp_path):
+    original = mixed_scene().finalize(dtype=wp.float64)
+    text = export_physics(original, tmp_path / "mixed.usda").read_text()
+    for fraction in (0.0, 0.2, 0.5, 0.9):
+        path = tmp_path / f"cut_{fraction}.usda"
+        path.write_text(text[: int(fraction * len(text))])
+        builder = wpsim.ModelBuilder()
+        try:
+            import_usd(path, builder)
+        except ValueError as error:
+            assert str(path) in str(error)
+            assert builder.bodies.count == 0 and builder.shapes.count == 0
+
+
+def test_a_usd_physics_scene_runs_like_any_scene_file(tmp_path):
+    from wpsim.scene_files import robot_scene, simulate_to_usd
+
+    builder, _ = import_mjcf(ASSETS / "quadruped.xml")
+    path = export_physics(builder.finalize(dtype=wp.float64), tmp_path / "quadruped.usda")
+    summary = simulate_to_usd(robot_scene(path)[0], tmp_path / "rollout.usda", 200, 5e-4, fps=100.0)
+    assert summary["bodies"] == 13 and summary["frames"] == 11
+    assert 0.0 < summary["final_lowest_z_m"] < 0.5
+
+
+def test_exported_physics_stage_reopens_in_a_separate_process(tmp_path):
+    from test_usd import read_stage
+
+    path = export_physics(mixed_scene().finalize(dtype=wp.float64), tmp_path / "mixed.usda")
+    stage = read_stage(path)
+    types = {p: e["type"] for p, e in stage["prims"].items()}
+    assert stage["meta"]["defaultPrim"] == "/World" and stage["meta"]["kilogramsPerUnit"] == 1.0
+    assert types["/World/physicsScene"] == "PhysicsScene"
+    assert sorted(t for p, t in types.items() if p.startswith("/World/joints/")) == [
+        "PhysicsFixedJoint", "PhysicsPrismaticJoint", "PhysicsRevoluteJoint", "PhysicsSphericalJoint"]
+    assert [types[f"/World/body_{b}"] for b in range(5)] == ["Xform"] * 5
+    assert types["/World/body_3/shape_5"] == "Mesh" and types["/World/static/shape_0"] == "Plane"
+    assert np.allclose(stage["prims"]["/World/body_0"]["world_translation"], (0.0, 0.0, 0.6))
