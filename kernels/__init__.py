@@ -4,9 +4,23 @@ Installed as ``wpsim.kernels``. No orchestration or allocation lives here; the s
 ``wpsim`` launch these kernels. Every kernel is instantiated for float32 and float64.
 """
 
-from . import articulation, cloth, contact, diagnostics, fem, generic, gradients, implicit, losses, particles, rigid_contact, springs
+from . import (
+    articulation,
+    cloth,
+    contact,
+    diagnostics,
+    fem,
+    generic,
+    gradients,
+    implicit,
+    losses,
+    particles,
+    rigid_contact,
+    soft_contact,
+    springs,
+)
 
 __all__ = [
     "articulation", "cloth", "contact", "diagnostics", "fem", "generic", "gradients", "implicit", "losses",
-    "particles", "rigid_contact", "springs",
+    "particles", "rigid_contact", "soft_contact", "springs",
 ]

@@ -546,3 +546,18 @@ def integrate_joints(
             bad = 1
     if bad != 0:
         wp.atomic_min(world_fault_step, body_world[joint_child[j]], step)
+
+
+@kernel(enable_backward=False)
+def cholesky_back_solve(
+    articulation_dof_start: wp.array(dtype=int),
+    articulation_H_start: wp.array(dtype=int),
+    factor: wp.array(dtype=wp.Float),
+    b: wp.array(dtype=wp.Float),
+    x: wp.array(dtype=wp.Float),
+):
+    """One thread per articulation: x = (L L^T)^-1 b with the Cholesky factor L of an earlier
+    ``cholesky_solve``."""
+    a = wp.tid()
+    triangular_solves(articulation_dof_start[a + 1] - articulation_dof_start[a], articulation_H_start[a],
+                      articulation_dof_start[a], factor, b, x)

@@ -118,5 +118,7 @@ def check_gradient(
 
 
 def _relative_error(a: float, b: float) -> float:
+    if not (np.isfinite(a) and np.isfinite(b)):
+        return float("inf")
     scale = max(abs(a), abs(b))
     return abs(a - b) / scale if scale > 0.0 else 0.0

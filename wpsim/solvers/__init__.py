@@ -2,5 +2,6 @@
 
 from .implicit_euler import ImplicitEulerSolver
 from .semi_implicit import SemiImplicitSolver
+from .soft_contact import SoftContactOptions
 
-__all__ = ["ImplicitEulerSolver", "SemiImplicitSolver"]
+__all__ = ["ImplicitEulerSolver", "SemiImplicitSolver", "SoftContactOptions"]

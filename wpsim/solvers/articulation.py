@@ -20,8 +20,10 @@ class ArticulationStepper:
     ``wp.Tape`` records (the tape reads them at backward time).
     """
 
-    def __init__(self, model):
+    def __init__(self, model, soft_contact=None):
         self.model = model
+        self.soft_contact = soft_contact
+        """A ``SoftContact`` replacing the penalty contact, or None."""
         self._scratch = ArticulationScratch(model, requires_grad=False)
 
     def begin(self, solver, state_in, control, dt: float):
@@ -42,7 +44,7 @@ class ArticulationStepper:
             outputs=[state_in.body_f, scratch.body_damping],
             device=device,
         )
-        if model.contact_pair_count:
+        if model.contact_pair_count and self.soft_contact is None:
             wp.launch(
                 for_precision(rigid_contact.eval_rigid_contacts, real),
                 dim=model.contact_pair_count,
@@ -91,42 +93,45 @@ class ArticulationStepper:
             outputs=[scratch.mass_matrix, scratch.rhs],
             device=device,
         )
-        self._solve(scratch, tape)
+        cholesky_solve(model, scratch.mass_matrix, scratch.rhs, scratch.qdd, scratch.factor, scratch.adjoint, tape)
+        accel = scratch.qdd if self.soft_contact is None else self.soft_contact.solve(scratch, state_in, tape)
         wp.launch(
             for_precision(articulation.integrate_joints, real),
             dim=model.joint_count,
             inputs=[
                 model.joint_type, model.joint_child, model.joint_q_start, model.joint_qd_start, model.body_world,
-                state_in.joint_q, state_in.joint_qd, scratch.qdd, real(dt), solver.step_count,
+                state_in.joint_q, state_in.joint_qd, accel, real(dt), solver.step_count,
                 solver.max_coordinate, solver.max_speed,
             ],
             outputs=[state_out.joint_q, state_out.joint_qd, solver.world_fault_step],
             device=device,
         )
 
-    def _solve(self, scratch: ArticulationScratch, tape):
-        """qdd = H^-1 rhs per articulation; on ``tape``, its backward is one transposed solve."""
-        model = self.model
-        starts = (model.articulation_dof_start, model.articulation_H_start)
+
+def cholesky_solve(model, matrix: wp.array, rhs: wp.array, out: wp.array, factor: wp.array, work: wp.array, tape):
+    """out = matrix^-1 rhs per articulation (dense symmetric positive definite blocks laid out
+    by ``articulation_H_start``; ``factor`` receives the Cholesky factors, ``work`` is
+    scratch). On ``tape`` its backward is one transposed solve (``cholesky_solve_adjoint``)."""
+    starts = (model.articulation_dof_start, model.articulation_H_start)
+    wp.launch(
+        for_precision(articulation.cholesky_solve, model.dtype),
+        dim=model.articulation_count,
+        inputs=[*starts, matrix, rhs],
+        outputs=[factor, out],
+        device=model.device,
+        record_tape=False,
+    )
+    if tape is None:
+        return
+
+    def backward():
         wp.launch(
-            for_precision(articulation.cholesky_solve, model.dtype),
+            for_precision(articulation.cholesky_solve_adjoint, model.dtype),
             dim=model.articulation_count,
-            inputs=[*starts, scratch.mass_matrix, scratch.rhs],
-            outputs=[scratch.factor, scratch.qdd],
+            inputs=[*starts, factor, out, out.grad, work],
+            outputs=[matrix.grad, rhs.grad],
             device=model.device,
             record_tape=False,
         )
-        if tape is None:
-            return
 
-        def backward():
-            wp.launch(
-                for_precision(articulation.cholesky_solve_adjoint, model.dtype),
-                dim=model.articulation_count,
-                inputs=[*starts, scratch.factor, scratch.qdd, scratch.qdd.grad, scratch.adjoint],
-                outputs=[scratch.mass_matrix.grad, scratch.rhs.grad],
-                device=model.device,
-                record_tape=False,
-            )
-
-        tape.record_func(backward=backward, arrays=[scratch.mass_matrix, scratch.rhs, scratch.qdd])
+    tape.record_func(backward=backward, arrays=[matrix, rhs, out])

@@ -10,6 +10,7 @@ from ..kernels.generic import for_precision
 from ..model import Control, Model, State
 from .articulation import ArticulationStepper
 from .base import SolverBase
+from .soft_contact import SoftContact, SoftContactOptions
 from .forces import launch_forces
 
 
@@ -39,16 +40,21 @@ class SemiImplicitSolver(SolverBase):
             gradients of the forward rollout; they differ by terms of order w (inside a
             resting contact the slope is about sigmoid(pen / w) instead of 1). 0 (default):
             exact gradients.
+        soft_contact: a ``SoftContactOptions`` to resolve rigid-body contact with static shapes
+            as soft constraints by Newton iterations (differentiated implicitly or unrolled)
+            instead of the penalty forces; None (default): penalty contact.
         **health_options: see ``SolverBase`` (raise_on_blowup, health_check_interval,
             max_coordinate, max_speed).
     """
 
-    def __init__(self, model: Model, contact_gradient_width: float = 0.0, **health_options):
+    def __init__(self, model: Model, contact_gradient_width: float = 0.0, soft_contact: SoftContactOptions | None = None,
+                 **health_options):
         super().__init__(model, **health_options)
         if not contact_gradient_width >= 0.0:
             raise ValueError(f"contact_gradient_width must be >= 0 m, got {contact_gradient_width}")
         self.contact_gradient_width = model.real(contact_gradient_width)
-        self._articulations = ArticulationStepper(model) if model.body_count else None
+        self.soft_contact = None if soft_contact is None else SoftContact(model, soft_contact)
+        self._articulations = ArticulationStepper(model, self.soft_contact) if model.body_count else None
         self._grid = None
         if model.particle_max_neighbors > 0:
             dim = int(np.clip(2 * round(model.particle_count ** (1.0 / 3.0)), 8, 128))
