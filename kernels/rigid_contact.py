@@ -31,8 +31,13 @@ from .contact import (
     contact_velocity_slopes,
     shape_sdf,
 )
-from .generic import mat33
-from .generic import kernel, set_deterministic, transform, vec3
+from .generic import kernel, mat33, set_deterministic, transform, vec3
+
+CAPSULE_BOX_SAMPLES = wp.constant(5)
+FRICTION_RATE_FACTOR = wp.constant(8.0)
+"""Multiplies dt (1/m_a + 1/m_b) in the friction slope bound of body-body contacts: several
+contact points share a pair, and rotation lowers the effective mass at a corner."""
+"""Points along a capsule's core tested against a box."""
 
 set_deterministic(__name__)
 
@@ -146,45 +151,59 @@ def add_damping(body_damping: wp.array2d(dtype=mat33), body: int, K: mat33, arm:
 @wp.func
 def add_contact(
     pen: wp.Float, n: vec3, x: vec3, body_a: int, body_b: int, ke: wp.Float, kd: wp.Float, mu: wp.Float,
-    smoothing: wp.Float, width: wp.Float, body_q: wp.array(dtype=transform),
+    smoothing: wp.Float, rate: wp.Float, width: wp.Float, body_q: wp.array(dtype=transform),
     body_qd: wp.array(dtype=vec6), body_origin: wp.array(dtype=vec3), body_f: wp.array(dtype=vec6),
     body_damping: wp.array2d(dtype=mat33),
 ):
     """Apply the compliant force of one contact (normal n from b to a, at world point x).
     With a gradient width w > 0 contacts up to 6 w apart are evaluated too (their forward
-    force is zero; their smoothed gradient is not)."""
+    force is zero; their smoothed gradient is not). Against static geometry (body_b < 0)
+    the contact's damping and friction slopes go to body_damping (treated implicitly);
+    between two bodies they stay explicit, with the friction slope bounded through
+    ``rate`` (dt over the pair's effective mass, s/kg), since one body's implicit term
+    would also resist the motion the two share."""
     if pen > -type(pen)(6.0) * width:
         v_rel = point_velocity(body_a, x, body_q, body_qd) - point_velocity(body_b, x, body_q, body_qd)
-        f = compliant_contact_force(pen, n, v_rel, ke, kd, mu, smoothing, pen * type(pen)(0.0), width)
-        kn, kt = contact_velocity_slopes(pen, n, v_rel, ke, kd, mu, smoothing, width)
-        K = wp.outer(n, n) * (kn - kt) + wp.identity(3, dtype=type(pen)) * kt
+        f = compliant_contact_force(pen, n, v_rel, ke, kd, mu, smoothing, rate, width)
         if body_a >= 0:
-            arm = x - body_origin[body_a]
-            wp.atomic_add(body_f, body_a, spatial(wp.cross(arm, f), f))
-            add_damping(body_damping, body_a, K, wp.skew(arm))
+            wp.atomic_add(body_f, body_a, spatial(wp.cross(x - body_origin[body_a], f), f))
         if body_b >= 0:
-            arm = x - body_origin[body_b]
-            wp.atomic_sub(body_f, body_b, spatial(wp.cross(arm, f), f))
-            add_damping(body_damping, body_b, K, wp.skew(arm))
+            wp.atomic_sub(body_f, body_b, spatial(wp.cross(x - body_origin[body_b], f), f))
+        if body_a < 0 or body_b < 0:  # against static geometry: implicit damping of the moving body
+            kn, kt = contact_velocity_slopes(pen, n, v_rel, ke, kd, mu, smoothing, width)
+            K = wp.outer(n, n) * (kn - kt) + wp.identity(3, dtype=type(pen)) * kt
+            moving = body_a
+            if body_a < 0:
+                moving = body_b
+            add_damping(body_damping, moving, K, wp.skew(x - body_origin[moving]))
 
 
 @wp.func
 def points_against_shape(
     kind_p: int, size_p: vec3, X_p: transform, body_p: int, points: wp.array(dtype=vec3), start_p: int,
     count_p: int, kind_s: int, size_s: vec3, X_s: transform, body_s: int, ke: wp.Float, kd: wp.Float,
-    mu: wp.Float, smoothing: wp.Float, width: wp.Float, body_q: wp.array(dtype=transform),
+    mu: wp.Float, smoothing: wp.Float, rate: wp.Float, width: wp.Float, body_q: wp.array(dtype=transform),
     body_qd: wp.array(dtype=vec6), body_origin: wp.array(dtype=vec3), body_f: wp.array(dtype=vec6),
     body_damping: wp.array2d(dtype=mat33),
 ):
     """Contacts of the contact points of shape p (mesh points from ``start_p``, ``count_p``
-    of them) against the signed distance of shape s."""
+    of them) against the signed distance of shape s. A capsule against a box is sampled at
+    five points along its core (ends, quarters, middle), so one lying across a smaller box
+    is held."""
     rot_s = wp.transform_get_rotation(X_s)
-    for k in range(point_count(kind_p, count_p)):
+    count = point_count(kind_p, count_p)
+    across_box = kind_p == SHAPE_CAPSULE and kind_s == SHAPE_BOX
+    if across_box:
+        count = CAPSULE_BOX_SAMPLES
+    for k in range(count):
         local, radius = shape_contact_point(kind_p, size_p, k, points, start_p)
+        if across_box:
+            along = type(radius)(float(k)) / type(radius)(float(CAPSULE_BOX_SAMPLES - 1))
+            local = wp.vector(local[0], local[1], size_p[1] * (type(radius)(2.0) * along - type(radius)(1.0)))
         centre = wp.transform_point(X_p, local)
         dist, n_local = shape_sdf(kind_s, wp.transform_point(wp.transform_inverse(X_s), centre), size_s)
         n = wp.quat_rotate(rot_s, n_local)
-        add_contact(radius - dist, n, centre - n * radius, body_p, body_s, ke, kd, mu, smoothing, width,
+        add_contact(radius - dist, n, centre - n * radius, body_p, body_s, ke, kd, mu, smoothing, rate, width,
                     body_q, body_qd, body_origin, body_f, body_damping)
 
 
@@ -216,7 +235,7 @@ def face_area(h: vec3, axis: int):
 @wp.func
 def box_corners_against_box(
     h_p: vec3, X_p: transform, body_p: int, h_s: vec3, X_s: transform, body_s: int, axis: int, side: wp.Float,
-    ke: wp.Float, kd: wp.Float, mu: wp.Float, smoothing: wp.Float, width: wp.Float,
+    ke: wp.Float, kd: wp.Float, mu: wp.Float, smoothing: wp.Float, rate: wp.Float, width: wp.Float,
     body_q: wp.array(dtype=transform), body_qd: wp.array(dtype=vec6), body_origin: wp.array(dtype=vec3),
     body_f: wp.array(dtype=vec6),
     body_damping: wp.array2d(dtype=mat33),
@@ -241,14 +260,14 @@ def box_corners_against_box(
             if j != axis and wp.abs(x[j]) > h_s[j] + tolerance:
                 inside = False
         if inside:
-            add_contact(h_s[axis] - side * x[axis], n, corner, body_p, body_s, ke, kd, mu, smoothing, width,
+            add_contact(h_s[axis] - side * x[axis], n, corner, body_p, body_s, ke, kd, mu, smoothing, rate, width,
                         body_q, body_qd, body_origin, body_f, body_damping)
 
 
 @wp.func
 def box_against_box(
     h_a: vec3, X_a: transform, body_a: int, h_b: vec3, X_b: transform, body_b: int, ke: wp.Float, kd: wp.Float,
-    mu: wp.Float, smoothing: wp.Float, width: wp.Float, body_q: wp.array(dtype=transform),
+    mu: wp.Float, smoothing: wp.Float, rate: wp.Float, width: wp.Float, body_q: wp.array(dtype=transform),
     body_qd: wp.array(dtype=vec6), body_origin: wp.array(dtype=vec3), body_f: wp.array(dtype=vec6),
     body_damping: wp.array2d(dtype=mat33),
 ):
@@ -257,15 +276,17 @@ def box_against_box(
     against it; on a tie the larger face is the reference, so each contact is counted once."""
     gap_b, axis_b, side_b = box_face_axis(h_a, X_a, h_b, X_b)
     gap_a, axis_a, side_a = box_face_axis(h_b, X_b, h_a, X_a)
-    tie = wp.abs(gap_a - gap_b) <= type(gap_a)(1.0e-9) * (wp.max(h_a) + wp.max(h_b))
+    # gaps within 1e-4 of the box sizes count as equal (rounding, float32 above all): then
+    # the larger face is the reference, so a small box resting on a big one is held
+    tie = wp.abs(gap_a - gap_b) <= type(gap_a)(1.0e-4) * (wp.max(h_a) + wp.max(h_b))
     b_is_reference = gap_b > gap_a
     if tie:
         b_is_reference = face_area(h_b, axis_b) >= face_area(h_a, axis_a)
     if b_is_reference:
-        box_corners_against_box(h_a, X_a, body_a, h_b, X_b, body_b, axis_b, side_b, ke, kd, mu, smoothing, width,
+        box_corners_against_box(h_a, X_a, body_a, h_b, X_b, body_b, axis_b, side_b, ke, kd, mu, smoothing, rate, width,
                                 body_q, body_qd, body_origin, body_f, body_damping)
     else:
-        box_corners_against_box(h_b, X_b, body_b, h_a, X_a, body_a, axis_a, side_a, ke, kd, mu, smoothing, width,
+        box_corners_against_box(h_b, X_b, body_b, h_a, X_a, body_a, axis_a, side_a, ke, kd, mu, smoothing, rate, width,
                                 body_q, body_qd, body_origin, body_f, body_damping)
 
 
@@ -289,7 +310,9 @@ def eval_rigid_contacts(
     shape_point_start: wp.array(dtype=int),
     shape_point_count: wp.array(dtype=int),
     shape_points: wp.array(dtype=vec3),
+    body_mass: wp.array(dtype=wp.Float),
     friction_smoothing: wp.Float,
+    dt: wp.Float,
     gradient_width: wp.Float,
     body_origin: wp.array(dtype=vec3),
     body_q: wp.array(dtype=transform),
@@ -297,9 +320,10 @@ def eval_rigid_contacts(
     body_f: wp.array(dtype=vec6),
     body_damping: wp.array2d(dtype=mat33),
 ):
-    """One thread per candidate shape pair: add its contact wrenches into body_f and the
-    contacts' velocity slopes into body_damping (B, 3): the spatial damping blocks (ww, wv,
-    vv) that the joint-space solve treats implicitly. ``gradient_width`` (m) > 0 selects
+    """One thread per candidate shape pair: add its contact wrenches into body_f and, for
+    contacts with static geometry, their velocity slopes into body_damping (B, 3): the
+    spatial damping blocks (ww, wv, vv) that the joint-space solve treats implicitly. ``dt``
+    (s) bounds the friction slope of body-body contacts; ``gradient_width`` (m) > 0 selects
     the smoothed contact gradient."""
     i = wp.tid()
     a = contact_pair[i, 0]
@@ -310,7 +334,7 @@ def eval_rigid_contacts(
     bb = shape_body[b]
     Xa = shape_pose(ba, shape_transform[a], body_q)
     Xb = shape_pose(bb, shape_transform[b], body_q)
-    half = type(gradient_width)(0.5)
+    half = type(dt)(0.5)
     ke = (shape_ke[a] + shape_ke[b]) * half
     kd = (shape_kd[a] + shape_kd[b]) * half
     mu = (shape_mu[a] + shape_mu[b]) * half
@@ -318,12 +342,15 @@ def eval_rigid_contacts(
     sb = shape_size[b]
     smooth = friction_smoothing
     width = gradient_width
+    rate = dt * type(dt)(0.0)
+    if ba >= 0 and bb >= 0:  # explicit friction between bodies: slope bounded by the pair's mass
+        rate = dt * type(dt)(FRICTION_RATE_FACTOR) * (type(dt)(1.0) / body_mass[ba] + type(dt)(1.0) / body_mass[bb])
     pa, na = shape_point_start[a], shape_point_count[a]
     pb, nb = shape_point_start[b], shape_point_count[b]
     round_a = ka == SHAPE_SPHERE or ka == SHAPE_CAPSULE
     round_b = kb == SHAPE_SPHERE or kb == SHAPE_CAPSULE
     if ka == SHAPE_BOX and kb == SHAPE_BOX:
-        box_against_box(sa, Xa, ba, sb, Xb, bb, ke, kd, mu, smooth, width, body_q, body_qd, body_origin, body_f,
+        box_against_box(sa, Xa, ba, sb, Xb, bb, ke, kd, mu, smooth, rate, width, body_q, body_qd, body_origin, body_f,
                         body_damping)
     elif round_a and round_b:
         ca, cb = closest_segment_points(
@@ -334,11 +361,11 @@ def eval_rigid_contacts(
         dist = wp.length(d)
         if dist > dist * type(dist)(0.0):
             n = d / dist
-            add_contact(sa[0] + sb[0] - dist, n, ca - n * sa[0], ba, bb, ke, kd, mu, smooth, width,
+            add_contact(sa[0] + sb[0] - dist, n, ca - n * sa[0], ba, bb, ke, kd, mu, smooth, rate, width,
                         body_q, body_qd, body_origin, body_f, body_damping)
     elif kb == SHAPE_PLANE or kb == SHAPE_BOX or (ka == SHAPE_MESH and round_b):
-        points_against_shape(ka, sa, Xa, ba, shape_points, pa, na, kb, sb, Xb, bb, ke, kd, mu, smooth, width,
+        points_against_shape(ka, sa, Xa, ba, shape_points, pa, na, kb, sb, Xb, bb, ke, kd, mu, smooth, rate, width,
                              body_q, body_qd, body_origin, body_f, body_damping)
     elif ka == SHAPE_BOX or (kb == SHAPE_MESH and round_a):
-        points_against_shape(kb, sb, Xb, bb, shape_points, pb, nb, ka, sa, Xa, ba, ke, kd, mu, smooth, width,
+        points_against_shape(kb, sb, Xb, bb, shape_points, pb, nb, ka, sa, Xa, ba, ke, kd, mu, smooth, rate, width,
                              body_q, body_qd, body_origin, body_f, body_damping)

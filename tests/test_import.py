@@ -185,3 +185,30 @@ def test_truncated_and_corrupted_files_fail_cleanly(tmp_path, name):
         except ValueError as error:
             assert str(path) in str(error)
             assert builder.bodies.count == 0 and builder.shapes.count == 0
+
+
+def test_mjcf_box_fromto_and_cylinder_mass_match_mujoco(tmp_path):
+    mujoco = pytest.importorskip("mujoco")
+    path = tmp_path / "shapes.xml"
+    path.write_text('<mujoco><worldbody>'
+                    '<body name="a"><freejoint/><geom type="box" size="0.05" fromto="0 0 0 0 0 0.4"/></body>'
+                    '<body name="b" pos="1 0 0"><freejoint/><geom type="cylinder" size="0.3 0.02"/></body>'
+                    '</worldbody></mujoco>')
+    model = import_mjcf(path)[0].finalize(dtype=wp.float64)
+    mj = mujoco.MjModel.from_xml_path(str(path))
+    assert np.allclose(model.body_mass.numpy(), mj.body_mass[1:], rtol=1e-9)
+    assert np.allclose(model.shape_size.numpy()[0], (0.05, 0.05, 0.2))
+
+
+def test_urdf_limit_with_one_bound_and_world_as_child(tmp_path):
+    inertial = '<inertial><mass value="1"/><inertia ixx="1" iyy="1" izz="1"/></inertial>'
+    path = tmp_path / "r.urdf"
+    path.write_text(f'<robot name="r"><link name="world"/><link name="a">{inertial}</link>'
+                    '<joint name="j" type="revolute"><parent link="world"/><child link="a"/><limit upper="1"/></joint>'
+                    '</robot>')
+    model = import_urdf(path)[0].finalize(dtype=wp.float64)
+    assert model.joint_limit_lower.numpy()[0] == 0.0 and model.joint_limit_upper.numpy()[0] == 1.0
+    path.write_text(f'<robot name="r"><link name="world"/><link name="a">{inertial}</link>'
+                    '<joint name="j" type="fixed"><parent link="a"/><child link="world"/></joint></robot>')
+    with pytest.raises(ValueError, match="world link cannot be a child"):
+        import_urdf(path)

@@ -202,7 +202,7 @@ def test_ball_bounces_to_restitution_height():
 
 def test_stack_of_five_boxes_stands_for_5s():
     b = wpsim.ModelBuilder()
-    contact = dict(ke=1.0e5, kd=400.0, mu=0.6)
+    contact = dict(ke=1.0e5, kd=100.0, mu=0.6)
     b.add_ground_plane(**contact)
     half = 0.1
     for k in range(5):
@@ -429,3 +429,54 @@ def test_float32_stacks_far_from_the_origin_behave_like_the_first():
     z = final.body_q.numpy()[:, 2].reshape(16, 5)
     assert np.abs(z - z[0]).max() < 1e-4
     assert np.abs(z[0] - (0.1 + 0.2 * np.arange(5))).max() < 0.005
+
+
+# ---------------------------------------------------------------- regressions
+def test_small_box_rests_on_a_big_box_in_float32():
+    b = wpsim.ModelBuilder()
+    b.add_shape_box(pos=(0.013, 0.007, 0.5), hx=1.0, hy=1.0, hz=0.5)
+    cube = b.add_body()
+    b.add_shape_box(cube, hx=0.05, hy=0.05, hz=0.05)
+    b.add_joint_free(cube, pos=(0.0, 0.0, 1.05))
+    final = run(b.finalize(), 1000, 1e-3)
+    assert abs(final.joint_q.numpy()[2] - 1.05) < 0.002
+
+
+def test_capsule_lying_across_a_small_box_is_held():
+    b = wpsim.ModelBuilder()
+    b.add_shape_box(pos=(0.0, 0.0, 0.1), hx=0.1, hy=0.1, hz=0.1)
+    rod = b.add_body()
+    b.add_shape_capsule(rod, rot=(0.0, 0.7071068, 0.0, 0.7071068), radius=0.05, half_height=1.0, ke=1.0e5, kd=50.0)
+    b.add_joint_free(rod, pos=(0.0, 0.0, 0.26))
+    final = run(b.finalize(dtype=wp.float64), 1000, 1e-3)
+    assert 0.24 < final.joint_q.numpy()[2] < 0.26
+
+
+@pytest.mark.parametrize("kd", [0.0, 1.0e3, 1.0e4])
+def test_touching_bodies_fall_together_at_g(kd):
+    """Contact damping between two bodies must not resist the motion they share."""
+    b = wpsim.ModelBuilder()
+    for k in range(2):
+        ball = b.add_body()
+        b.add_shape_sphere(ball, radius=0.1, kd=kd)
+        b.add_joint_free(ball, pos=(0.0, 0.0, 1.0 + 0.2 * k - 5e-4))
+    final = run(b.finalize(dtype=wp.float64), 100, 1e-3)
+    vz = final.joint_qd.numpy().reshape(2, 6)[:, 2]
+    assert vz.mean() / 0.1 == pytest.approx(-9.81, rel=1e-6)
+
+
+def test_long_chains_and_massless_intermediate_links_build():
+    b = wpsim.ModelBuilder()
+    parent = -1
+    for k in range(1200):
+        link = b.add_body(mass=1.0, inertia=(0.01, 0.01, 0.01))
+        b.add_joint_revolute(parent, link, axis=(1.0, 0.0, 0.0), parent_pos=(0.0, 0.0, -0.01))
+        parent = link
+    assert b.finalize().joint_dof_count == 1200
+    b = wpsim.ModelBuilder()  # a universal joint: a massless link between two hinges
+    cross = b.add_body()
+    b.add_joint_revolute(-1, cross, axis=(1.0, 0.0, 0.0))
+    link = b.add_body(mass=1.0, com=(0.0, 0.0, -0.3), inertia=(0.01, 0.01, 0.01))
+    b.add_joint_revolute(cross, link, axis=(0.0, 1.0, 0.0), q=0.3)
+    final = run(b.finalize(dtype=wp.float64), 200, 1e-3)
+    assert np.isfinite(final.joint_q.numpy()).all() and abs(final.joint_q.numpy()[1]) < 0.3

@@ -188,3 +188,39 @@ def test_exported_physics_stage_reopens_in_a_separate_process(tmp_path):
     assert [types[f"/World/body_{b}"] for b in range(5)] == ["Xform"] * 5
     assert types["/World/body_3/shape_5"] == "Mesh" and types["/World/static/shape_0"] == "Plane"
     assert np.allclose(stage["prims"]["/World/body_0"]["world_translation"], (0.0, 0.0, 0.6))
+
+
+def test_mass_only_bodies_colliders_on_body_prims_massless_links_and_zero_gravity(tmp_path):
+    path = tmp_path / "s.usda"
+    path.write_text('''#usda 1.0
+(
+    metersPerUnit = 1
+    upAxis = "Z"
+)
+def Xform "World"
+{
+    def PhysicsScene "scene"
+    {
+        vector3f physics:gravityDirection = (0, 0, -1)
+        float physics:gravityMagnitude = 0
+    }
+    def Cube "box" (prepend apiSchemas = ["PhysicsRigidBodyAPI", "PhysicsCollisionAPI", "PhysicsMassAPI"])
+    {
+        double size = 0.2
+        float physics:mass = 3
+    }
+}
+''')
+    builder, scene = import_usd(path)
+    model = builder.finalize(dtype=wp.float64)
+    assert builder.gravity == 0.0 and scene.bodies == {"/World/box": 0}
+    assert model.body_mass.numpy()[0] == pytest.approx(3.0)
+    assert np.allclose(np.diag(model.body_inertia.numpy()[0]), 3.0 * 0.02 / 3.0)  # m (h^2 + h^2) / 3, h = 0.1
+    b = wpsim.ModelBuilder(gravity=0.0)  # a massless welded marker survives a round trip
+    arm = b.add_body(mass=1.0, inertia=(0.01, 0.01, 0.01))
+    b.add_joint_revolute(-1, arm)
+    marker = b.add_body()
+    b.add_shape_box(marker, hx=0.1, hy=0.1, hz=0.1, density=0.0)
+    b.add_joint_fixed(arm, marker)
+    back = import_usd(export_physics(b.finalize(), tmp_path / "m.usda"))[0]
+    assert back.gravity == 0.0 and back.bodies.array("mass").tolist() == [1.0, 0.0]

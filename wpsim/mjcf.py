@@ -7,12 +7,12 @@ Supported: ``<compiler angle eulerseq meshdir autolimits>``, ``<option timestep 
 fullinertia>``, at most one ``<joint type="hinge|slide|ball|free">`` (``axis pos range
 limited damping armature``) or ``<freejoint>``, and ``<geom type="sphere|capsule|box|
 cylinder|mesh|plane">`` (``size fromto pos quat|euler|axisangle density mass friction``;
-a cylinder becomes a capsule of the same radius and length; planes only in the
-worldbody); ``<actuator>`` ``<motor joint gear>``, ``<position joint kp>`` and
+a cylinder becomes a capsule of the same radius, overall length and mass; planes only in
+the worldbody; geoms with contype and conaffinity 0 are visual and skipped); ``<actuator>`` ``<motor joint gear>``, ``<position joint kp>`` and
 ``<velocity joint kv>`` (position/velocity actuators set the joint's drive gains).
 
 Rejected with a ``SceneFileError`` naming the file and element: malformed XML, unknown
-joint or geom types, several joints in one body, default classes, missing mesh files,
+joint or geom types, several joints in one body, default classes, ``<frame>``, missing mesh files,
 non-positive masses or inertias, unknown joint names in actuators. A body without a joint
 is welded to its parent. Without ``<inertial>`` a body's mass comes from its geoms
 (density 1000 kg/m^3 unless given), as in MuJoCo. Contact stiffness and damping are not
@@ -108,7 +108,7 @@ class _Reader:
         raise SceneFileError(f"{self.path}: {describe(element)}: {message}")
 
     # -------------------------------------------------------------- bodies
-    def add_body(self, b: ModelBuilder, element, parent: int, parent_pose: tuple):
+    def add_body(self, b: ModelBuilder, element, parent: int):
         """Add ``element`` (a <body>) under body ``parent``, then its children."""
         pos = floats(self.path, element, "pos", 3, (0.0, 0.0, 0.0))
         rot = self.rotation(element)
@@ -129,10 +129,17 @@ class _Reader:
         name = element.get("name") or f"body{body}"
         self.scene.bodies[name] = body
         self.add_joint(b, element, body, parent, pos, rot)
-        for geom in element.findall("geom"):
+        for geom in self.children(element, "geom"):
             self.add_geom(b, geom, body, use_density=inertial is None)
-        for child in element.findall("body"):
-            self.add_body(b, child, body, (pos, rot))
+        for child in self.children(element, "body"):
+            self.add_body(b, child, body)
+
+    def children(self, element, tag: str) -> list:
+        """``tag`` children of ``element``; <frame> elements are rejected (not supported)."""
+        frame = element.find("frame")
+        if frame is not None:
+            self.fail(frame, "<frame> is not supported; place its bodies and geoms directly")
+        return element.findall(tag)
 
     def inertia(self, inertial) -> np.ndarray:
         """Inertia tensor (kg m^2) about the centre of mass in body axes."""
@@ -193,6 +200,8 @@ class _Reader:
     # -------------------------------------------------------------- geoms
     def add_geom(self, b: ModelBuilder, geom, body: int, use_density: bool):
         gtype = self.attr(geom, "type", "sphere")
+        if self.attr(geom, "contype", "1") == "0" and self.attr(geom, "conaffinity", "1") == "0":
+            return None  # visual only
         friction = self.vector(geom, "friction", (1, 2, 3), (1.0,))
         contact = dict(ke=self.ke, kd=self.kd, mu=float(friction[0]))
         pos = floats(self.path, geom, "pos", 3, (0.0, 0.0, 0.0))
@@ -207,7 +216,9 @@ class _Reader:
             if length < 1e-12:
                 self.fail(geom, "fromto has zero length")
             pos, rot = 0.5 * (a + c), quat_between_z((c - a) / length)
-            size = np.array([size[0], 0.5 * length, size[0]])
+            # capsules and cylinders: radius and half length; boxes: square cross-section
+            size = np.array([size[0], 0.5 * length, size[0]]) if gtype != "box" else \
+                np.array([size[0], size[0], 0.5 * length])
         density = float(self.attr(geom, "density", 1000.0)) if use_density else 0.0
         try:
             if gtype == "plane":
@@ -235,12 +246,20 @@ class _Reader:
             r = size[0]
             return 4.0 / 3.0 * math.pi * r**3, lambda body, p, q, rho, c: b.add_shape_sphere(
                 body, p, q, radius=r, density=rho, **c)
-        if gtype in ("capsule", "cylinder"):
+        if gtype == "capsule":
             need(2)
             r, half = size[0], size[1]
             volume = math.pi * r * r * 2 * half + 4.0 / 3.0 * math.pi * r**3
             return volume, lambda body, p, q, rho, c: b.add_shape_capsule(
                 body, p, q, radius=r, half_height=half, density=rho, **c)
+        if gtype == "cylinder":  # a capsule of the same radius, overall length and mass
+            need(2)
+            r, half = size[0], size[1]
+            core = max(half - r, 0.0)
+            volume = math.pi * r * r * 2 * half
+            capsule = math.pi * r * r * 2 * core + 4.0 / 3.0 * math.pi * r**3
+            return volume, lambda body, p, q, rho, c: b.add_shape_capsule(
+                body, p, q, radius=r, half_height=core, density=rho * volume / capsule, **c)
         if gtype == "box":
             need(3)
             return 8.0 * float(np.prod(size[:3])), lambda body, p, q, rho, c: b.add_shape_box(
@@ -310,10 +329,10 @@ def import_mjcf(path, builder: ModelBuilder | None = None, ke: float = 1.0e4, kd
         raise SceneFileError(f"{path}: no <worldbody>")
 
     def build(b):
-        for geom in world.findall("geom"):
+        for geom in reader.children(world, "geom"):
             reader.add_geom(b, geom, -1, use_density=False)
-        for body in world.findall("body"):
-            reader.add_body(b, body, -1, (np.zeros(3), _IDENTITY))
+        for body in reader.children(world, "body"):
+            reader.add_body(b, body, -1)
         reader.add_actuators(b, root)
 
     add_all_or_nothing(builder, build)

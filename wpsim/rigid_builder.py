@@ -220,27 +220,31 @@ class RigidBodyBuilder:
         jtype = joints.array("type")
         body_joint = np.full(nb, -1, dtype=np.int64)
         body_joint[child] = np.arange(nj)
+        has_children = np.zeros(nb, dtype=bool)
+        has_children[parent[parent >= 0]] = True
         for b in range(nb):
             if body_joint[b] < 0:
                 raise ValueError(f"body {b} has no joint: attach it with add_joint_free (floating) or another joint")
-            # a massless body may be welded (fixed joint) to its parent: it adds nothing
-            welded = jtype[body_joint[b]] == JOINT_FIXED
-            _check_inertia("body", b, float(bodies.array("mass")[b]), bodies.array("inertia")[b], strict=not welded)
+            # a massless body may be welded to its parent or carry other bodies (an
+            # intermediate link of a universal joint): only a moving leaf must have mass
+            leaf_moving = jtype[body_joint[b]] != JOINT_FIXED and not has_children[b]
+            _check_inertia("body", b, float(bodies.array("mass")[b]), bodies.array("inertia")[b], strict=leaf_moving)
         # depth-first order, articulation by articulation (roots in joint order)
         kids = {b: [] for b in range(-1, nb)}
         for j in range(nj):
             kids[int(parent[j])].append(j)
         dfs, dfs_end, art_start, art_of = [], np.zeros(nj, np.int64), [0], np.zeros(nj, np.int64)
-
-        def visit(j, a):
-            art_of[j] = a
-            dfs.append(j)
-            for k in kids[int(child[j])]:
-                visit(k, a)
-            dfs_end[j] = len(dfs)
-
-        for a, root in enumerate(kids[-1]):
-            visit(root, a)
+        for a, root in enumerate(kids[-1]):  # iterative depth-first walk (chains may be long)
+            stack = [(root, False)]
+            while stack:
+                j, done = stack.pop()
+                if done:
+                    dfs_end[j] = len(dfs)
+                    continue
+                art_of[j] = a
+                dfs.append(j)
+                stack.append((j, True))
+                stack.extend((k, False) for k in reversed(kids[int(child[j])]))
             art_start.append(len(dfs))
         dfs = np.asarray(dfs, dtype=np.int64)
         dfs_pos = np.empty(nj, np.int64)

@@ -86,7 +86,7 @@ def box_stack(count: int = 5, half: float = 0.1) -> ModelBuilder:
     """``count`` boxes (half extent ``half`` m, 4 kg each at the default size) stacked on
     the ground on free joints. Stable at dt = 1e-3 s."""
     b = ModelBuilder()
-    contact = dict(ke=1.0e5, kd=400.0, mu=0.6)
+    contact = dict(ke=1.0e5, kd=100.0, mu=0.6)
     b.add_ground_plane(**contact)
     for k in range(count):
         body = b.add_body()

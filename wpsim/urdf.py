@@ -130,6 +130,8 @@ def import_urdf(path, builder: ModelBuilder | None = None, floating: bool = Fals
                 raise SceneFileError(f"{path}: {describe(joint)}: unknown link \"{name}\"")
         if c in parent_of:
             raise SceneFileError(f"{path}: {describe(joint)}: link \"{c}\" already has a parent joint")
+        if c == "world" and links["world"].find("inertial") is None:
+            raise SceneFileError(f"{path}: {describe(joint)}: the world link cannot be a child")
         parent_of[c] = p
         joints.append((joint, jtype, p, c))
     world = "world" if "world" in links and links["world"].find("inertial") is None else None
@@ -188,10 +190,8 @@ def _moving_joint(path: Path, b: ModelBuilder, joint, jtype: str, parent: int, c
     if dynamics is not None:
         dof["damping"] = float(floats(path, dynamics, "damping", 1, (0.0,))[0])
     limit = joint.find("limit")
-    if limit is not None and jtype != "continuous":
-        lower = floats(path, limit, "lower", 1)
-        upper = floats(path, limit, "upper", 1)
-        if lower is not None and upper is not None:
-            dof.update(limit_lower=float(lower[0]), limit_upper=float(upper[0]))
+    if limit is not None and jtype != "continuous":  # URDF: a missing bound is 0
+        dof.update(limit_lower=float(floats(path, limit, "lower", 1, (0.0,))[0]),
+                   limit_upper=float(floats(path, limit, "upper", 1, (0.0,))[0]))
     add = b.add_joint_prismatic if jtype == "prismatic" else b.add_joint_revolute
     return add(parent, child, axis=axis, parent_pos=pos, parent_rot=rot, **dof)

@@ -10,7 +10,9 @@ UsdPhysics has no attribute for is written as ``wpsim:`` attributes: contact sti
 damping and friction of shapes, joint damping, armature, limit stiffness and damping, and
 the initial joint coordinates and velocities. The stage is written atomically.
 
-Import (``import_usd``): the same, from any stage using that subset. Lengths are scaled by
+Import (``import_usd``): the same, from any stage using that subset (bodies and joints are
+named by prim path in the returned ``ImportedScene``; a MassAPI with only a mass scales
+the colliders' mass properties to it, an authored mass of 0 makes a body massless). Lengths are scaled by
 ``metersPerUnit``, masses by ``kilogramsPerUnit``; the stage's up axis (Y or Z) becomes the
 builder's; revolute limits and angular drive gains are converted from degrees. Bodies
 without a joint are free; without ``wpsim:q`` a joint starts at coordinate 0. Rejected
@@ -78,15 +80,16 @@ def export_physics(model, path) -> Path:
     stage.SetDefaultPrim(root.GetPrim())
     scene = UsdPhysics.Scene.Define(stage, "/World/physicsScene")
     g = model.gravity.numpy()[0].astype(np.float64)
+    down = -np.asarray(model.up_vector, dtype=np.float64)
     scene.CreateGravityMagnitudeAttr(float(np.linalg.norm(g)))
-    scene.CreateGravityDirectionAttr(Gf.Vec3f(*(g / max(np.linalg.norm(g), 1e-300))))
+    scene.CreateGravityDirectionAttr(Gf.Vec3f(*(g / np.linalg.norm(g) if np.linalg.norm(g) > 0 else down)))
     state = model.state(requires_grad=False)
     eval_fk(model, state)
     poses = state.body_q.numpy().astype(np.float64)
     q0, qd0 = state.joint_q.numpy().astype(np.float64), state.joint_qd.numpy().astype(np.float64)
 
     def double_attr(prim, name, values):
-        prim.CreateAttribute(f"wpsim:{name}", Sdf.ValueTypeNames.DoubleArray).Set(Vt.DoubleArray(list(values)))
+        prim.CreateAttribute(f"wpsim:{name}", Sdf.ValueTypeNames.DoubleArray).Set(Vt.DoubleArray([float(v) for v in values]))
 
     def int_attr(prim, name, value):
         prim.CreateAttribute(f"wpsim:{name}", Sdf.ValueTypeNames.Int).Set(int(value))
@@ -222,11 +225,19 @@ class _StageReader:
         if not np.allclose(scale, 1.0, atol=1e-6):
             self.fail(prim, f"rigid bodies must not be scaled (scale {scale.tolist()})")
         mass_api = UsdPhysics.MassAPI(prim)
-        mass = mass_api.GetMassAttr().Get() if mass_api else None
+        mass_attr = mass_api.GetMassAttr() if mass_api else None
+        mass = mass_attr.Get() if mass_attr and mass_attr.HasAuthoredValue() else None
         b = self.builder
-        if mass is not None and mass > 0.0:
-            com = np.array(mass_api.GetCenterOfMassAttr().Get() or (0.0, 0.0, 0.0), dtype=np.float64) * self.mpu
-            moments = np.array(mass_api.GetDiagonalInertiaAttr().Get() or (0.0, 0.0, 0.0), dtype=np.float64)
+        com = np.array(mass_api.GetCenterOfMassAttr().Get() or (0.0, 0.0, 0.0), dtype=np.float64) if mass_api \
+            else np.zeros(3)
+        com = com * self.mpu if np.isfinite(com).all() else np.zeros(3)  # unauthored: (-inf, -inf, -inf)
+        moments = np.array(mass_api.GetDiagonalInertiaAttr().Get() or (0.0, 0.0, 0.0), dtype=np.float64) if mass_api \
+            else np.zeros(3)
+        self.target_mass = None  # set: scale the colliders' mass properties to this mass (kg)
+        density = 1000.0
+        if mass is not None and mass == 0.0:
+            density = 0.0  # an authored zero: massless (e.g. a welded marker)
+        if mass is not None and mass > 0.0 and (moments > 0.0).all():
             axes = mass_api.GetPrincipalAxesAttr().Get()
             axes = None if axes is None else np.array([*axes.GetImaginary(), axes.GetReal()], dtype=np.float64)
             R = np.eye(3) if axes is None or np.linalg.norm(axes) < 1e-12 else quat_to_matrix(axes)
@@ -238,15 +249,29 @@ class _StageReader:
             density = 0.0
         else:
             body = b.add_body()
-            density = 1000.0
+            if mass is not None and mass > 0.0:
+                self.target_mass = float(mass) * self.kpu
         self.body_of_path[prim.GetPath()] = body
-        self.scene.bodies[prim.GetName()] = body
+        self.scene.bodies[str(prim.GetPath())] = body
         return body, pos, rot, density
 
+    def scale_body_mass(self, prim, body: int):
+        """A body whose MassAPI gives only its mass: scale the colliders' mass properties to it."""
+        if self.target_mass is None:
+            return
+        masses, inertias = self.builder.bodies.array("mass"), self.builder.bodies.array("inertia")
+        if not masses[body] > 0.0:
+            self.fail(prim, "MassAPI gives a mass but no inertia, and the body has no colliders to derive it from")
+        inertias[body] *= self.target_mass / masses[body]
+        masses[body] = self.target_mass
+
     def add_shapes(self, owner, body: int, body_pose: tuple | None, density: float):
-        """Collision shapes among the descendants of ``owner`` (stopping at other bodies)."""
+        """Collision shapes on ``owner`` (a body prim may be its own collider) and among its
+        descendants, stopping at other bodies."""
         from pxr import UsdPhysics
 
+        if owner.HasAPI(UsdPhysics.RigidBodyAPI) and owner.HasAPI(UsdPhysics.CollisionAPI):
+            self.add_shape(owner, body, body_pose, density)
         for prim in owner.GetChildren():
             if prim.HasAPI(UsdPhysics.RigidBodyAPI):
                 continue
@@ -280,10 +305,12 @@ class _StageReader:
                 return b.add_shape_box(body, pos, rot, *half, density=density, **contact)
             if prim.IsA(UsdGeom.Capsule):
                 capsule = UsdGeom.Capsule(prim)
-                axis = _AXES[str(capsule.GetAxisAttr().Get())]
+                token = str(capsule.GetAxisAttr().Get())
+                axis = _AXES[token]
                 rot = _quat_mul(rot, quat_between((0.0, 0.0, 1.0), axis))
-                radius = capsule.GetRadiusAttr().Get() * self.mpu
-                half = 0.5 * capsule.GetHeightAttr().Get() * self.mpu
+                along = "XYZ".index(token)
+                radius = capsule.GetRadiusAttr().Get() * np.delete(scale, along).max() * self.mpu
+                half = 0.5 * capsule.GetHeightAttr().Get() * scale[along] * self.mpu
                 return b.add_shape_capsule(body, pos, rot, radius=radius, half_height=half, density=density,
                                            **contact)
             if prim.IsA(UsdGeom.Mesh):
@@ -334,7 +361,7 @@ class _StageReader:
             raise
         except ValueError as error:
             self.fail(prim, str(error))
-        self.scene.joints[prim.GetName()] = index
+        self.scene.joints[str(prim.GetPath())] = index
 
     def add_single_dof(self, prim, parent: int, child: int, frames: dict) -> int:
         from pxr import UsdPhysics
@@ -351,10 +378,10 @@ class _StageReader:
             if value is not None and math.isfinite(value):
                 dof[name] = value * to_si
         drive = UsdPhysics.DriveAPI(prim, "angular" if revolute else "linear")
-        if drive:
-            per_rad = 180.0 / math.pi if revolute else 1.0
-            dof["target_ke"] = (drive.GetStiffnessAttr().Get() or 0.0) * per_rad
-            dof["target_kd"] = (drive.GetDampingAttr().Get() or 0.0) * per_rad
+        if drive:  # stage units: torque per degree (mass * length^2 / time^2) or force per length
+            per_si = 180.0 / math.pi * self.kpu * self.mpu**2 if revolute else self.kpu
+            dof["target_ke"] = (drive.GetStiffnessAttr().Get() or 0.0) * per_si
+            dof["target_kd"] = (drive.GetDampingAttr().Get() or 0.0) * per_si
         q = float(self.custom(prim, "q", [0.0])[0])
         qd = float(self.custom(prim, "qd", [0.0])[0])
         add = self.builder.add_joint_revolute if revolute else self.builder.add_joint_prismatic
@@ -388,7 +415,9 @@ def import_usd(path, builder: ModelBuilder | None = None) -> tuple:
             scene = UsdPhysics.Scene(prim)
             direction = np.array(scene.GetGravityDirectionAttr().Get() or (0, 0, 0), dtype=np.float64)
             magnitude = scene.GetGravityMagnitudeAttr().Get()
-            if magnitude is not None and np.isfinite(magnitude) and magnitude >= 0 and np.linalg.norm(direction) > 0:
+            if magnitude == 0.0:
+                gravity = 0.0
+            elif magnitude is not None and np.isfinite(magnitude) and magnitude > 0 and np.linalg.norm(direction) > 0:
                 gravity = float(direction[builder.up_axis] / np.linalg.norm(direction) * magnitude * reader.mpu)
 
     def build(b):
@@ -398,6 +427,7 @@ def import_usd(path, builder: ModelBuilder | None = None) -> tuple:
                 body, pos, rot, density = reader.add_body(prim)
                 poses[body] = (pos, rot)
                 reader.add_shapes(prim, body, (pos, rot), density)
+                reader.scale_body_mass(prim, body)
             elif prim.HasAPI(UsdPhysics.CollisionAPI) and not _in_body(prim):
                 reader.add_shape(prim, -1, None, 0.0)
         joint_prims = [p for p in prims if p.IsA(UsdPhysics.Joint)]
@@ -411,7 +441,7 @@ def import_usd(path, builder: ModelBuilder | None = None) -> tuple:
             else:
                 body = reader.body_of_path[prim.GetPath()]
                 velocity = reader.custom(prim, "qd", np.zeros(6))
-                reader.scene.joints[f"{prim.GetName()}_free"] = b.add_joint_free(
+                reader.scene.joints[f"{prim.GetPath()}:free"] = b.add_joint_free(
                     body, pos=poses[body][0], rot=poses[body][1], lin_vel=velocity[:3], ang_vel=velocity[3:])
 
     add_all_or_nothing(builder, build)
