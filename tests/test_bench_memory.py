@@ -4,6 +4,8 @@ so the growth targets are asserted; no timings are."""
 
 import math
 
+import pytest
+
 from wpsim import bench
 from wpsim.bench_process import parse_peak_bytes
 
@@ -34,3 +36,18 @@ def test_implicit_adjoint_memory_does_not_grow_with_newton_iterations():
     assert peaks["unrolled", 1] > peaks["implicit", 1]
     ratios = {r["params"]["mode"]: r["value"] for r in records if r["metric"] == "memory_ratio"}
     assert ratios["implicit"] == peaks["implicit", 20] / peaks["implicit", 1]
+
+
+def test_implicit_contact_memory_does_not_grow_with_newton_iterations():
+    """Quick suite: 1 and 10 Newton iterations at 16 contacts, and 16 and 64 contacts."""
+    records = bench.run_suites(["implicit_contact"], device="cpu", quick=True)
+    peaks = {(r["params"]["mode"], r["params"]["iterations"], r["params"]["contacts"]): r["value"]
+             for r in records if r["metric"] == "peak_memory_bytes"}
+    assert set(peaks) == {(m, n, c) for m in ("unrolled", "implicit") for n, c in ((1, 16), (10, 16), (10, 64))}
+    assert peaks["implicit", 10, 16] < 1.04 * peaks["implicit", 1, 16]
+    assert peaks["unrolled", 10, 16] > 1.5 * peaks["unrolled", 1, 16]
+    assert peaks["unrolled", 10, 64] > 2.0 * peaks["implicit", 10, 64]
+    gradients = {r["params"]["mode"]: r["params"]["gradient_norm"] for r in records
+                 if r["metric"] == "peak_memory_bytes" and r["params"]["iterations"] == 10
+                 and r["params"]["contacts"] == 16}
+    assert gradients["implicit"] == pytest.approx(gradients["unrolled"], rel=1e-9)

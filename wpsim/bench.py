@@ -33,6 +33,7 @@ METRIC_UNITS = {
     "world_steps_per_s": "world-steps/s",
     "backward_over_forward": "x",
     "memory_ratio": "x",
+    "time_ratio": "x",
     "wall_s": "s",
     "peak_memory_bytes": "MiB",
     "launches_per_step": "launches",
@@ -282,6 +283,13 @@ def implicit_integration_suite(device=None, quick: bool = False) -> list[dict]:
     return suite(device, quick)
 
 
+def implicit_contact_suite(device=None, quick: bool = False) -> list[dict]:
+    """Suite ``implicit_contact`` (see ``wpsim.bench_contact``)."""
+    from .bench_contact import implicit_contact_suite as suite
+
+    return suite(device, quick)
+
+
 def checkpoint_suite(device=None, quick: bool = False) -> list[dict]:
     """Suite ``checkpoint`` (see ``wpsim.bench_checkpoint``)."""
     from .bench_checkpoint import checkpoint_suite as suite
@@ -293,6 +301,7 @@ SUITES: dict[str, Callable[..., list]] = {
     "forward": forward_suite,
     "checkpoint": checkpoint_suite,
     "implicit_integration": implicit_integration_suite,
+    "implicit_contact": implicit_contact_suite,
     "rigid": rigid_suite,
 }
 """Registered suites by name; each is ``(device, quick: bool) -> list[dict]`` of records."""
@@ -338,7 +347,7 @@ def format_value(metric: str, value: float) -> str:
         return f"{value / 2**20:.2f}"
     if metric.endswith("launches_per_step"):
         return f"{value:.0f}"
-    if metric in ("backward_over_forward", "memory_ratio"):
+    if metric in ("backward_over_forward", "memory_ratio", "time_ratio"):
         return f"{value:.2f}"
     if metric == "wall_s":
         return f"{value:.4f}"

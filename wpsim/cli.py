@@ -34,7 +34,7 @@ def cmd_gradcheck(args) -> int:
 
     def progress(done, total, row):
         status = "ok" if row["ok"] else "FAIL"
-        progress_line(done, total, f"{row['solver']:<14} {row['family']:<17} {row['param']:<25} "
+        progress_line(done, total, f"{row['solver']:<14} {row['family']:<22} {row['param']:<25} "
                       f"rel. error {row['rel_error']:.2e}  {status}", stream=sys.stderr)
 
     # Warp prints module-load lines on stdout; keep stdout for the result.
@@ -44,10 +44,10 @@ def cmd_gradcheck(args) -> int:
     if args.json:
         print(json.dumps([{k: r[k] for k in ("solver", "family", "param", "rel_error", "ok")} for r in rows], indent=2))
     else:
-        print(f"{'solver':<15}{'family':<18}{'parameter':<27}{'rel. error':>11}  result   "
+        print(f"{'solver':<15}{'family':<23}{'parameter':<27}{'rel. error':>11}  result   "
               "(tape vs central differences, float64)")
         for r in rows:
-            print(f"{r['solver']:<15}{r['family']:<18}{r['param']:<27}{r['rel_error']:>11.2e}  "
+            print(f"{r['solver']:<15}{r['family']:<23}{r['param']:<27}{r['rel_error']:>11.2e}  "
                   f"{'ok' if r['ok'] else 'FAIL'}")
         print(f"{len(rows) - len(failed)}/{len(rows)} passed (bound {TOLERANCE:g})")
     return 1 if failed else 0

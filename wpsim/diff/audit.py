@@ -20,7 +20,7 @@ from ..builder import ModelBuilder
 from ..geometry import grid_points
 from ..losses import joint_state_loss, linear_state_loss
 from ..rollout import simulate
-from ..solvers import ImplicitEulerSolver, SemiImplicitSolver
+from ..solvers import ImplicitEulerSolver, SemiImplicitSolver, SoftContactOptions
 from .gradcheck import check_gradient
 
 TOLERANCE = 1e-4
@@ -189,6 +189,25 @@ def _mesh_contact_scene() -> AuditScene:
     return AuditScene(b, 50, 1e-3)
 
 
+def _incline_scene() -> AuditScene:
+    """A box sliding down a 0.3 rad incline (mu 0.1), settled into its four corner contacts,
+    pushed by an external wrench; stepped with soft-constraint contact."""
+    b = ModelBuilder()
+    angle = 0.3
+    tilt = (np.sin(angle / 2), 0.0, 0.0, np.cos(angle / 2))
+    b.add_shape_plane(rot=tilt, mu=0.1)
+    box = b.add_body()
+    b.add_shape_box(box, hx=0.1, hy=0.1, hz=0.1, density=500.0, mu=0.1)
+    normal = np.array([0.0, -np.sin(angle), np.cos(angle)])
+    down = -np.array([0.0, np.cos(angle), np.sin(angle)])
+    b.add_joint_free(box, pos=normal * (0.1 - 4.0e-4), rot=tilt, lin_vel=down * 0.4)
+
+    def setup(scene):
+        scene.control.body_f_ext.assign([[0.0, 0.0, 0.2, 1.0, 0.5, 0.0]])
+
+    return AuditScene(b, 30, 1e-3, setup)
+
+
 def _coupled_scene() -> AuditScene:
     """Two particles resting on a free box that slides on the ground (particle-body contact
     in both directions, box-ground contact; all contacts stay closed)."""
@@ -219,7 +238,11 @@ class AuditCase:
     eps: float | None = None  # relative FD step if not EPS: poses in contact need a smaller one
 
 
-SOLVERS = {"semi-implicit": SemiImplicitSolver, "implicit Euler": ImplicitEulerSolver}
+SOLVERS = {
+    "semi-implicit": SemiImplicitSolver,
+    "implicit Euler": ImplicitEulerSolver,
+    "soft contact": lambda model: SemiImplicitSolver(model, soft_contact=SoftContactOptions(tolerance=1e-13)),
+}
 """Solver classes the audit runs, by name."""
 
 SEMI_IMPLICIT_CASES = (
@@ -292,6 +315,17 @@ RIGID_CASES = (
 )
 """Articulated and contacting rigid bodies (semi-implicit solver only)."""
 
+SOFT_CONTACT_CASES = (
+    AuditCase("soft contact", "mu", _incline_scene, "model.shape_mu", solver="soft contact"),
+    AuditCase("soft contact", "body mass", _incline_scene, "model.body_mass", relative=True, solver="soft contact"),
+    AuditCase("soft contact", "initial coordinates", _incline_scene, "state.joint_q", solver="soft contact",
+              eps=1e-6),
+    AuditCase("soft contact", "initial velocities", _incline_scene, "state.joint_qd", solver="soft contact"),
+    AuditCase("soft contact", "external wrench (control)", _incline_scene, "control.body_f_ext",
+              solver="soft contact"),
+)
+"""Rigid contact as soft constraints, gradients through the implicit (IFT) adjoint."""
+
 IMPLICIT_CASES = tuple(
     replace(case, solver="implicit Euler")
     for case in SEMI_IMPLICIT_CASES
@@ -299,7 +333,7 @@ IMPLICIT_CASES = tuple(
 )
 """The same scenes and parameters stepped by the backward-Euler solver (IFT adjoint)."""
 
-AUDIT_CASES = SEMI_IMPLICIT_CASES + RIGID_CASES + IMPLICIT_CASES
+AUDIT_CASES = SEMI_IMPLICIT_CASES + RIGID_CASES + SOFT_CONTACT_CASES + IMPLICIT_CASES
 
 
 def run_case(case: AuditCase, eps: float | None = None, tol: float = TOLERANCE) -> dict:

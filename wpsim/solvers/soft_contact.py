@@ -71,8 +71,15 @@ class SoftContact:
         self.row_count = self.pair_count * soft_contact.ROWS_PER_PAIR
         self.last_iterations = 0
         """Newton iterations of the latest step."""
+        self._last_in_contact = None
         real = model.real
         self._params = (real(options.time_constant), real(options.damping_ratio), real(options.impedance))
+
+    def active_contacts(self) -> int:
+        """Contact points that penetrated in the latest step (reads back from the device)."""
+        if self.row_count == 0 or self._last_in_contact is None:
+            return 0
+        return int(round(float(self._last_in_contact.numpy().sum()))) // soft_contact.EDGES
 
     # ------------------------------------------------------------------ arrays
     def _rows(self, grad: bool) -> dict:
@@ -155,6 +162,7 @@ class SoftContact:
         unrolled = tape is not None and self.options.adjoint == "unrolled"
         rows = self._rows(tape is not None)
         self._build_rows(scratch, state_in, rows)
+        self._last_in_contact = rows["in_contact"]
         if unrolled:
             accel = scratch.qdd
             for k in range(self.options.iterations):
