@@ -12,7 +12,7 @@ from .health import HealthReport, SimulationBlowUp, SimulationError
 from .kinematics import eval_fk
 from .model import Control, Model, State
 from .rollout import simulate
-from .solvers import ImplicitEulerSolver, SemiImplicitSolver
+from .solvers import ImplicitEulerSolver, SemiImplicitSolver, SoftContactOptions
 
 __version__ = "0.1.0"
 
@@ -25,6 +25,7 @@ __all__ = [
     "SemiImplicitSolver",
     "SimulationBlowUp",
     "SimulationError",
+    "SoftContactOptions",
     "State",
     "check_gradient",
     "diagnostics",

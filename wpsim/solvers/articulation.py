@@ -8,13 +8,15 @@ import warp as wp
 from ..kernels import articulation, rigid_contact
 from ..kernels.generic import for_precision
 from ..kinematics import ArticulationScratch, launch_kinematics
-from .krylov import tape_paused
+from .krylov import active_tape
 
 
 class ArticulationStepper:
     """Launch sequence of a rigid-body step: kinematics, applied and contact wrenches,
     composite inertias and bias wrenches, joint-space assembly, Cholesky solve (with a
-    custom backward on the tape), joint integration -- seven launches.
+    custom backward on the tape), joint integration -- seven launches. With a
+    ``SoftContact`` the penalty contact launch is replaced by its Newton solve, which turns
+    the unconstrained accelerations into the constrained ones before the integration.
 
     Scratch arrays are reused while nothing is recorded and allocated per step while a
     ``wp.Tape`` records (the tape reads them at backward time).
@@ -32,8 +34,7 @@ class ArticulationStepper:
         may add theirs before ``finish``). Returns the step's (scratch, tape) for ``finish``."""
         model = self.model
         real, device = model.dtype, model.device
-        with tape_paused() as tape:
-            pass
+        tape = active_tape()
         recording = tape is not None and state_in.joint_q.requires_grad
         scratch = ArticulationScratch(model, requires_grad=True) if recording else self._scratch
         launch_kinematics(model, state_in, scratch)

@@ -26,6 +26,12 @@ from ..kernels import implicit
 from ..kernels.generic import for_precision
 
 
+def active_tape():
+    """The ``wp.Tape`` currently recording, or None."""
+    wp.init()
+    return wp._src.context.runtime.tape
+
+
 @contextlib.contextmanager
 def tape_paused():
     """Suspend recording on the active ``wp.Tape`` (if any); yields that tape or None."""
