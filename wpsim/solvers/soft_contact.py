@@ -158,12 +158,16 @@ class SoftContact:
     # ------------------------------------------------------------------ solve
     def solve(self, scratch, state_in, tape) -> wp.array:
         """The constrained joint accelerations (D,) of this step, from the unconstrained
-        ``scratch.qdd``; recorded on ``tape`` (implicitly or unrolled) when given."""
-        unrolled = tape is not None and self.options.adjoint == "unrolled"
-        rows = self._rows(tape is not None)
-        self._build_rows(scratch, state_in, rows)
-        self._last_in_contact = rows["in_contact"]
-        if unrolled:
+        ``scratch.qdd``; recorded on ``tape`` (implicitly or unrolled) when given.
+
+        In implicit mode the constraint rows are built off the tape and dropped after the
+        solve; the backward rebuilds them from the step's inputs, so a recorded step keeps
+        only its solution and the Hessian factor (memory independent of the iterations and
+        almost of the contact count)."""
+        if tape is not None and self.options.adjoint == "unrolled":
+            rows = self._rows(True)
+            self._build_rows(scratch, state_in, rows)
+            self._last_in_contact = rows["in_contact"]
             accel = scratch.qdd
             for k in range(self.options.iterations):
                 accel, step, _ = self._newton_step(scratch, rows, accel, tape)
@@ -172,24 +176,29 @@ class SoftContact:
             self.last_iterations = k + 1
             return accel
         with tape_paused():
+            rows = self._rows(False)
+            self._build_rows(scratch, state_in, rows)
+            self._last_in_contact = rows["in_contact"]
             accel = wp.clone(scratch.qdd, requires_grad=False)
             for k in range(self.options.iterations):
                 accel, step, factor = self._newton_step(scratch, rows, accel, None)
                 if not self.options.fixed_iterations and self._converged(step, accel):
                     break
             self.last_iterations = k + 1
-        if tape is None:
-            return accel
+            if tape is None:
+                return accel
+            _, _, factor = self._newton_step(scratch, rows, accel, None)  # Hessian factor at the solution
         result = wp.clone(accel, requires_grad=True)
-        with tape_paused():  # the Hessian factor at the solution, for the adjoint solve
-            _, _, factor = self._newton_step(scratch, rows, accel, None)
-        tape.record_func(backward=lambda: self._adjoint(scratch, rows, result, factor),
-                         arrays=[result, scratch.mass_matrix, scratch.qdd, *rows.values()])
+        m = self.model
+        read = [scratch.mass_matrix, scratch.qdd, scratch.dof_motion, state_in.body_q, state_in.joint_qd,
+                m.shape_transform, m.shape_size, m.shape_mu]  # gradients the backward writes (tape.zero clears them)
+        tape.record_func(backward=lambda: self._adjoint(scratch, state_in, result, factor), arrays=[result, *read])
         return result
 
-    def _adjoint(self, scratch, rows, result, factor):
-        """IFT backward: lambda = Hess^-1 dL/da at the solution, then the VJP of the
-        optimality residual with seed -lambda into its inputs (H, a0, the rows)."""
+    def _adjoint(self, scratch, state_in, result, factor):
+        """IFT backward: lambda = Hess^-1 dL/da at the solution, then the VJP, with seed
+        -lambda, of the optimality residual rebuilt from the step's inputs (its rows from the
+        poses, velocities, motion columns and mass matrix; H; a0)."""
         from ..kernels import articulation
 
         m = self.model
@@ -201,6 +210,8 @@ class SoftContact:
         with tape_paused():
             residual_tape = wp.Tape()
             with residual_tape:
+                rows = self._rows(True)
+                self._build_rows(scratch, state_in, rows)
                 gradient, _ = self._system(scratch, rows, detached, True)
             seed = wp.zeros_like(lam)
             wp.launch(for_precision(soft_contact.negate, m.dtype), dim=m.joint_dof_count, inputs=[lam],
