@@ -107,6 +107,24 @@ def adj_normal_force_float64(penetration: wp.float64, x: wp.float64, scale: wp.f
 
 
 @wp.func
+def normal_force_and_slip(penetration: wp.Float, normal: vec3, rel_vel: vec3, ke: wp.Float, kd: wp.Float,
+                          gradient_width: wp.Float):
+    """Normal force f_n (N, spring-damper ``ke * pen - kd * v_n`` through ``normal_force``)
+    and the tangential slip velocity v_t (m/s) of a contact."""
+    vn = wp.dot(normal, rel_vel)
+    return normal_force(penetration, ke * penetration - kd * vn, ke * gradient_width), rel_vel - normal * vn
+
+
+@wp.func
+def friction_force(fn: wp.Float, vt: vec3, mu: wp.Float, friction_smoothing: wp.Float, dt_over_mass: wp.Float):
+    """Smooth Coulomb friction (N) ``-mu * f_n * v_t / sqrt(|v_t|^2 + s^2)`` with
+    s^2 = smoothing^2 + (mu f_n dt / m)^2 (see ``compliant_contact_force``)."""
+    stick_speed = mu * fn * dt_over_mass
+    smoothing_sq = friction_smoothing * friction_smoothing + stick_speed * stick_speed
+    return vt * (-mu * fn / wp.sqrt(wp.dot(vt, vt) + smoothing_sq))
+
+
+@wp.func
 def compliant_contact_force(
     penetration: wp.Float,
     normal: vec3,
@@ -132,34 +150,17 @@ def compliant_contact_force(
     ke w softplus((ke pen - kd v_n) / (ke w)) instead (see ``normal_force``); a caller may
     then also evaluate contacts that are up to a few w apart, whose forward force is zero.
     """
-    vn = wp.dot(normal, rel_vel)
-    fn = normal_force(penetration, ke * penetration - kd * vn, ke * gradient_width)
-    vt = rel_vel - normal * vn
-    stick_speed = mu * fn * dt_over_mass
-    smoothing_sq = friction_smoothing * friction_smoothing + stick_speed * stick_speed
-    ft = vt * (-mu * fn / wp.sqrt(wp.dot(vt, vt) + smoothing_sq))
-    return normal * fn + ft
+    fn, vt = normal_force_and_slip(penetration, normal, rel_vel, ke, kd, gradient_width)
+    return normal * fn + friction_force(fn, vt, mu, friction_smoothing, dt_over_mass)
 
 
 @wp.func
-def contact_velocity_slopes(
-    penetration: wp.Float,
-    normal: vec3,
-    rel_vel: vec3,
-    ke: wp.Float,
-    kd: wp.Float,
-    mu: wp.Float,
-    friction_smoothing: wp.Float,
-    gradient_width: wp.Float,
-):
-    """Damping slopes (N s/m) of ``compliant_contact_force`` without the dt/m bound:
-    normal kd while the normal force is positive, tangential mu f_n / sqrt(|v_t|^2 + s^2)
-    (the largest slope of smooth Coulomb friction). A solver treats the force's velocity
-    dependence implicitly with them."""
-    zero = penetration * type(penetration)(0.0)
-    vn = wp.dot(normal, rel_vel)
-    fn = normal_force(penetration, ke * penetration - kd * vn, ke * gradient_width)
-    vt = rel_vel - normal * vn
+def contact_velocity_slopes(fn: wp.Float, vt: vec3, kd: wp.Float, mu: wp.Float, friction_smoothing: wp.Float):
+    """Damping slopes (N s/m) of a contact with normal force ``fn`` and slip ``vt``, without
+    the dt/m bound: normal kd while the normal force is positive, tangential
+    mu f_n / sqrt(|v_t|^2 + s^2) (the largest slope of smooth Coulomb friction). A solver
+    treats the force's velocity dependence implicitly with them."""
+    zero = fn * type(fn)(0.0)
     kn = zero
     if fn > zero:
         kn = kd

@@ -11,11 +11,13 @@ or on another body. Narrow phase per pair:
 - two boxes: the corners of one against one face of the other, chosen by a separating-axis
   test over the face axes of both boxes; a corner must lie within that face's extent (box
   edge against box edge is not detected).
-Each contact uses ``compliant_contact_force`` with the pair's mean stiffness, damping and
-friction (no dt/m bound on the friction slope: the solver treats contact damping and
-friction implicitly instead, from the slopes of ``contact_velocity_slopes``); the force
-acts at the surface point of the penetrating shape. Wrenches are taken about the world
-origin (see ``articulation``) and added into ``body_f`` with atomics.
+Each contact applies the compliant force of ``kernels.contact`` with the pair's mean
+stiffness, damping and friction at the surface point of the penetrating shape. Against
+static geometry the friction slope is unbounded and the contact's damping and friction
+slopes (``contact_velocity_slopes``) go to the joint-space solve, which treats them
+implicitly; between two bodies they stay explicit, the slope bounded by the pair's mass.
+Wrenches are taken about each body's articulation origin (see ``articulation``) and added
+into ``body_f`` with atomics.
 """
 
 import warp as wp
@@ -27,8 +29,9 @@ from .contact import (
     SHAPE_MESH,
     SHAPE_PLANE,
     SHAPE_SPHERE,
-    compliant_contact_force,
     contact_velocity_slopes,
+    friction_force,
+    normal_force_and_slip,
     shape_sdf,
 )
 from .generic import kernel, mat33, set_deterministic, transform, vec3
@@ -164,13 +167,14 @@ def add_contact(
     would also resist the motion the two share."""
     if pen > -type(pen)(6.0) * width:
         v_rel = point_velocity(body_a, x, body_q, body_qd) - point_velocity(body_b, x, body_q, body_qd)
-        f = compliant_contact_force(pen, n, v_rel, ke, kd, mu, smoothing, rate, width)
+        fn, vt = normal_force_and_slip(pen, n, v_rel, ke, kd, width)
+        f = n * fn + friction_force(fn, vt, mu, smoothing, rate)
         if body_a >= 0:
             wp.atomic_add(body_f, body_a, spatial(wp.cross(x - body_origin[body_a], f), f))
         if body_b >= 0:
             wp.atomic_sub(body_f, body_b, spatial(wp.cross(x - body_origin[body_b], f), f))
         if body_a < 0 or body_b < 0:  # against static geometry: implicit damping of the moving body
-            kn, kt = contact_velocity_slopes(pen, n, v_rel, ke, kd, mu, smoothing, width)
+            kn, kt = contact_velocity_slopes(fn, vt, kd, mu, smoothing)
             K = wp.outer(n, n) * (kn - kt) + wp.identity(3, dtype=type(pen)) * kt
             moving = body_a
             if body_a < 0:

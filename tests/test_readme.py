@@ -16,13 +16,24 @@ def test_ci_runs_the_readme_test_command():
     assert commands[1] in (ROOT / ".ci" / "run").read_text()
 
 
-def test_quickstart_runs(tmp_path):
-    code = re.search(r"## Quickstart\n\n```python\n(.*?)```", README, flags=re.S).group(1)
-    assert len(code.splitlines()) <= 25
-    script = tmp_path / "quickstart.py"
+def snippet(heading: str) -> str:
+    """The Python block right under ``## heading`` in the README."""
+    return re.search(rf"## {heading}\n\n```python\n(.*?)```", README, flags=re.S).group(1)
+
+
+def run_snippet(code: str, tmp_path, timeout: int) -> subprocess.CompletedProcess:
+    """Run ``code`` as a script in ``tmp_path``; it must exit with status 0."""
+    script = tmp_path / "snippet.py"
     script.write_text(code)
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc
+
+
+def test_quickstart_runs(tmp_path):
+    code = snippet("Quickstart")
+    assert len(code.splitlines()) <= 25
+    proc = run_snippet(code, tmp_path, 300)
     assert "healthy | loss" in proc.stdout
     grad_line = next(line for line in proc.stdout.splitlines() if line.startswith("dloss/dv0"))
     values = [float(v) for v in re.findall(r"-?\d+\.\d+(?:e-?\d+)?", grad_line.split(":", 1)[1])]
@@ -30,11 +41,7 @@ def test_quickstart_runs(tmp_path):
 
 
 def test_long_horizon_snippet_runs(tmp_path):
-    code = re.search(r"## Long horizons\n\n```python\n(.*?)```", README, flags=re.S).group(1)
-    script = tmp_path / "long_horizon.py"
-    script.write_text(code)
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = run_snippet(snippet("Long horizons"), tmp_path, 600)
     loss = float(re.search(r"^loss (\S+) m\^2 after 3000 steps$", proc.stdout, flags=re.M).group(1))
     assert loss > 0.0
     grad_line = next(line for line in proc.stdout.splitlines() if line.startswith("dloss/dv0"))
@@ -44,11 +51,7 @@ def test_long_horizon_snippet_runs(tmp_path):
 
 
 def test_robots_snippet_runs(tmp_path):
-    code = re.search(r"## Robots\n\n```python\n(.*?)```", README, flags=re.S).group(1)
-    script = tmp_path / "robots.py"
-    script.write_text(code)
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = run_snippet(snippet("Robots"), tmp_path, 300)
     ball = re.search(r"^healthy \| ball at \[(\S+)", proc.stdout, flags=re.M)
     assert ball and float(ball.group(1)) > 0.5  # the arm hit the ball and it rolled away
     grad_line = next(line for line in proc.stdout.splitlines() if line.startswith("dloss/d(joint targets)"))

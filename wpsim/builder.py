@@ -18,6 +18,7 @@ from .validation import (
     require_finite,
     require_indices,
     require_nonnegative,
+    require_pose,
     require_positive,
 )
 
@@ -210,14 +211,16 @@ class ModelBuilder(RigidBodyBuilder):
 
     @contextmanager
     def _all_or_nothing(self):
-        """Undo every row added inside the block if it raises."""
+        """Undo every row (and mesh shape) added inside the block if it raises."""
         tables = self._tables()
         marks = [t.mark() for t in tables]
+        meshes = dict(self.shape_meshes)
         try:
             yield
         except BaseException:
             for table, mark in zip(tables, marks):
                 table.rollback(mark)
+            self.shape_meshes = meshes
             raise
 
     def add_cloth_mesh(
@@ -302,11 +305,8 @@ class ModelBuilder(RigidBodyBuilder):
             raise ValueError(f"shape {index}: body {body} does not exist (-1 = static, {self.bodies.count} bodies)")
         if kind == SHAPE_PLANE and body != -1:
             raise ValueError(f"shape {index}: a plane must be static (body -1)")
-        rot = np.asarray(rot, dtype=np.float64)
-        if rot.shape != (4,) or not np.isfinite(rot).all() or np.linalg.norm(rot) < 1e-12:
-            raise ValueError(f"shape {index}: rotation must be a non-zero quaternion (x, y, z, w)")
+        transform = require_pose("shape", index, pos, rot)
         require_nonnegative("shape", "density", np.array([density]), "kg/m^3", index)
-        transform = np.concatenate([np.asarray(pos, dtype=np.float64), rot / np.linalg.norm(rot)])
         world = self.bodies.array("world")[body] if body >= 0 else (-1 if kind == SHAPE_PLANE else 0)
         points = np.zeros((0, 3)) if points is None else points
         with self._all_or_nothing():

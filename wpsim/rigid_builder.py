@@ -8,7 +8,7 @@ import numpy as np
 from . import geometry
 from . import mass as mass_props
 from .tables import Column, Table
-from .validation import as_array, require_finite
+from .validation import as_array, require_finite, require_pose
 
 JOINT_FREE, JOINT_BALL, JOINT_REVOLUTE, JOINT_PRISMATIC, JOINT_FIXED = 0, 1, 2, 3, 4
 JOINT_NAMES = {JOINT_FREE: "free", JOINT_BALL: "ball", JOINT_REVOLUTE: "revolute", JOINT_PRISMATIC: "prismatic",
@@ -18,17 +18,6 @@ DOF_COUNT = {JOINT_FREE: 6, JOINT_BALL: 3, JOINT_REVOLUTE: 1, JOINT_PRISMATIC: 1
 _IDENTITY = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
 NO_LIMIT = 1.0e30
 """Limit value meaning "unlimited" (rad or m)."""
-
-
-def _pose(kind: str, index: int, pos, rot) -> np.ndarray:
-    """(x, y, z, qx, qy, qz, qw) from a position and a non-zero quaternion (normalised)."""
-    p = np.asarray(pos, dtype=np.float64)
-    r = np.asarray(rot, dtype=np.float64)
-    if p.shape != (3,) or not np.isfinite(p).all():
-        raise ValueError(f"{kind} {index}: position must be 3 finite numbers, got {pos}")
-    if r.shape != (4,) or not np.isfinite(r).all() or np.linalg.norm(r) < 1e-12:
-        raise ValueError(f"{kind} {index}: rotation must be a non-zero quaternion (x, y, z, w), got {rot}")
-    return np.concatenate([p, r / np.linalg.norm(r)])
 
 
 def _check_inertia(kind: str, index: int, mass: float, inertia: np.ndarray, strict: bool):
@@ -152,7 +141,8 @@ class RigidBodyBuilder:
         q = as_array(f"{kind} {index} coordinates", np.atleast_1d(np.asarray(q, dtype=np.float64)).reshape(-1, 1)[:, 0],
                      (), COORD_COUNT[jtype])
         require_finite(kind, "coordinates", q.reshape(1, -1), index)
-        rows = dict(X_p=[_pose(kind, index, parent_pos, parent_rot)], X_c=[_pose(kind, index, child_pos, child_rot)])
+        rows = dict(X_p=[require_pose(kind, index, parent_pos, parent_rot)],
+                    X_c=[require_pose(kind, index, child_pos, child_rot)])
         with self._all_or_nothing():
             if dofs:
                 self.joint_dofs.append(
@@ -191,7 +181,7 @@ class RigidBodyBuilder:
                        qd=(0.0, 0.0, 0.0), armature=0.0, damping=0.0) -> int:
         """Spherical joint; q: relative rotation quaternion (x, y, z, w), qd: angular
         velocity in child axes (rad/s). No drive or limits."""
-        q = _pose("ball joint", self.joints.count, (0, 0, 0), q)[3:]
+        q = require_pose("ball joint", self.joints.count, (0, 0, 0), q)[3:]
         return self._add_joint(JOINT_BALL, parent, child, parent_pos, parent_rot, child_pos, child_rot,
                                (1.0, 0.0, 0.0), q, qd, armature=armature, damping=damping)
 
@@ -200,7 +190,7 @@ class RigidBodyBuilder:
         """Six-dof joint placing ``child`` at pos/rot (m, quaternion xyzw) in the parent
         frame (world by default); initial velocity of the body origin (m/s, parent axes) and
         angular velocity (rad/s, body axes)."""
-        pose = _pose("free joint", self.joints.count, pos, rot)
+        pose = require_pose("free joint", self.joints.count, pos, rot)
         return self._add_joint(JOINT_FREE, parent, child, (0, 0, 0), _IDENTITY[3:], (0, 0, 0), _IDENTITY[3:],
                                (1.0, 0.0, 0.0), pose, np.concatenate([lin_vel, ang_vel]), damping=damping)
 

@@ -116,10 +116,5 @@ def load_mesh(path: Path, element, mesh_path: Path, scale) -> tuple:
 
 def add_all_or_nothing(builder, build):
     """Run ``build(builder)``; if it raises, remove everything it added."""
-    meshes = dict(builder.shape_meshes)
     with builder._all_or_nothing():
-        try:
-            return build(builder)
-        except BaseException:
-            builder.shape_meshes = meshes
-            raise
+        return build(builder)

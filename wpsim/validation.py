@@ -81,3 +81,14 @@ def lame_parameters(young_modulus, poisson_ratio, kind: str = "tetrahedron", fir
     mu = E / (2.0 * (1.0 + nu))
     lam = E * nu / ((1.0 + nu) * (1.0 - 2.0 * nu))
     return mu, lam
+
+
+def require_pose(kind: str, index: int, pos, rot) -> np.ndarray:
+    """(x, y, z, qx, qy, qz, qw) from a finite position and a non-zero quaternion (normalised)."""
+    p = np.asarray(pos, dtype=np.float64)
+    r = np.asarray(rot, dtype=np.float64)
+    if p.shape != (3,) or not np.isfinite(p).all():
+        raise ValueError(f"{kind} {index}: position must be 3 finite numbers, got {pos}")
+    if r.shape != (4,) or not np.isfinite(r).all() or np.linalg.norm(r) < 1e-12:
+        raise ValueError(f"{kind} {index}: rotation must be a non-zero quaternion (x, y, z, w), got {rot}")
+    return np.concatenate([p, r / np.linalg.norm(r)])

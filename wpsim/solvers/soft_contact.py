@@ -72,6 +72,7 @@ class SoftContact:
         self.last_iterations = 0
         """Newton iterations of the latest step."""
         self._last_in_contact = None
+        self._buffers = {}
         real = model.real
         self._params = (real(options.time_constant), real(options.damping_ratio), real(options.impedance))
 
@@ -82,19 +83,27 @@ class SoftContact:
         return int(round(float(self._last_in_contact.numpy().sum()))) // soft_contact.EDGES
 
     # ------------------------------------------------------------------ arrays
+    def _array(self, name: str, shape, grad: bool) -> wp.array:
+        """A zeroed array for ``name``: fresh (with gradient) when ``grad``, else one buffer per
+        name reused from call to call, so an unrecorded step allocates nothing after the first.
+        Callers zero nothing: every kernel writing these overwrites all entries it reads."""
+        if grad:
+            return wp.zeros(shape, dtype=self.model.dtype, device=self.model.device, requires_grad=True)
+        buffer = self._buffers.get(name)
+        if buffer is None or buffer.shape != (shape if isinstance(shape, tuple) else (shape,)):
+            buffer = self._buffers[name] = wp.zeros(shape, dtype=self.model.dtype, device=self.model.device)
+        return buffer
+
     def _rows(self, grad: bool) -> dict:
-        """Fresh row arrays: jacobian (R, max dofs), then per row (R,): velocity,
-        inverse_mass, distance, in_contact, aref, weight."""
-        model = self.model
-        rows = {"jacobian": wp.zeros((self.row_count, max(model.max_articulation_dofs, 1)), dtype=model.dtype,
-                                     device=model.device, requires_grad=grad)}
+        """Row arrays: jacobian (R, max dofs), then per row (R,): velocity, inverse_mass,
+        distance, in_contact, aref, weight."""
+        rows = {"jacobian": self._array("jacobian", (self.row_count, max(self.model.max_articulation_dofs, 1)), grad)}
         for name in ("velocity", "inverse_mass", "distance", "in_contact", "aref", "weight"):
-            rows[name] = self._vector(grad, self.row_count)
+            rows[name] = self._array(name, self.row_count, grad)
         return rows
 
-    def _vector(self, grad: bool, length: int | None = None):
-        length = self.model.joint_dof_count if length is None else length
-        return wp.zeros(length, dtype=self.model.dtype, device=self.model.device, requires_grad=grad)
+    def _vector(self, name: str, grad: bool, length: int | None = None) -> wp.array:
+        return self._array(name, self.model.joint_dof_count if length is None else length, grad)
 
     # ------------------------------------------------------------------ launches
     def _launch(self, kernel, dim, inputs, outputs):
@@ -120,13 +129,13 @@ class SoftContact:
     def _system(self, scratch, rows, accel, grad: bool):
         """(gradient, Hessian) of the contact cost at ``accel`` (fresh arrays)."""
         m = self.model
-        violation = self._vector(grad, self.row_count)
+        violation = self._vector("violation", grad, self.row_count)
         if self.row_count:
             self._launch(soft_contact.soft_contact_violation, self.row_count,
                          [self.pair_articulation, m.articulation_dof_start, rows["jacobian"], rows["aref"], accel],
                          [violation])
-        gradient = self._vector(grad)
-        hessian = wp.zeros_like(scratch.mass_matrix, requires_grad=grad)
+        gradient = self._vector("gradient", grad)
+        hessian = self._array("hessian", scratch.mass_matrix.shape[0], grad)
         self._launch(soft_contact.soft_contact_newton_system, m.joint_dof_count,
                      [m.dof_joint, m.joint_articulation, m.articulation_dof_start, m.articulation_H_start,
                       self.articulation_pair_start, scratch.mass_matrix, scratch.qdd, rows["jacobian"],
@@ -134,20 +143,23 @@ class SoftContact:
                      [gradient, hessian])
         return gradient, hessian
 
-    def _newton_step(self, scratch, rows, accel, tape):
-        """One Newton step from ``accel``; returns (new accelerations, step, Hessian factor)."""
+    def _newton_step(self, scratch, rows, accel, tape, out_name: str = "accel", keep_factor: bool = False):
+        """One Newton step from ``accel`` into the buffer ``out_name`` (fresh arrays on a
+        tape); returns (new accelerations, step, Hessian factor). ``keep_factor``: the factor
+        in an array of its own (it outlives the step)."""
         from .articulation import cholesky_solve
 
         grad = tape is not None
         gradient, hessian = self._system(scratch, rows, accel, grad)
-        step, factor = self._vector(grad), wp.zeros_like(scratch.factor)
-        cholesky_solve(self.model, hessian, gradient, step, factor, self._vector(False), tape)
-        out = self._vector(grad)
+        step = self._vector("step", grad)
+        factor = wp.zeros_like(scratch.factor) if keep_factor else self._array("factor", scratch.factor.shape[0], grad)
+        cholesky_solve(self.model, hessian, gradient, step, factor, self._vector("work", False), tape)
+        out = self._vector(out_name, grad)
         self._launch(soft_contact.newton_update, self.model.joint_dof_count, [accel, step], [out])
         return out, step, factor
 
     def _converged(self, step, accel) -> bool:
-        norms = wp.zeros(2, dtype=self.model.dtype, device=self.model.device)
+        norms = self._array("norms", 2, False)
         wp.launch(for_precision(soft_contact.max_abs, self.model.dtype), dim=1, inputs=[step], outputs=[norms[0:1]],
                   device=self.model.device, record_tape=False)
         wp.launch(for_precision(soft_contact.max_abs, self.model.dtype), dim=1, inputs=[accel],
@@ -179,15 +191,15 @@ class SoftContact:
             rows = self._rows(False)
             self._build_rows(scratch, state_in, rows)
             self._last_in_contact = rows["in_contact"]
-            accel = wp.clone(scratch.qdd, requires_grad=False)
-            for k in range(self.options.iterations):
-                accel, step, factor = self._newton_step(scratch, rows, accel, None)
+            accel = scratch.qdd
+            for k in range(self.options.iterations):  # alternate between two buffers
+                accel, step, _ = self._newton_step(scratch, rows, accel, None, f"accel{k % 2}")
                 if not self.options.fixed_iterations and self._converged(step, accel):
                     break
             self.last_iterations = k + 1
             if tape is None:
                 return accel
-            _, _, factor = self._newton_step(scratch, rows, accel, None)  # Hessian factor at the solution
+            _, _, factor = self._newton_step(scratch, rows, accel, None, "accel_unused", keep_factor=True)
         result = wp.clone(accel, requires_grad=True)
         m = self.model
         read = [scratch.mass_matrix, scratch.qdd, scratch.dof_motion, state_in.body_q, state_in.joint_qd,
@@ -202,7 +214,7 @@ class SoftContact:
         from ..kernels import articulation
 
         m = self.model
-        lam = self._vector(False)
+        lam = wp.zeros_like(result.grad)
         wp.launch(for_precision(articulation.cholesky_back_solve, m.dtype), dim=m.articulation_count,
                   inputs=[m.articulation_dof_start, m.articulation_H_start, factor, result.grad], outputs=[lam],
                   device=m.device, record_tape=False)
