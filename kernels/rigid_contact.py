@@ -1,7 +1,8 @@
 """Compliant contact between rigid-body shapes and static geometry (device code).
 
 A contact pair is (shape a, shape b); shape a is on a body, shape b is static (body -1)
-or on another body. Narrow phase per pair:
+or on another body. The narrow phase (``contact_plan``, then ``plan_contact`` per contact
+slot) is shared with the soft-constraint contact of ``soft_contact``; per pair:
 - b a plane: a's contact points (sphere centre, capsule segment ends, box corners, mesh
   hull vertices) against it;
 - a mesh against a sphere, capsule or box: its hull vertices against their signed
@@ -37,10 +38,14 @@ from .contact import (
 from .generic import kernel, mat33, set_deterministic, transform, vec3
 
 CAPSULE_BOX_SAMPLES = wp.constant(5)
+"""Points along a capsule's core tested against a box."""
 FRICTION_RATE_FACTOR = wp.constant(8.0)
 """Multiplies dt (1/m_a + 1/m_b) in the friction slope bound of body-body contacts: several
 contact points share a pair, and rotation lowers the effective mass at a corner."""
-"""Points along a capsule's core tested against a box."""
+PLAN_NONE = wp.constant(0)
+PLAN_POINTS = wp.constant(1)
+PLAN_SEGMENTS = wp.constant(2)
+PLAN_FACE = wp.constant(3)
 
 set_deterministic(__name__)
 
@@ -183,32 +188,10 @@ def add_contact(
 
 
 @wp.func
-def points_against_shape(
-    kind_p: int, size_p: vec3, X_p: transform, body_p: int, points: wp.array(dtype=vec3), start_p: int,
-    count_p: int, kind_s: int, size_s: vec3, X_s: transform, body_s: int, ke: wp.Float, kd: wp.Float,
-    mu: wp.Float, smoothing: wp.Float, rate: wp.Float, width: wp.Float, body_q: wp.array(dtype=transform),
-    body_qd: wp.array(dtype=vec6), body_origin: wp.array(dtype=vec3), body_f: wp.array(dtype=vec6),
-    body_damping: wp.array2d(dtype=mat33),
-):
-    """Contacts of the contact points of shape p (mesh points from ``start_p``, ``count_p``
-    of them) against the signed distance of shape s. A capsule against a box is sampled at
-    five points along its core (ends, quarters, middle), so one lying across a smaller box
-    is held."""
-    rot_s = wp.transform_get_rotation(X_s)
-    count = point_count(kind_p, count_p)
-    across_box = kind_p == SHAPE_CAPSULE and kind_s == SHAPE_BOX
-    if across_box:
-        count = CAPSULE_BOX_SAMPLES
-    for k in range(count):
-        local, radius = shape_contact_point(kind_p, size_p, k, points, start_p)
-        if across_box:
-            along = type(radius)(float(k)) / type(radius)(float(CAPSULE_BOX_SAMPLES - 1))
-            local = wp.vector(local[0], local[1], size_p[1] * (type(radius)(2.0) * along - type(radius)(1.0)))
-        centre = wp.transform_point(X_p, local)
-        dist, n_local = shape_sdf(kind_s, wp.transform_point(wp.transform_inverse(X_s), centre), size_s)
-        n = wp.quat_rotate(rot_s, n_local)
-        add_contact(radius - dist, n, centre - n * radius, body_p, body_s, ke, kd, mu, smoothing, rate, width,
-                    body_q, body_qd, body_origin, body_f, body_damping)
+def core_segment(kind: int, size: vec3, X: transform, end: int):
+    """World position of one end of a sphere's or capsule's core segment."""
+    local, radius = contact_point(kind, size, end)
+    return wp.transform_point(X, local)
 
 
 @wp.func
@@ -237,68 +220,186 @@ def face_area(h: vec3, axis: int):
 
 
 @wp.func
-def box_corners_against_box(
-    h_p: vec3, X_p: transform, body_p: int, h_s: vec3, X_s: transform, body_s: int, axis: int, side: wp.Float,
-    ke: wp.Float, kd: wp.Float, mu: wp.Float, smoothing: wp.Float, rate: wp.Float, width: wp.Float,
-    body_q: wp.array(dtype=transform), body_qd: wp.array(dtype=vec6), body_origin: wp.array(dtype=vec3),
-    body_f: wp.array(dtype=vec6),
-    body_damping: wp.array2d(dtype=mat33),
-):
-    """Contacts of box p's corners against the face of box s normal to its ``axis`` on
-    ``side``: a corner counts when it is below that face and within its extent (inclusive,
-    so equal aligned boxes stack)."""
-    to_s = wp.transform_inverse(X_s)
+def is_round(kind: int):
+    """Spheres and capsules: shapes with a core segment and a radius."""
+    return kind == SHAPE_SPHERE or kind == SHAPE_CAPSULE
+
+
+@wp.func
+def plan_by_kind(ka: int, kb: int):
+    """How a pair's contacts are found, from its shape kinds: (plan, flip). PLAN_POINTS: the
+    contact points of one shape against the other's signed distance (flip: b's points
+    against a); PLAN_SEGMENTS: closest points of two core segments; PLAN_FACE: two boxes
+    (which box is the reference is decided per pose, see ``contact_plan``); PLAN_NONE."""
+    if ka == SHAPE_BOX and kb == SHAPE_BOX:
+        return PLAN_FACE, False
+    if is_round(ka) and is_round(kb):
+        return PLAN_SEGMENTS, False
+    if kb == SHAPE_PLANE or kb == SHAPE_BOX or (ka == SHAPE_MESH and is_round(kb)):
+        return PLAN_POINTS, False
+    if ka == SHAPE_BOX or (kb == SHAPE_MESH and is_round(ka)):
+        return PLAN_POINTS, True
+    return PLAN_NONE, False
+
+
+@wp.func
+def plan_slot_count(plan: int, flip: bool, ka: int, kb: int, mesh_points_a: int, mesh_points_b: int):
+    """Contact slots of a pair under its plan: two boxes 12 (8 corners of one, 4 of the other's
+    reference face), one segment pair, or the point count of the shape whose points are
+    tested (a capsule against a box: 5 samples)."""
+    if plan == PLAN_FACE:
+        return 12
+    if plan == PLAN_SEGMENTS:
+        return 1
+    if plan == PLAN_POINTS:
+        kp = ka
+        ks = kb
+        count_p = mesh_points_a
+        if flip:
+            kp = kb
+            ks = ka
+            count_p = mesh_points_b
+        if kp == SHAPE_CAPSULE and ks == SHAPE_BOX:
+            return CAPSULE_BOX_SAMPLES
+        return point_count(kp, count_p)
+    return 0
+
+
+@wp.func
+def contact_plan(ka: int, kb: int, size_a: vec3, size_b: vec3, X_a: transform, X_b: transform):
+    """(plan, flip, axis, side) of a pair at its current poses. Two boxes: the face of the box
+    whose face axis separates them most (separating-axis test over both boxes' face axes) is
+    the reference (``axis``, ``side`` in its frame), the other box's corners are tested
+    against it (flip: a's face is the reference); on a tie the larger face is the
+    reference, so each contact is counted once."""
+    plan, flip = plan_by_kind(ka, kb)
+    axis = int(0)
+    side = size_a[0] * type(size_a[0])(0.0)
+    if plan == PLAN_FACE:
+        gap_b, axis_b, side_b = box_face_axis(size_a, X_a, size_b, X_b)
+        gap_a, axis_a, side_a = box_face_axis(size_b, X_b, size_a, X_a)
+        # gaps within 1e-4 of the box sizes count as equal (rounding, float32 above all): then
+        # the larger face is the reference, so a small box resting on a big one is held
+        tie = wp.abs(gap_a - gap_b) <= type(gap_a)(1.0e-4) * (wp.max(size_a) + wp.max(size_b))
+        b_is_reference = gap_b > gap_a
+        if tie:
+            b_is_reference = face_area(size_b, axis_b) >= face_area(size_a, axis_a)
+        axis = axis_b
+        side = side_b
+        if not b_is_reference:
+            flip = True
+            axis = axis_a
+            side = side_a
+    return plan, flip, axis, side
+
+
+@wp.func
+def box_corner_on_face(size_p: vec3, X_p: transform, size_s: vec3, X_s: transform, axis: int, side: wp.Float, k: int,
+                       n: vec3):
+    """Corner k of box p against the face of box s normal to its ``axis`` on ``side`` (world
+    normal n): valid when within that face's extent (inclusive, so equal aligned boxes
+    stack); (valid, penetration, n, corner)."""
     # a corner on the face's rim (equal stacked boxes) must count despite float32 rounding of
     # poses far from the world origin
-    tolerance = type(side)(1.0e-3) * wp.max(h_s)
+    tolerance = type(side)(1.0e-3) * wp.max(size_s)
+    local, no_radius = contact_point(SHAPE_BOX, size_p, k)
+    corner = wp.transform_point(X_p, local)
+    x = wp.transform_point(wp.transform_inverse(X_s), corner)
+    inside = True
+    for j in range(3):
+        if j != axis and wp.abs(x[j]) > size_s[j] + tolerance:
+            inside = False
+    return inside, size_s[axis] - side * x[axis], n, corner
+
+
+@wp.func
+def face_corner_in_box(size_s: vec3, X_s: transform, size_p: vec3, X_p: transform, axis: int, side: wp.Float, k: int,
+                       n: vec3):
+    """Corner k (0-3) of the reference face of box s (normal to ``axis`` on ``side``, world
+    normal n towards p) against the face of box p that faces it: valid when within that
+    face's extent but not at one of its corners, so a box sliding over the edge of another
+    keeps contacts at both ends of the overlap, while the corners of equal aligned boxes
+    (counted by ``box_corner_on_face``) are not counted twice; (valid, penetration along
+    that face's normal, n, corner)."""
     zero = side * type(side)(0.0)
-    n_local = wp.vector(zero, zero, zero)
-    n_local[axis] = side
-    n = wp.quat_rotate(wp.transform_get_rotation(X_s), n_local)
-    for k in range(8):
-        local, radius = contact_point(SHAPE_BOX, h_p, k)
-        corner = wp.transform_point(X_p, local)
-        x = wp.transform_point(to_s, corner)
-        inside = True
-        for j in range(3):
-            if j != axis and wp.abs(x[j]) > h_s[j] + tolerance:
+    local = wp.vector(zero, zero, zero)
+    local[axis] = side * size_s[axis]
+    local[(axis + 1) % 3] = size_s[(axis + 1) % 3] * type(side)(float((k & 1) * 2 - 1))
+    local[(axis + 2) % 3] = size_s[(axis + 2) % 3] * type(side)(float(((k >> 1) & 1) * 2 - 1))
+    corner = wp.transform_point(X_s, local)
+    y = wp.transform_point(wp.transform_inverse(X_p), corner)
+    facing = wp.quat_rotate_inv(wp.transform_get_rotation(X_p), n)  # p's face normal is -n
+    face = int(0)
+    for j in range(1, 3):
+        if wp.abs(facing[j]) > wp.abs(facing[face]):
+            face = j
+    face_side = -wp.sign(facing[face])
+    tolerance = type(side)(1.0e-3) * wp.max(size_p)
+    inside = True
+    on_rim = int(0)
+    for j in range(3):
+        if j != face:
+            if wp.abs(y[j]) > size_p[j] + tolerance:
                 inside = False
-        if inside:
-            add_contact(h_s[axis] - side * x[axis], n, corner, body_p, body_s, ke, kd, mu, smoothing, rate, width,
-                        body_q, body_qd, body_origin, body_f, body_damping)
+            if wp.abs(y[j]) >= size_p[j] - tolerance:
+                on_rim += 1
+    if on_rim == 2:  # at a corner of p's face: ``box_corner_on_face`` counts that corner
+        inside = False
+    return inside, size_p[face] - face_side * y[face], n, corner
 
 
 @wp.func
-def box_against_box(
-    h_a: vec3, X_a: transform, body_a: int, h_b: vec3, X_b: transform, body_b: int, ke: wp.Float, kd: wp.Float,
-    mu: wp.Float, smoothing: wp.Float, rate: wp.Float, width: wp.Float, body_q: wp.array(dtype=transform),
-    body_qd: wp.array(dtype=vec6), body_origin: wp.array(dtype=vec3), body_f: wp.array(dtype=vec6),
-    body_damping: wp.array2d(dtype=mat33),
+def plan_contact(
+    plan: int, flip: bool, axis: int, side: wp.Float, k: int, ka: int, kb: int, size_a: vec3, size_b: vec3,
+    X_a: transform, X_b: transform, points: wp.array(dtype=vec3), start_a: int, start_b: int,
 ):
-    """Two boxes: the face of the box whose face axis separates them most (separating-axis
-    test over both boxes' face axes) is the reference, the other box's corners are tested
-    against it; on a tie the larger face is the reference, so each contact is counted once."""
-    gap_b, axis_b, side_b = box_face_axis(h_a, X_a, h_b, X_b)
-    gap_a, axis_a, side_a = box_face_axis(h_b, X_b, h_a, X_a)
-    # gaps within 1e-4 of the box sizes count as equal (rounding, float32 above all): then
-    # the larger face is the reference, so a small box resting on a big one is held
-    tie = wp.abs(gap_a - gap_b) <= type(gap_a)(1.0e-4) * (wp.max(h_a) + wp.max(h_b))
-    b_is_reference = gap_b > gap_a
-    if tie:
-        b_is_reference = face_area(h_b, axis_b) >= face_area(h_a, axis_a)
-    if b_is_reference:
-        box_corners_against_box(h_a, X_a, body_a, h_b, X_b, body_b, axis_b, side_b, ke, kd, mu, smoothing, rate, width,
-                                body_q, body_qd, body_origin, body_f, body_damping)
-    else:
-        box_corners_against_box(h_b, X_b, body_b, h_a, X_a, body_a, axis_a, side_a, ke, kd, mu, smoothing, rate, width,
-                                body_q, body_qd, body_origin, body_f, body_damping)
-
-
-@wp.func
-def core_segment(kind: int, size: vec3, X: transform, end: int):
-    """World position of one end of a sphere's or capsule's core segment."""
-    local, radius = contact_point(kind, size, end)
-    return wp.transform_point(X, local)
+    """Contact slot k of a pair under its plan: (valid, penetration (m, > 0 overlapping),
+    unit normal n from the second shape towards the first, world point x on the first
+    shape's surface). The first shape is the one whose points are tested: a, or b on flip.
+    A box corner outside the reference face's extent, or coincident core segments, give
+    valid = False."""
+    kp = ka
+    ks = kb
+    size_p = size_a
+    size_s = size_b
+    X_p = X_a
+    X_s = X_b
+    start_p = start_a
+    if flip:
+        kp = kb
+        ks = ka
+        size_p = size_b
+        size_s = size_a
+        X_p = X_b
+        X_s = X_a
+        start_p = start_b
+    zero = side * type(side)(0.0)
+    if plan == PLAN_SEGMENTS:
+        ca, cb = closest_segment_points(
+            core_segment(kp, size_p, X_p, 0), core_segment(kp, size_p, X_p, 1), core_segment(ks, size_s, X_s, 0),
+            core_segment(ks, size_s, X_s, 1),
+        )
+        d = ca - cb
+        dist = wp.length(d)
+        if dist > zero:
+            n = d / dist
+            return True, size_p[0] + size_s[0] - dist, n, ca - n * size_p[0]
+        return False, zero, d, ca
+    if plan == PLAN_FACE:
+        n_local = wp.vector(zero, zero, zero)
+        n_local[axis] = side
+        n = wp.quat_rotate(wp.transform_get_rotation(X_s), n_local)
+        if k < 8:
+            return box_corner_on_face(size_p, X_p, size_s, X_s, axis, side, k, n)
+        return face_corner_in_box(size_s, X_s, size_p, X_p, axis, side, k - 8, n)
+    local, radius = shape_contact_point(kp, size_p, k, points, start_p)
+    if kp == SHAPE_CAPSULE and ks == SHAPE_BOX:  # sampled along the core, so one lying across a small box is held
+        along = type(radius)(float(k)) / type(radius)(float(CAPSULE_BOX_SAMPLES - 1))
+        local = wp.vector(local[0], local[1], size_p[1] * (type(radius)(2.0) * along - type(radius)(1.0)))
+    centre = wp.transform_point(X_p, local)
+    dist, n_local = shape_sdf(ks, wp.transform_point(wp.transform_inverse(X_s), centre), size_s)
+    n = wp.quat_rotate(wp.transform_get_rotation(X_s), n_local)
+    return True, radius - dist, n, centre - n * radius
 
 
 @kernel
@@ -344,32 +445,33 @@ def eval_rigid_contacts(
     mu = (shape_mu[a] + shape_mu[b]) * half
     sa = shape_size[a]
     sb = shape_size[b]
-    smooth = friction_smoothing
-    width = gradient_width
     rate = dt * type(dt)(0.0)
     if ba >= 0 and bb >= 0:  # explicit friction between bodies: slope bounded by the pair's mass
         rate = dt * type(dt)(FRICTION_RATE_FACTOR) * (type(dt)(1.0) / body_mass[ba] + type(dt)(1.0) / body_mass[bb])
-    pa, na = shape_point_start[a], shape_point_count[a]
-    pb, nb = shape_point_start[b], shape_point_count[b]
-    round_a = ka == SHAPE_SPHERE or ka == SHAPE_CAPSULE
-    round_b = kb == SHAPE_SPHERE or kb == SHAPE_CAPSULE
-    if ka == SHAPE_BOX and kb == SHAPE_BOX:
-        box_against_box(sa, Xa, ba, sb, Xb, bb, ke, kd, mu, smooth, rate, width, body_q, body_qd, body_origin, body_f,
-                        body_damping)
-    elif round_a and round_b:
-        ca, cb = closest_segment_points(
-            core_segment(ka, sa, Xa, 0), core_segment(ka, sa, Xa, 1), core_segment(kb, sb, Xb, 0),
-            core_segment(kb, sb, Xb, 1),
-        )
-        d = ca - cb
-        dist = wp.length(d)
-        if dist > dist * type(dist)(0.0):
-            n = d / dist
-            add_contact(sa[0] + sb[0] - dist, n, ca - n * sa[0], ba, bb, ke, kd, mu, smooth, rate, width,
-                        body_q, body_qd, body_origin, body_f, body_damping)
-    elif kb == SHAPE_PLANE or kb == SHAPE_BOX or (ka == SHAPE_MESH and round_b):
-        points_against_shape(ka, sa, Xa, ba, shape_points, pa, na, kb, sb, Xb, bb, ke, kd, mu, smooth, rate, width,
-                             body_q, body_qd, body_origin, body_f, body_damping)
-    elif ka == SHAPE_BOX or (kb == SHAPE_MESH and round_a):
-        points_against_shape(kb, sb, Xb, bb, shape_points, pb, nb, ka, sa, Xa, ba, ke, kd, mu, smooth, rate, width,
-                             body_q, body_qd, body_origin, body_f, body_damping)
+    plan, flip, axis, side = contact_plan(ka, kb, sa, sb, Xa, Xb)
+    first = ba
+    second = bb
+    if flip:
+        first = bb
+        second = ba
+    for k in range(plan_slot_count(plan, flip, ka, kb, shape_point_count[a], shape_point_count[b])):
+        valid, pen, n, x = plan_contact(plan, flip, axis, side, k, ka, kb, sa, sb, Xa, Xb, shape_points,
+                                        shape_point_start[a], shape_point_start[b])
+        if valid:
+            add_contact(pen, n, x, first, second, ke, kd, mu, friction_smoothing, rate, gradient_width, body_q,
+                        body_qd, body_origin, body_f, body_damping)
+
+
+@wp.kernel(enable_backward=False)
+def pair_slot_counts(
+    contact_pair: wp.array2d(dtype=int),
+    shape_kind: wp.array(dtype=int),
+    shape_point_count: wp.array(dtype=int),
+    slots: wp.array(dtype=int),
+):
+    """One thread per candidate pair: its number of contact slots (``plan_slot_count``)."""
+    i = wp.tid()
+    a = contact_pair[i, 0]
+    b = contact_pair[i, 1]
+    plan, flip = plan_by_kind(shape_kind[a], shape_kind[b])
+    slots[i] = plan_slot_count(plan, flip, shape_kind[a], shape_kind[b], shape_point_count[a], shape_point_count[b])

@@ -1,29 +1,30 @@
 """Rigid contact as soft constraints solved by Newton iterations on the joint accelerations
-(a MuJoCo-style convex formulation), for contacts between bodies and static geometry.
+(a MuJoCo-style convex formulation), for contacts of bodies with static geometry and with
+each other.
 
-Per articulation, the accelerations a minimise
+Per island (articulations whose bodies may touch each other, solved together; otherwise
+one articulation), the accelerations a minimise
     f(a) = 1/2 (a - a0)^T H (a - a0) + sum_r 1/2 D_r min(0, J_r a - aref_r)^2
-where a0 = H^-1 (tau - c) are the unconstrained accelerations and each contact point adds
-four rows r along the edges n +- mu t1, n +- mu t2 of a pyramidal friction cone (J_r: the
-edge direction times the point's velocity Jacobian, (ROWS_PER_PAIR,) rows per pair). The
-reference acceleration aref_r = -b J_r v - k dist pushes penetrating points out
-(k = 1 / time_constant^2, b = 2 damping_ratio / time_constant), and the weight
-D_r = impedance / (1 - impedance) / A_rr uses the diagonal approximation
+where H is block-diagonal in the articulations' mass matrices, a0 = H^-1 (tau - c) are the
+unconstrained accelerations, and each contact slot of a pair (``rigid_contact.plan_contact``)
+adds four rows r along the edges n +- mu t1, n +- mu t2 of a pyramidal friction cone (J_r:
+the edge direction times the Jacobian of the contact point's relative velocity, the second
+body's side subtracted). The reference acceleration aref_r = -b J_r v - k dist pushes
+penetrating points apart (k = 1 / time_constant^2, b = 2 damping_ratio / time_constant), and
+the weight D_r = impedance / (1 - impedance) / A_rr uses the diagonal approximation
 A_rr ~ sum_k J_rk^2 / H_kk of the row's inverse effective mass. f is convex and piecewise
 quadratic; Newton steps a <- a - Hess^-1 grad converge to its minimiser, where grad = 0 (the
-residual the implicit adjoint differentiates).
+residual the implicit adjoint differentiates). Motion two touching bodies share (J_r a = 0)
+costs nothing, so they fall together freely.
 """
-
 import warp as wp
 
 from .articulation import bottom, top, vec6
-from .contact import shape_sdf
 from .generic import kernel, transform, vec3
-from .rigid_contact import contact_point, point_count
+from .rigid_contact import contact_plan, plan_contact, shape_pose
 
-POINTS_PER_PAIR = 8
 EDGES = 4
-ROWS_PER_PAIR = POINTS_PER_PAIR * EDGES
+"""Rows per contact slot: the edges n +- mu t1, n +- mu t2 of its friction pyramid."""
 
 
 @wp.func
@@ -38,17 +39,51 @@ def tangent_basis(n: vec3):
     return t1, wp.cross(n, t1)
 
 
+@wp.func
+def side_jacobian(
+    body: int, sign: wp.Float, direction: vec3, x: vec3, r: int, column: int, body_joint: wp.array(dtype=int),
+    body_origin: wp.array(dtype=vec3), joint_articulation: wp.array(dtype=int), joint_dfs_pos: wp.array(dtype=int),
+    joint_dfs_end: wp.array(dtype=int), dof_joint: wp.array(dtype=int), articulation_dof_start: wp.array(dtype=int),
+    articulation_H_start: wp.array(dtype=int), joint_qd: wp.array(dtype=wp.Float), dof_motion: wp.array(dtype=vec6),
+    mass_matrix: wp.array(dtype=wp.Float), row_jacobian: wp.array2d(dtype=wp.Float),
+):
+    """Write sign * direction . (velocity of the point x of ``body`` per unit rate of each dof
+    of its articulation) into row r from ``column`` on; returns (that part of J_r v,
+    its part sum_k J_rk^2 / H_kk of the inverse effective mass)."""
+    art = joint_articulation[body_joint[body]]
+    d0 = articulation_dof_start[art]
+    n_dofs = articulation_dof_start[art + 1] - d0
+    h0 = articulation_H_start[art]
+    pos_b = joint_dfs_pos[body_joint[body]]
+    at = x - body_origin[body]
+    velocity = sign * type(sign)(0.0)
+    inverse_mass = velocity
+    for i in range(n_dofs):
+        j = dof_joint[d0 + i]
+        value = velocity * type(sign)(0.0)
+        if joint_dfs_pos[j] <= pos_b and pos_b < joint_dfs_end[j]:
+            s_i = dof_motion[d0 + i]
+            value = sign * wp.dot(direction, bottom(s_i) + wp.cross(top(s_i), at))
+        row_jacobian[r, column + i] = value
+        velocity += value * joint_qd[d0 + i]
+        inverse_mass += value * value / mass_matrix[h0 + i * n_dofs + i]
+    return velocity, inverse_mass
+
+
 @kernel
 def soft_contact_rows(
     pair_shapes: wp.array2d(dtype=int),
-    pair_articulation: wp.array(dtype=int),
+    pair_row_start: wp.array(dtype=int),
     shape_kind: wp.array(dtype=int),
     shape_body: wp.array(dtype=int),
     shape_transform: wp.array(dtype=transform),
     shape_size: wp.array(dtype=vec3),
     shape_mu: wp.array(dtype=wp.Float),
+    shape_point_start: wp.array(dtype=int),
+    shape_points: wp.array(dtype=vec3),
     body_joint: wp.array(dtype=int),
     body_origin: wp.array(dtype=vec3),
+    joint_articulation: wp.array(dtype=int),
     joint_dfs_pos: wp.array(dtype=int),
     joint_dfs_end: wp.array(dtype=int),
     dof_joint: wp.array(dtype=int),
@@ -58,67 +93,66 @@ def soft_contact_rows(
     joint_qd: wp.array(dtype=wp.Float),
     dof_motion: wp.array(dtype=vec6),
     mass_matrix: wp.array(dtype=wp.Float),
+    side_column: int,
     row_jacobian: wp.array2d(dtype=wp.Float),
     row_velocity: wp.array(dtype=wp.Float),
     row_inverse_mass: wp.array(dtype=wp.Float),
     row_distance: wp.array(dtype=wp.Float),
     row_in_contact: wp.array(dtype=wp.Float),
 ):
-    """One thread per (body shape, static shape) pair: for every contact point and cone
-    edge, the row's Jacobian over the articulation's dofs, its velocity J_r v, the diagonal
-    estimate sum_k J_rk^2 / H_kk of its inverse effective mass, the point's signed distance
-    (m) and whether it penetrates (1) or not (0). (Sums go to arrays: a loop accumulator
-    used nonlinearly after its loop would get a wrong adjoint from Warp.)"""
+    """One thread per candidate shape pair (shape a on a body, b static or on a body): for
+    every contact slot of the pair (``rigid_contact.plan_contact``) and cone edge, the row's
+    Jacobian of the relative velocity along the edge direction (columns from 0 over the
+    dofs of a's articulation, from ``side_column`` over b's), its
+    velocity J_r v, the diagonal estimate sum_k J_rk^2 / H_kk of its inverse effective
+    mass, the slot's signed distance (m) and whether it penetrates (1) or not (0). (Sums go
+    to arrays: a loop accumulator used nonlinearly after its loop would get a wrong adjoint
+    from Warp.)"""
     p = wp.tid()
     a = pair_shapes[p, 0]
-    s = pair_shapes[p, 1]
-    body = shape_body[a]
-    art = pair_articulation[p]
-    d0 = articulation_dof_start[art]
-    n_dofs = articulation_dof_start[art + 1] - d0
-    h0 = articulation_H_start[art]
-    X_a = body_q[body] * shape_transform[a]
-    X_s = shape_transform[s]
-    to_s = wp.transform_inverse(X_s)
-    mu = (shape_mu[a] + shape_mu[s]) * type(shape_mu[a])(0.5)
-    kind = shape_kind[a]
-    pos_b = joint_dfs_pos[body_joint[body]]
-    origin = body_origin[body]
+    b = pair_shapes[p, 1]
+    ka = shape_kind[a]
+    kb = shape_kind[b]
+    body_a = shape_body[a]
+    body_b = shape_body[b]
+    X_a = shape_pose(body_a, shape_transform[a], body_q)
+    X_b = shape_pose(body_b, shape_transform[b], body_q)
+    mu = (shape_mu[a] + shape_mu[b]) * type(shape_mu[a])(0.5)
     zero = mu * type(mu)(0.0)
     one = type(mu)(1.0)
-    for k in range(POINTS_PER_PAIR):
-        local, radius = contact_point(kind, shape_size[a], k)
-        x = wp.transform_point(X_a, local)
-        dist, n_local = shape_sdf(shape_kind[s], wp.transform_point(to_s, x), shape_size[s])
-        n = wp.quat_rotate(wp.transform_get_rotation(X_s), n_local)
-        gap = dist - radius
-        at = x - n * radius - origin
+    plan, flip, axis, side = contact_plan(ka, kb, shape_size[a], shape_size[b], X_a, X_b)
+    sign_a = one  # +1 when a is the first shape (the normal points towards it)
+    if flip:
+        sign_a = -one
+    first_row = pair_row_start[p]
+    for slot in range((pair_row_start[p + 1] - first_row) // EDGES):
+        valid, pen, n, x = plan_contact(plan, flip, axis, side, slot, ka, kb, shape_size[a], shape_size[b], X_a, X_b,
+                                        shape_points, shape_point_start[a], shape_point_start[b])
         t1, t2 = tangent_basis(n)
         touching = zero
-        if k < point_count(kind, 0) and gap < zero:
+        if valid and pen > zero:
             touching = one
         for e in range(EDGES):
-            r = p * ROWS_PER_PAIR + k * EDGES + e
+            r = first_row + slot * EDGES + e
             sign = one - type(one)(2.0) * type(one)(float(e % 2))
             tangent = t1
             if e >= 2:
                 tangent = t2
             direction = n + tangent * (mu * sign)
-            velocity = zero
-            inverse_mass = zero
-            for i in range(n_dofs):
-                j = dof_joint[d0 + i]
-                value = zero
-                pos_j = joint_dfs_pos[j]
-                if pos_j <= pos_b and pos_b < joint_dfs_end[j]:
-                    s_i = dof_motion[d0 + i]
-                    value = wp.dot(direction, bottom(s_i) + wp.cross(top(s_i), at))
-                row_jacobian[r, i] = value
-                velocity += value * joint_qd[d0 + i]
-                inverse_mass += value * value / mass_matrix[h0 + i * n_dofs + i]
+            velocity, inverse_mass = side_jacobian(
+                body_a, sign_a, direction, x, r, 0, body_joint, body_origin, joint_articulation, joint_dfs_pos,
+                joint_dfs_end, dof_joint, articulation_dof_start, articulation_H_start, joint_qd, dof_motion,
+                mass_matrix, row_jacobian)
             row_velocity[r] = velocity
             row_inverse_mass[r] = inverse_mass
-            row_distance[r] = gap
+            if body_b >= 0:
+                velocity_b, inverse_mass_b = side_jacobian(
+                    body_b, -sign_a, direction, x, r, side_column, body_joint, body_origin, joint_articulation,
+                    joint_dfs_pos, joint_dfs_end, dof_joint, articulation_dof_start, articulation_H_start, joint_qd,
+                    dof_motion, mass_matrix, row_jacobian)
+                row_velocity[r] = velocity + velocity_b
+                row_inverse_mass[r] = inverse_mass + inverse_mass_b
+            row_distance[r] = -pen
             row_in_contact[r] = touching
 
 
@@ -144,10 +178,25 @@ def soft_contact_row_parameters(
     row_weight[r] = row_in_contact[r] * impedance / (one - impedance) / (row_inverse_mass[r] + type(one)(1.0e-12))
 
 
+@wp.func
+def row_times(r: int, pair: int, pair_dof: wp.array2d(dtype=int), pair_dof_count: wp.array2d(dtype=int),
+              side_column: int, row_jacobian: wp.array2d(dtype=wp.Float), vector: wp.array(dtype=wp.Float)):
+    """J_r . vector over the dofs of both sides of row r's pair (side b's columns from
+    ``side_column`` on)."""
+    x = vector[0] * type(vector[0])(0.0)
+    for side in range(2):
+        d0 = pair_dof[pair, side]
+        for i in range(pair_dof_count[pair, side]):
+            x += row_jacobian[r, side * side_column + i] * vector[d0 + i]
+    return x
+
+
 @kernel
 def soft_contact_violation(
-    pair_articulation: wp.array(dtype=int),
-    articulation_dof_start: wp.array(dtype=int),
+    row_pair: wp.array(dtype=int),
+    pair_dof: wp.array2d(dtype=int),
+    pair_dof_count: wp.array2d(dtype=int),
+    side_column: int,
     row_jacobian: wp.array2d(dtype=wp.Float),
     row_aref: wp.array(dtype=wp.Float),
     accel: wp.array(dtype=wp.Float),
@@ -155,13 +204,7 @@ def soft_contact_violation(
 ):
     """One thread per row r: J_r a - aref_r (negative: the row pushes)."""
     r = wp.tid()
-    art = pair_articulation[r // ROWS_PER_PAIR]
-    d0 = articulation_dof_start[art]
-    n_dofs = articulation_dof_start[art + 1] - d0
-    x = -row_aref[r]
-    for i in range(n_dofs):
-        x += row_jacobian[r, i] * accel[d0 + i]
-    row_violation[r] = x
+    row_violation[r] = row_times(r, row_pair[r], pair_dof, pair_dof_count, side_column, row_jacobian, accel) - row_aref[r]
 
 
 @wp.func
@@ -179,13 +222,34 @@ def row_active(weight: wp.Float, violation: wp.Float):
     return zero
 
 
+@wp.func
+def row_coefficient(r: int, pair: int, dof: int, pair_dof: wp.array2d(dtype=int),
+                    pair_dof_count: wp.array2d(dtype=int), side_column: int,
+                    row_jacobian: wp.array2d(dtype=wp.Float)):
+    """J_r at global dof ``dof`` (both sides summed: a pair within one articulation has both
+    sides over the same dofs)."""
+    c = row_jacobian[r, 0] * type(row_jacobian[r, 0])(0.0)
+    for side in range(2):
+        i = dof - pair_dof[pair, side]
+        if i >= 0 and i < pair_dof_count[pair, side]:
+            c += row_jacobian[r, side * side_column + i]
+    return c
+
+
 @kernel
 def soft_contact_newton_system(
     dof_joint: wp.array(dtype=int),
     joint_articulation: wp.array(dtype=int),
     articulation_dof_start: wp.array(dtype=int),
     articulation_H_start: wp.array(dtype=int),
-    articulation_pair_start: wp.array(dtype=int),
+    dof_island: wp.array(dtype=int),
+    island_dof_start: wp.array(dtype=int),
+    island_H_start: wp.array(dtype=int),
+    island_row_start: wp.array(dtype=int),
+    row_pair: wp.array(dtype=int),
+    pair_dof: wp.array2d(dtype=int),
+    pair_dof_count: wp.array2d(dtype=int),
+    side_column: int,
     mass_matrix: wp.array(dtype=wp.Float),
     accel_free: wp.array(dtype=wp.Float),
     row_jacobian: wp.array2d(dtype=wp.Float),
@@ -195,25 +259,36 @@ def soft_contact_newton_system(
     gradient: wp.array(dtype=wp.Float),
     hessian: wp.array(dtype=wp.Float),
 ):
-    """One thread per dof i: gradient_i = (H (a - a0))_i + sum_r J_ri D_r min(0, x_r) and
-    row i of the Hessian H + sum_r D_r [x_r < 0] J_r^T J_r."""
+    """One thread per dof i of an island (articulations coupled by contacts between their
+    bodies, solved together): gradient_i = (H (a - a0))_i + sum_r J_ri D_r min(0, x_r) and
+    row i of the island's Hessian blockdiag(H) + sum_r D_r [x_r < 0] J_r^T J_r, touching
+    only the rows whose pair involves dof i and their nonzero columns."""
     dof = wp.tid()
+    island = dof_island[dof]
+    i0 = island_dof_start[island]
+    n_island = island_dof_start[island + 1] - i0
+    base = island_H_start[island] + (dof - i0) * n_island
     art = joint_articulation[dof_joint[dof]]
     d0 = articulation_dof_start[art]
     n_dofs = articulation_dof_start[art + 1] - d0
-    i = dof - d0
-    base = articulation_H_start[art] + i * n_dofs
-    first = articulation_pair_start[art] * ROWS_PER_PAIR
-    last = articulation_pair_start[art + 1] * ROWS_PER_PAIR
-    g = mass_matrix[base] * type(mass_matrix[base])(0.0)
+    m_row = articulation_H_start[art] + (dof - d0) * n_dofs
+    g = mass_matrix[m_row] * type(mass_matrix[m_row])(0.0)
+    for k in range(n_island):
+        hessian[base + k] = g
     for k in range(n_dofs):
-        g += mass_matrix[base + k] * (accel[d0 + k] - accel_free[d0 + k])
-        h = mass_matrix[base + k]
-        for r in range(first, last):
-            h += row_active(row_weight[r], row_violation[r]) * row_jacobian[r, i] * row_jacobian[r, k]
-        hessian[base + k] = h
-    for r in range(first, last):
-        g += row_jacobian[r, i] * row_force(row_weight[r], row_violation[r])
+        g += mass_matrix[m_row + k] * (accel[d0 + k] - accel_free[d0 + k])
+        hessian[base + d0 - i0 + k] = mass_matrix[m_row + k]
+    zero = g
+    for r in range(island_row_start[island], island_row_start[island + 1]):
+        pair = row_pair[r]
+        c = row_coefficient(r, pair, dof, pair_dof, pair_dof_count, side_column, row_jacobian)
+        g += c * row_force(row_weight[r], row_violation[r])
+        w = row_active(row_weight[r], row_violation[r]) * c
+        if w != zero:
+            for side in range(2):
+                ds = pair_dof[pair, side]
+                for k in range(pair_dof_count[pair, side]):
+                    wp.atomic_add(hessian, base + ds - i0 + k, w * row_jacobian[r, side * side_column + k])
     gradient[dof] = g
 
 

@@ -39,11 +39,17 @@ def test_implicit_adjoint_memory_does_not_grow_with_newton_iterations():
 
 
 def test_implicit_contact_memory_does_not_grow_with_newton_iterations():
-    """Quick suite: 1 and 10 Newton iterations at 16 contacts, and 16 and 64 contacts."""
+    """Quick suite: 1 and 10 Newton iterations at 16 contacts, and 16 and 64 contacts, and
+    the contact-free baseline."""
     records = bench.run_suites(["implicit_contact"], device="cpu", quick=True)
     peaks = {(r["params"]["mode"], r["params"]["iterations"], r["params"]["contacts"]): r["value"]
-             for r in records if r["metric"] == "peak_memory_bytes"}
+             for r in records if r["metric"] == "peak_memory_bytes" and r["params"]["mode"] != "none"}
     assert set(peaks) == {(m, n, c) for m in ("unrolled", "implicit") for n, c in ((1, 16), (10, 16), (10, 64))}
+    baseline = {r["params"]["boxes"]: r["value"] for r in records
+                if r["metric"] == "peak_memory_bytes" and r["params"]["mode"] == "none"}
+    assert set(baseline) == {4, 16} and baseline[16] < peaks["implicit", 10, 64]
+    shares = [r["value"] for r in records if r["metric"] == "memory_ratio" and "share" in r["params"]]
+    assert len(shares) == 2 and min(shares) > 1.0
     assert peaks["implicit", 10, 16] < 1.04 * peaks["implicit", 1, 16]
     assert peaks["unrolled", 10, 16] > 1.5 * peaks["unrolled", 1, 16]
     assert peaks["unrolled", 10, 64] > 2.0 * peaks["implicit", 10, 64]

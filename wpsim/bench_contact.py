@@ -6,7 +6,9 @@ Each case runs in its own process: ``boxes`` boxes (0.2 m, 4 kg) resting on the 
 one per world, each touching it at its four bottom corners (``contacts`` = 4 x boxes);
 ``steps`` steps of 1 ms with exactly ``iterations`` Newton iterations each; a loss on the
 final joint coordinates and velocities; the backward pass. The recorded peak is that of
-all Warp allocations from building the model to the end of the backward pass.
+all Warp allocations from building the model to the end of the backward pass. Mode
+``none`` is the same rollout of the same boxes without the ground (no contact, no contact
+solve): the baseline that shows how much of each peak the contact solve adds.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from .losses import joint_state_loss
 from .solvers import SemiImplicitSolver, SoftContactOptions
 
 MODES = ("unrolled", "implicit")
+BASELINE = "none"
 WORKER_MODULE = "wpsim.bench_contact"
 DT, STEPS = 1e-3, 3
 SINK = 1.0e-4
@@ -37,14 +40,16 @@ def measure(iterations: int, mode: str, boxes: int, device=None) -> dict:
 
     def differentiate(steps: int = STEPS):
         single = ModelBuilder()
-        single.add_ground_plane(mu=0.5)
+        if mode != BASELINE:
+            single.add_ground_plane(mu=0.5)
         box = single.add_body()
         single.add_shape_box(box, hx=0.1, hy=0.1, hz=0.1, density=500.0, mu=0.5)
         single.add_joint_free(box, pos=(0.0, 0.0, 0.1 - SINK), lin_vel=(0.05, 0.0, 0.0))
         builder = ModelBuilder()
         builder.replicate(single, boxes, spacing=(1.0, 0.0, 0.0))
         model = builder.finalize(device=device, requires_grad=True, dtype=wp.float64)
-        options = SoftContactOptions(iterations=iterations, fixed_iterations=True, adjoint=mode)
+        options = None if mode == BASELINE else SoftContactOptions(iterations=iterations, fixed_iterations=True,
+                                                                       adjoint=mode)
         solver = SemiImplicitSolver(model, soft_contact=options)
         weights_q = wp.array(np.linspace(-1.0, 1.0, model.joint_coord_count), dtype=wp.float64, device=model.device)
         weights_qd = wp.array(np.linspace(1.0, -1.0, model.joint_dof_count), dtype=wp.float64, device=model.device)
@@ -73,8 +78,8 @@ def measure(iterations: int, mode: str, boxes: int, device=None) -> dict:
         "peak_memory_bytes": peak,
         "forward_s": forward_s,
         "backward_s": backward_s,
-        "iterations_run": solver.soft_contact.last_iterations,
-        "contacts": solver.soft_contact.active_contacts(),
+        "iterations_run": iterations if solver.soft_contact is None else solver.soft_contact.last_iterations,
+        "contacts": 0 if solver.soft_contact is None else solver.soft_contact.active_contacts(),
         "gradient_norm": grad_norm,
         "boxes": boxes,
         "device": str(model.device),
@@ -83,8 +88,9 @@ def measure(iterations: int, mode: str, boxes: int, device=None) -> dict:
 
 def _case(iterations: int, mode: str, boxes: int, device) -> dict:
     found = run_worker(WORKER_MODULE, [str(iterations), mode, str(boxes), "--device", str(wp.get_device(device))])
-    if found["iterations_run"] != iterations or found["contacts"] != 4 * boxes:
-        raise RuntimeError(f"implicit_contact: asked for {iterations} iterations and {4 * boxes} contacts, got "
+    contacts = 0 if mode == BASELINE else 4 * boxes
+    if found["iterations_run"] != iterations or found["contacts"] != contacts:
+        raise RuntimeError(f"implicit_contact: asked for {iterations} iterations and {contacts} contacts, got "
                            f"{found['iterations_run']} and {found['contacts']}")
     return found
 
@@ -92,7 +98,8 @@ def _case(iterations: int, mode: str, boxes: int, device) -> dict:
 def implicit_contact_suite(device=None, quick: bool = False) -> list[dict]:
     """Suite ``implicit_contact``: backward peak memory at 1, 10, 100 Newton iterations
     (16 contacts) and at 16 and 256 contacts (10 iterations), unrolled vs implicit, with
-    the growth and ratio records and backward times."""
+    the growth and ratio records and backward times; and the contact-free baseline of the
+    same boxes, with the ratio of the memory each mode adds to it."""
     iteration_counts = (1, 10) if quick else (1, 10, 100)
     contact_counts = (16, 64) if quick else (16, 256)
     records, found = [], {}
@@ -102,14 +109,15 @@ def implicit_contact_suite(device=None, quick: bool = False) -> list[dict]:
         if key not in found:
             found[key] = _case(iterations, mode, contacts // 4, device)
             result = found[key]
-            params = {"iterations": iterations, "contacts": result["contacts"], "mode": mode, "steps": STEPS,
+            params = {"iterations": iterations, "contacts": result["contacts"], "boxes": result["boxes"], "mode": mode,
+                      "steps": STEPS,
                       "dt": DT, "precision": "float64", "device": result["device"],
                       "gradient_norm": result["gradient_norm"]}
             records.append(record("implicit_contact", "boxes_on_ground", params, "peak_memory_bytes",
                                   result["peak_memory_bytes"]))
             records.append(record("implicit_contact", "boxes_on_ground", {**params, "phase": "backward"}, "wall_s",
                                   result["backward_s"]))
-            progress(f"implicit_contact/{mode} x{iterations} contacts={contacts}: peak "
+            progress(f"implicit_contact/{mode} x{iterations} boxes={contacts // 4} contacts={result['contacts']}: peak "
                      f"{result['peak_memory_bytes'] / 2**20:.3f} MiB, backward {result['backward_s']:.3f} s")
         return found[key]
 
@@ -132,6 +140,11 @@ def implicit_contact_suite(device=None, quick: bool = False) -> list[dict]:
         base = {"iterations": 10, "contacts": contacts, "precision": "float64", "device": device_name}
         records.append(record("implicit_contact", "boxes_on_ground", {**base, "mode": "unrolled/implicit"},
                               "memory_ratio", unrolled["peak_memory_bytes"] / implicit["peak_memory_bytes"]))
+        baseline = add(10, BASELINE, contacts)["peak_memory_bytes"]
+        records.append(record("implicit_contact", "boxes_on_ground",
+                              {**base, "mode": "unrolled/implicit", "share": "added to the contact-free baseline"},
+                              "memory_ratio", (unrolled["peak_memory_bytes"] - baseline)
+                              / (implicit["peak_memory_bytes"] - baseline)))
         records.append(record("implicit_contact", "boxes_on_ground",
                               {**base, "mode": "unrolled/implicit", "phase": "backward"}, "time_ratio",
                               unrolled["backward_s"] / implicit["backward_s"]))
@@ -149,8 +162,8 @@ def main(argv=None) -> int:
     wp.config.log_level = wp.LOG_WARNING
     if args.worker:
         iterations, mode, boxes = int(args.worker[0]), args.worker[1], int(args.worker[2])
-        if mode not in MODES:
-            parser.error(f"MODE must be one of {MODES}")
+        if mode not in (*MODES, BASELINE):
+            parser.error(f"MODE must be one of {(*MODES, BASELINE)}")
         result = measure(iterations, mode, boxes, args.device)
     else:
         result = implicit_contact_suite(args.device, args.quick)

@@ -208,6 +208,18 @@ def _incline_scene() -> AuditScene:
     return AuditScene(b, 30, 1e-3, setup)
 
 
+def _box_on_box_scene() -> AuditScene:
+    """A box sliding at 0.4 m/s on another resting on the ground (mu 0.3), both settled into
+    their contacts; stepped with soft-constraint contact (one island of two bodies)."""
+    b = ModelBuilder()
+    b.add_ground_plane(mu=0.3)
+    for k in range(2):
+        box = b.add_body()
+        b.add_shape_box(box, hx=0.1, hy=0.1, hz=0.1, density=500.0, mu=0.3)
+        b.add_joint_free(box, pos=(0.0, 0.0, 0.1 + k * (0.2 - 1e-4) - 1e-4), lin_vel=(0.4 * k, 0.0, 0.0))
+    return AuditScene(b, 30, 1e-3)
+
+
 def _coupled_scene() -> AuditScene:
     """Two particles resting on a free box that slides on the ground (particle-body contact
     in both directions, box-ground contact; all contacts stay closed)."""
@@ -323,6 +335,16 @@ SOFT_CONTACT_CASES = (
     AuditCase("soft contact", "initial velocities", _incline_scene, "state.joint_qd", solver="soft contact"),
     AuditCase("soft contact", "external wrench (control)", _incline_scene, "control.body_f_ext",
               solver="soft contact"),
+    AuditCase("soft body-body contact", "mu", _box_on_box_scene, "model.shape_mu", solver="soft contact"),
+    AuditCase("soft body-body contact", "body mass", _box_on_box_scene, "model.body_mass", relative=True,
+              solver="soft contact"),
+    AuditCase("soft body-body contact", "initial coordinates", _box_on_box_scene, "state.joint_q",
+              solver="soft contact", eps=1e-6),
+    AuditCase("soft body-body contact", "initial velocities", _box_on_box_scene, "state.joint_qd",
+              solver="soft contact"),
+    AuditCase("soft mesh contact", "mu", _mesh_contact_scene, "model.shape_mu", solver="soft contact"),
+    AuditCase("soft mesh contact", "contact points", _mesh_contact_scene, "model.shape_points", solver="soft contact",
+              eps=1e-6),
 )
 """Rigid contact as soft constraints, gradients through the implicit (IFT) adjoint."""
 

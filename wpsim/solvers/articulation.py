@@ -109,14 +109,16 @@ class ArticulationStepper:
         )
 
 
-def cholesky_solve(model, matrix: wp.array, rhs: wp.array, out: wp.array, factor: wp.array, work: wp.array, tape):
+def cholesky_solve(model, matrix: wp.array, rhs: wp.array, out: wp.array, factor: wp.array, work: wp.array, tape,
+                   blocks: tuple | None = None):
     """out = matrix^-1 rhs per articulation (dense symmetric positive definite blocks laid out
     by ``articulation_H_start``; ``factor`` receives the Cholesky factors, ``work`` is
-    scratch). On ``tape`` its backward is one transposed solve (``cholesky_solve_adjoint``)."""
-    starts = (model.articulation_dof_start, model.articulation_H_start)
+    scratch). ``blocks``: other (dof_start, H_start) block layouts, e.g. contact islands. On
+    ``tape`` its backward is one transposed solve (``cholesky_solve_adjoint``)."""
+    starts = (model.articulation_dof_start, model.articulation_H_start) if blocks is None else blocks
     wp.launch(
         for_precision(articulation.cholesky_solve, model.dtype),
-        dim=model.articulation_count,
+        dim=starts[0].shape[0] - 1,
         inputs=[*starts, matrix, rhs],
         outputs=[factor, out],
         device=model.device,
@@ -128,7 +130,7 @@ def cholesky_solve(model, matrix: wp.array, rhs: wp.array, out: wp.array, factor
     def backward():
         wp.launch(
             for_precision(articulation.cholesky_solve_adjoint, model.dtype),
-            dim=model.articulation_count,
+            dim=starts[0].shape[0] - 1,
             inputs=[*starts, factor, out, out.grad, work],
             outputs=[matrix.grad, rhs.grad],
             device=model.device,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import warp as wp
 
-from ..kernels import soft_contact
+from ..kernels import rigid_contact, soft_contact
 from ..kernels.generic import for_precision
 from .krylov import tape_paused
 
@@ -40,8 +40,22 @@ class SoftContactOptions:
     impedance: float = 0.99
 
 
+def contact_islands(articulation_count: int, art_a: np.ndarray, art_b: np.ndarray) -> np.ndarray:
+    """Island of each articulation: runs of consecutive articulations joined wherever a
+    candidate pair links two of them (art_b < 0: static shape), so every island's dofs are
+    contiguous. Returns (A,) island indices."""
+    join = np.zeros(articulation_count + 1, np.int64)  # join[t] > 0: articulation t+1 joins t's island
+    linked = (art_b >= 0) & (art_b != art_a)
+    lo, hi = np.minimum(art_a, art_b)[linked], np.maximum(art_a, art_b)[linked]
+    np.add.at(join, lo, 1)
+    np.add.at(join, hi, -1)
+    joined = np.cumsum(join)[: max(articulation_count - 1, 0)] > 0
+    return np.concatenate([[0], np.cumsum(~joined)]).astype(np.int64)[:articulation_count]
+
+
 class SoftContact:
-    """The contact rows and Newton solve of one model (bodies against static shapes)."""
+    """The contact rows and Newton solve of one model: bodies against static shapes and
+    against each other, articulations that may touch solved together as one island."""
 
     def __init__(self, model, options: SoftContactOptions):
         if options.adjoint not in ADJOINTS:
@@ -49,32 +63,66 @@ class SoftContact:
         if options.iterations < 1 or not options.time_constant > 0 or not 0.0 < options.impedance < 1.0:
             raise ValueError("soft contact needs iterations >= 1, time_constant > 0 s and 0 < impedance < 1")
         self.model, self.options = model, options
-        pairs = model.contact_pair.numpy().reshape(-1, 2)
-        body = model.shape_body.numpy()
-        kind = model.shape_kind.numpy()
-        if len(pairs) and (body[pairs[:, 1]] >= 0).any():
-            a, b = pairs[np.flatnonzero(body[pairs[:, 1]] >= 0)[0]]
-            raise ValueError(f"soft-constraint contact handles bodies against static shapes only; shapes {a} and {b} "
-                             "are both on bodies (use the penalty contact)")
-        if len(pairs) and (kind[pairs[:, 0]] == 4).any():
-            raise ValueError("soft-constraint contact does not handle mesh shapes yet (use the penalty contact)")
-        joint_art = model.joint_articulation.numpy()
-        art = joint_art[model.body_joint.numpy()[body[pairs[:, 0]]]] if len(pairs) else np.zeros(0, np.int64)
-        order = np.argsort(art, kind="stable")
-        counts = np.bincount(art, minlength=model.articulation_count)
         device = model.device
-        self.pair_shapes = wp.array(pairs[order].astype(np.int32), dtype=wp.int32, device=device)
-        self.pair_articulation = wp.array(art[order].astype(np.int32), dtype=wp.int32, device=device)
-        self.articulation_pair_start = wp.array(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32),
-                                                dtype=wp.int32, device=device)
+        pairs = model.contact_pair.numpy().reshape(-1, 2)
+        shape_body = model.shape_body.numpy()
+        body_art = model.joint_articulation.numpy()[model.body_joint.numpy()] if model.body_count else np.zeros(0, int)
+        body_b = shape_body[pairs[:, 1]]
+        art_a = body_art[shape_body[pairs[:, 0]]]
+        art_b = np.where(body_b >= 0, body_art[np.maximum(body_b, 0)] if len(body_art) else -1, -1)
+        island_of_art = contact_islands(model.articulation_count, art_a, art_b)
+        order = np.argsort(island_of_art[art_a], kind="stable")
+        pairs, art_a, art_b = pairs[order], art_a[order], art_b[order]
         self.pair_count = len(pairs)
-        self.row_count = self.pair_count * soft_contact.ROWS_PER_PAIR
+        self.pair_shapes = wp.array(pairs.astype(np.int32).reshape(-1, 2), dtype=wp.int32, device=device)
+        rows_per_pair = self._slot_counts() * soft_contact.EDGES
+        pair_row_start = np.concatenate([[0], np.cumsum(rows_per_pair)]).astype(np.int64)
+        self.row_count = int(pair_row_start[-1])
+
+        dof_start = model.articulation_dof_start.numpy()
+        first_art = np.flatnonzero(np.diff(island_of_art, prepend=-1))
+        island_dof_start = np.append(dof_start[first_art], dof_start[-1])
+        sizes = np.diff(island_dof_start)
+        island_pair_start = np.searchsorted(island_of_art[art_a], np.arange(len(first_art) + 1))
+        has_b = art_b >= 0
+        pair_dof = np.stack([dof_start[art_a], np.where(has_b, dof_start[np.maximum(art_b, 0)], -1)], axis=1)
+        pair_dof_count = np.stack([dof_start[art_a + 1] - dof_start[art_a],
+                                   np.where(has_b, dof_start[np.maximum(art_b, 0) + 1] - pair_dof[:, 1], 0)], axis=1)
+
+        def ints(values):
+            return wp.array(np.asarray(values, np.int32), dtype=wp.int32, device=device)
+
+        self.island_count = len(first_art)
+        self.island_dof_start = ints(island_dof_start)
+        self.island_H_start = ints(np.concatenate([[0], np.cumsum(sizes * sizes)]))
+        self.island_row_start = ints(pair_row_start[island_pair_start])
+        self.dof_island = ints(np.repeat(np.arange(self.island_count), sizes))
+        self.pair_row_start = ints(pair_row_start)
+        self.row_pair = ints(np.repeat(np.arange(self.pair_count), rows_per_pair))
+        self.pair_dof = ints(pair_dof.reshape(-1, 2))
+        self.pair_dof_count = ints(pair_dof_count.reshape(-1, 2))
+        self.hessian_size = int(np.sum(sizes * sizes))
+        self.side_column = max(self.model.max_articulation_dofs, 1)
+        self.jacobian_width = self.side_column * (2 if has_b.any() else 1)
+        """Columns of a row's Jacobian: the dofs of shape a's articulation, then (from
+        ``side_column``) of shape b's when some pair has b on a body."""
+        self.largest_island = int(sizes.max(initial=0))
+        """Dofs of the largest island (its dense Hessian is solved by Cholesky each iteration)."""
         self.last_iterations = 0
         """Newton iterations of the latest step."""
         self._last_in_contact = None
         self._buffers = {}
         real = model.real
         self._params = (real(options.time_constant), real(options.damping_ratio), real(options.impedance))
+
+    def _slot_counts(self) -> np.ndarray:
+        """Contact slots of each (sorted) pair, from the shared narrow phase."""
+        slots = wp.zeros(self.pair_count, dtype=wp.int32, device=self.model.device)
+        if self.pair_count:
+            wp.launch(rigid_contact.pair_slot_counts, dim=self.pair_count,
+                      inputs=[self.pair_shapes, self.model.shape_kind, self.model.shape_point_count], outputs=[slots],
+                      device=self.model.device, record_tape=False)
+        return slots.numpy().astype(np.int64)
 
     def active_contacts(self) -> int:
         """Contact points that penetrated in the latest step (reads back from the device)."""
@@ -95,9 +143,9 @@ class SoftContact:
         return buffer
 
     def _rows(self, grad: bool) -> dict:
-        """Row arrays: jacobian (R, max dofs), then per row (R,): velocity, inverse_mass,
-        distance, in_contact, aref, weight."""
-        rows = {"jacobian": self._array("jacobian", (self.row_count, max(self.model.max_articulation_dofs, 1)), grad)}
+        """Row arrays: jacobian (R, ``jacobian_width``), then per row (R,): velocity,
+        inverse_mass, distance, in_contact, aref, weight."""
+        rows = {"jacobian": self._array("jacobian", (self.row_count, self.jacobian_width), grad)}
         for name in ("velocity", "inverse_mass", "distance", "in_contact", "aref", "weight"):
             rows[name] = self._array(name, self.row_count, grad)
         return rows
@@ -116,10 +164,10 @@ class SoftContact:
             return
         self._launch(
             soft_contact.soft_contact_rows, self.pair_count,
-            [self.pair_shapes, self.pair_articulation, m.shape_kind, m.shape_body, m.shape_transform, m.shape_size,
-             m.shape_mu, m.body_joint, m.body_origin, m.joint_dfs_pos, m.joint_dfs_end, m.dof_joint,
-             m.articulation_dof_start, m.articulation_H_start, state_in.body_q, state_in.joint_qd,
-             scratch.dof_motion, scratch.mass_matrix],
+            [self.pair_shapes, self.pair_row_start, m.shape_kind, m.shape_body, m.shape_transform, m.shape_size,
+             m.shape_mu, m.shape_point_start, m.shape_points, m.body_joint, m.body_origin, m.joint_articulation,
+             m.joint_dfs_pos, m.joint_dfs_end, m.dof_joint, m.articulation_dof_start, m.articulation_H_start,
+             state_in.body_q, state_in.joint_qd, scratch.dof_motion, scratch.mass_matrix, self.side_column],
             [rows[k] for k in ("jacobian", "velocity", "inverse_mass", "distance", "in_contact")],
         )
         self._launch(soft_contact.soft_contact_row_parameters, self.row_count,
@@ -132,14 +180,17 @@ class SoftContact:
         violation = self._vector("violation", grad, self.row_count)
         if self.row_count:
             self._launch(soft_contact.soft_contact_violation, self.row_count,
-                         [self.pair_articulation, m.articulation_dof_start, rows["jacobian"], rows["aref"], accel],
+                         [self.row_pair, self.pair_dof, self.pair_dof_count, self.side_column, rows["jacobian"],
+                          rows["aref"], accel],
                          [violation])
         gradient = self._vector("gradient", grad)
-        hessian = self._array("hessian", scratch.mass_matrix.shape[0], grad)
+        hessian = self._array("hessian", self.hessian_size, grad)
         self._launch(soft_contact.soft_contact_newton_system, m.joint_dof_count,
                      [m.dof_joint, m.joint_articulation, m.articulation_dof_start, m.articulation_H_start,
-                      self.articulation_pair_start, scratch.mass_matrix, scratch.qdd, rows["jacobian"],
-                      rows["weight"], violation, accel],
+                      self.dof_island, self.island_dof_start, self.island_H_start, self.island_row_start,
+                      self.row_pair, self.pair_dof, self.pair_dof_count, self.side_column, scratch.mass_matrix,
+                      scratch.qdd,
+                      rows["jacobian"], rows["weight"], violation, accel],
                      [gradient, hessian])
         return gradient, hessian
 
@@ -152,8 +203,10 @@ class SoftContact:
         grad = tape is not None
         gradient, hessian = self._system(scratch, rows, accel, grad)
         step = self._vector("step", grad)
-        factor = wp.zeros_like(scratch.factor) if keep_factor else self._array("factor", scratch.factor.shape[0], grad)
-        cholesky_solve(self.model, hessian, gradient, step, factor, self._vector("work", False), tape)
+        factor = (wp.zeros(self.hessian_size, dtype=self.model.dtype, device=self.model.device) if keep_factor
+                  else self._array("factor", self.hessian_size, grad))
+        cholesky_solve(self.model, hessian, gradient, step, factor, self._vector("work", False), tape,
+                       (self.island_dof_start, self.island_H_start))
         out = self._vector(out_name, grad)
         self._launch(soft_contact.newton_update, self.model.joint_dof_count, [accel, step], [out])
         return out, step, factor
@@ -215,8 +268,8 @@ class SoftContact:
 
         m = self.model
         lam = wp.zeros_like(result.grad)
-        wp.launch(for_precision(articulation.cholesky_back_solve, m.dtype), dim=m.articulation_count,
-                  inputs=[m.articulation_dof_start, m.articulation_H_start, factor, result.grad], outputs=[lam],
+        wp.launch(for_precision(articulation.cholesky_back_solve, m.dtype), dim=self.island_count,
+                  inputs=[self.island_dof_start, self.island_H_start, factor, result.grad], outputs=[lam],
                   device=m.device, record_tape=False)
         detached = wp.clone(result, requires_grad=False)
         with tape_paused():
