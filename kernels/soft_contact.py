@@ -199,12 +199,17 @@ def soft_contact_violation(
     side_column: int,
     row_jacobian: wp.array2d(dtype=wp.Float),
     row_aref: wp.array(dtype=wp.Float),
+    row_weight: wp.array(dtype=wp.Float),
     accel: wp.array(dtype=wp.Float),
     row_violation: wp.array(dtype=wp.Float),
 ):
-    """One thread per row r: J_r a - aref_r (negative: the row pushes)."""
+    """One thread per row r: J_r a - aref_r (negative: the row pushes); 0 for rows not in
+    contact (D_r = 0), which the solve does not read."""
     r = wp.tid()
-    row_violation[r] = row_times(r, row_pair[r], pair_dof, pair_dof_count, side_column, row_jacobian, accel) - row_aref[r]
+    x = row_aref[r] * type(row_aref[r])(0.0)
+    if row_weight[r] != x:
+        x = row_times(r, row_pair[r], pair_dof, pair_dof_count, side_column, row_jacobian, accel) - row_aref[r]
+    row_violation[r] = x
 
 
 @wp.func
@@ -261,8 +266,8 @@ def soft_contact_newton_system(
 ):
     """One thread per dof i of an island (articulations coupled by contacts between their
     bodies, solved together): gradient_i = (H (a - a0))_i + sum_r J_ri D_r min(0, x_r) and
-    row i of the island's Hessian blockdiag(H) + sum_r D_r [x_r < 0] J_r^T J_r, touching
-    only the rows whose pair involves dof i and their nonzero columns."""
+    row i of the island's Hessian blockdiag(H) + sum_r D_r [x_r < 0] J_r^T J_r, visiting
+    only rows in contact (D_r != 0) and adding only their nonzero columns."""
     dof = wp.tid()
     island = dof_island[dof]
     i0 = island_dof_start[island]
@@ -272,23 +277,24 @@ def soft_contact_newton_system(
     d0 = articulation_dof_start[art]
     n_dofs = articulation_dof_start[art + 1] - d0
     m_row = articulation_H_start[art] + (dof - d0) * n_dofs
-    g = mass_matrix[m_row] * type(mass_matrix[m_row])(0.0)
+    zero = mass_matrix[m_row] * type(mass_matrix[m_row])(0.0)
+    g = zero
     for k in range(n_island):
-        hessian[base + k] = g
+        hessian[base + k] = zero
     for k in range(n_dofs):
         g += mass_matrix[m_row + k] * (accel[d0 + k] - accel_free[d0 + k])
         hessian[base + d0 - i0 + k] = mass_matrix[m_row + k]
-    zero = g
     for r in range(island_row_start[island], island_row_start[island + 1]):
-        pair = row_pair[r]
-        c = row_coefficient(r, pair, dof, pair_dof, pair_dof_count, side_column, row_jacobian)
-        g += c * row_force(row_weight[r], row_violation[r])
-        w = row_active(row_weight[r], row_violation[r]) * c
-        if w != zero:
-            for side in range(2):
-                ds = pair_dof[pair, side]
-                for k in range(pair_dof_count[pair, side]):
-                    wp.atomic_add(hessian, base + ds - i0 + k, w * row_jacobian[r, side * side_column + k])
+        if row_weight[r] != zero:  # rows of slots not in contact (most) add nothing
+            pair = row_pair[r]
+            c = row_coefficient(r, pair, dof, pair_dof, pair_dof_count, side_column, row_jacobian)
+            g += c * row_force(row_weight[r], row_violation[r])
+            w = row_active(row_weight[r], row_violation[r]) * c
+            if w != zero:
+                for side in range(2):
+                    ds = pair_dof[pair, side]
+                    for k in range(pair_dof_count[pair, side]):
+                        wp.atomic_add(hessian, base + ds - i0 + k, w * row_jacobian[r, side * side_column + k])
     gradient[dof] = g
 
 

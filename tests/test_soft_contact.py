@@ -112,10 +112,11 @@ def test_implicit_gradient_matches_unrolled_and_central_differences(param):
     assert np.abs(grads["implicit"] - grads["unrolled"]).max() <= 1e-4 * scale
 
 
-def test_checkpointed_rollout_matches_full_bitwise():
+@pytest.mark.parametrize("scene", ["incline", "stack"])
+def test_checkpointed_rollout_matches_full_bitwise(scene):
     results = []
     for mode in ("full", "checkpoint"):
-        model = sliding_scene()
+        model = sliding_scene() if scene == "incline" else sliding_stack()
         solver = wpsim.SemiImplicitSolver(model, soft_contact=SoftContactOptions())
         w_q = wp.array(np.linspace(-1.0, 1.0, model.joint_coord_count), dtype=wp.float64)
         w_qd = wp.zeros(model.joint_dof_count, dtype=wp.float64)
@@ -142,6 +143,15 @@ def test_many_worlds_solve_independently():
     assert np.abs(per_world - one[:, None, :]).max() < 1e-9
 
 
+def test_many_worlds_of_stacks_are_separate_islands():
+    one, _ = run(sliding_stack(), 100)
+    many, solver = run(box_stack(2, mu=0.3, top_speed=0.4, worlds=3), 100)
+    assert solver.soft_contact.island_count == 3 and solver.soft_contact.largest_island == 12
+    per_world = many.reshape(100, 3, 14)
+    assert np.abs(one[-1] - one[0]).max() > 0.01
+    assert np.abs(per_world - one[:, None, :]).max() < 1e-9
+
+
 def test_bad_options_are_refused():
     with pytest.raises(ValueError, match="adjoint"):
         wpsim.SemiImplicitSolver(sliding_scene(), soft_contact=SoftContactOptions(adjoint="exact"))
@@ -156,7 +166,7 @@ def test_islands_join_the_articulations_that_may_touch():
     assert contact_islands(3, np.zeros(0, int), np.zeros(0, int)).tolist() == [0, 1, 2]
 
 
-def box_stack(boxes: int = 3, mu: float = 0.6, top_speed: float = 0.0):
+def box_stack(boxes: int = 3, mu: float = 0.6, top_speed: float = 0.0, worlds: int = 1):
     """``boxes`` 0.2 m, 4 kg boxes stacked on the ground, each 0.1 mm into the one below; the
     top one sliding at ``top_speed`` (m/s) along x."""
     b = wpsim.ModelBuilder()
@@ -166,6 +176,10 @@ def box_stack(boxes: int = 3, mu: float = 0.6, top_speed: float = 0.0):
         b.add_shape_box(body, hx=0.1, hy=0.1, hz=0.1, density=500.0, mu=mu)
         speed = top_speed if k == boxes - 1 else 0.0
         b.add_joint_free(body, pos=(0.0, 0.0, 0.1 + k * (0.2 - 1e-4) - 1e-4), lin_vel=(speed, 0.0, 0.0))
+    if worlds > 1:
+        many = wpsim.ModelBuilder()
+        many.replicate(b, worlds, spacing=(1.0, 0.0, 0.0))
+        b = many
     return b.finalize(dtype=wp.float64, requires_grad=True)
 
 

@@ -26,7 +26,7 @@ from .builder import ModelBuilder
 from .losses import joint_state_loss, linear_state_loss
 from .model import Model, State
 from .rollout import simulate
-from .solvers import SemiImplicitSolver
+from .solvers import SemiImplicitSolver, SoftContactOptions
 
 METRIC_UNITS = {
     "steps_per_s": "steps/s",
@@ -47,12 +47,18 @@ WARMUP_STEPS = 3
 
 @dataclass(frozen=True)
 class SceneCase:
-    """A benchmark scene: a builder factory, its stable time step (s) and its world count."""
+    """A benchmark scene: a builder factory, its stable time step (s), its world count and
+    whether rigid contact is solved as soft constraints (``SoftContactOptions()``)."""
 
     name: str
     build: Callable[[], ModelBuilder]
     dt: float
     worlds: int = 1
+    soft_contact: bool = False
+
+    def solver(self, model: Model) -> SemiImplicitSolver:
+        """The solver this case is measured with."""
+        return SemiImplicitSolver(model, soft_contact=SoftContactOptions() if self.soft_contact else None)
 
 
 @dataclass(frozen=True)
@@ -110,9 +116,9 @@ def _ping_pong(solver: SemiImplicitSolver, dt: float) -> Callable[[int], None]:
     return run
 
 
-def measure_forward(model: Model, dt: float, timing: Timing) -> dict:
+def measure_forward(solver: SemiImplicitSolver, dt: float, timing: Timing) -> dict:
     """Best-of-repeats forward speed (no tape) and launches of one unrecorded step."""
-    solver = SemiImplicitSolver(model)
+    model = solver.model
     run = _ping_pong(solver, dt)
     run(WARMUP_STEPS)
     launches = count_launches(lambda: run(1))
@@ -146,9 +152,9 @@ def _recorded_rollout(solver: SemiImplicitSolver, steps: int, dt: float, weights
     return tape, loss, state
 
 
-def measure_gradient(model: Model, dt: float, timing: Timing) -> dict:
+def measure_gradient(solver: SemiImplicitSolver, dt: float, timing: Timing) -> dict:
     """Median recorded-forward and backward wall times, their ratio, and recorded launches per step."""
-    solver = SemiImplicitSolver(model)
+    model = solver.model
     weights = _up_weights(model)
     warm, warm_loss, _ = _recorded_rollout(solver, 1, dt, weights)
     recorded = len(warm.launches) - 3  # minus the loss launches
@@ -219,10 +225,10 @@ def scene_params(model: Model, case: SceneCase, timing: Timing) -> dict:
 def benchmark_scene(suite: str, case: SceneCase, device, timing: Timing) -> list[dict]:
     """Forward speed, launch counts and the backward/forward ratio of one scene, as records."""
     builder = case.build()
-    fwd = measure_forward(builder.finalize(device=device), case.dt, timing)
+    fwd = measure_forward(case.solver(builder.finalize(device=device)), case.dt, timing)
     model = builder.finalize(device=device, requires_grad=True)
-    grad = measure_gradient(model, case.dt, timing)
-    base = scene_params(model, case, timing)
+    grad = measure_gradient(case.solver(model), case.dt, timing)
+    base = {**scene_params(model, case, timing), "contact": "soft" if case.soft_contact else "penalty"}
 
     def rec(metric, value, mode):
         return record(suite, case.name, {**base, "mode": mode}, metric, value)
@@ -258,16 +264,19 @@ def forward_suite(device=None, quick: bool = False) -> list[dict]:
 
 
 def rigid_cases(quick: bool) -> list[SceneCase]:
-    """The scenes of the ``rigid`` suite: a 7-link arm, a 5-box stack and a 12-joint
-    quadruped on the ground, each alone and as 64 worlds (8 with ``quick``)."""
+    """The scenes of the ``rigid`` suite: a 7-link arm, a 5-box stack (penalty and soft
+    contact) and a 12-joint quadruped on the ground, each alone and as 64 worlds (8 with
+    ``quick``)."""
     worlds = 8 if quick else 64
     scenes_ = [
         SceneCase("arm_7", scenes.arm, 1.0e-3),
         SceneCase("box_stack_5", scenes.box_stack, 1.0e-3),
+        SceneCase("box_stack_5_soft", scenes.box_stack, 1.0e-3, soft_contact=True),
         SceneCase("quadruped_12", scenes.quadruped, 5.0e-4),
     ]
     return scenes_ + [
-        SceneCase(f"{c.name}_x{worlds}", _replicated(c.build, worlds, (2.0, 0.0, 0.0)), c.dt, worlds) for c in scenes_
+        SceneCase(f"{c.name}_x{worlds}", _replicated(c.build, worlds, (2.0, 0.0, 0.0)), c.dt, worlds, c.soft_contact)
+        for c in scenes_
     ]
 
 

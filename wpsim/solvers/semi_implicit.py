@@ -40,9 +40,10 @@ class SemiImplicitSolver(SolverBase):
             gradients of the forward rollout; they differ by terms of order w (inside a
             resting contact the slope is about sigmoid(pen / w) instead of 1). 0 (default):
             exact gradients.
-        soft_contact: a ``SoftContactOptions`` to resolve rigid-body contact with static shapes
-            as soft constraints by Newton iterations (differentiated implicitly or unrolled)
-            instead of the penalty forces; None (default): penalty contact.
+        soft_contact: a ``SoftContactOptions`` to resolve rigid-body contact (with static
+            shapes and between bodies) as soft constraints by Newton iterations
+            (differentiated implicitly or unrolled) instead of the penalty forces; None
+            (default): penalty contact.
         **health_options: see ``SolverBase`` (raise_on_blowup, health_check_interval,
             max_coordinate, max_speed).
     """

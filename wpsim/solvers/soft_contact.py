@@ -21,7 +21,9 @@ class SoftContactOptions:
     """Settings of the soft-constraint contact solve.
 
     iterations: Newton iterations at most (all of them with ``fixed_iterations``).
-    tolerance: stop when the largest Newton step is below tolerance * (1 + max |a|).
+    tolerance: stop when the largest Newton step is below tolerance * (1 + max |a|); at
+        least 32 machine epsilons of the model's precision (float32: 3.8e-6), below which
+        rounding keeps the steps from shrinking.
     fixed_iterations: run exactly ``iterations`` (for benchmarks; no host read-back).
     adjoint: "implicit" (backward = one solve at the solution, memory independent of the
         iterations) or "unrolled" (every iteration recorded on the tape).
@@ -114,6 +116,8 @@ class SoftContact:
         self._buffers = {}
         real = model.real
         self._params = (real(options.time_constant), real(options.damping_ratio), real(options.impedance))
+        self._tolerance = max(options.tolerance, 32.0 * float(np.finfo(np.float32 if model.dtype == wp.float32
+                                                                      else np.float64).eps))
 
     def _slot_counts(self) -> np.ndarray:
         """Contact slots of each (sorted) pair, from the shared narrow phase."""
@@ -181,7 +185,7 @@ class SoftContact:
         if self.row_count:
             self._launch(soft_contact.soft_contact_violation, self.row_count,
                          [self.row_pair, self.pair_dof, self.pair_dof_count, self.side_column, rows["jacobian"],
-                          rows["aref"], accel],
+                          rows["aref"], rows["weight"], accel],
                          [violation])
         gradient = self._vector("gradient", grad)
         hessian = self._array("hessian", self.hessian_size, grad)
@@ -218,7 +222,7 @@ class SoftContact:
         wp.launch(for_precision(soft_contact.max_abs, self.model.dtype), dim=1, inputs=[accel],
                   outputs=[norms[1:2]], device=self.model.device, record_tape=False)
         step_norm, accel_norm = norms.numpy()
-        return step_norm <= self.options.tolerance * (1.0 + accel_norm)
+        return step_norm <= self._tolerance * (1.0 + accel_norm)
 
     # ------------------------------------------------------------------ solve
     def solve(self, scratch, state_in, tape) -> wp.array:
