@@ -11,8 +11,9 @@ adds four rows r along the edges n +- mu t1, n +- mu t2 of a pyramidal friction 
 the edge direction times the Jacobian of the contact point's relative velocity, the second
 body's side subtracted). The reference acceleration aref_r = -b J_r v - k dist pushes
 penetrating points apart (k = 1 / time_constant^2, b = 2 damping_ratio / time_constant), and
-the weight D_r = impedance / (1 - impedance) / A_rr uses the diagonal approximation
-A_rr ~ sum_k J_rk^2 / H_kk of the row's inverse effective mass. f is convex and piecewise
+the weight D_r = impedance / (1 - impedance) / A uses the diagonal approximation
+A_rr ~ sum_k J_rk^2 / H_kk of a row's inverse effective mass, averaged over the slot's four
+edges (one weight per contact point, so that opposite edges balance). f is convex and piecewise
 quadratic; Newton steps a <- a - Hess^-1 grad converge to its minimiser, where grad = 0 (the
 residual the implicit adjoint differentiates). Motion two touching bodies share (J_r a = 0)
 costs nothing, so they fall together freely.
@@ -169,13 +170,20 @@ def soft_contact_row_parameters(
     row_weight: wp.array(dtype=wp.Float),
 ):
     """One thread per row: reference acceleration aref = -b J v - k dist and weight
-    D = impedance / (1 - impedance) / A_rr (0 for points not in contact)."""
+    D = impedance / (1 - impedance) / A (0 for points not in contact), A the mean of A_rr
+    over the slot's four edges. One weight per slot: with a weight per edge, edges nearly
+    orthogonal to the motion got large weights, and at a penetrating contact their unequal
+    forces added up to a spurious friction force (a pendulum resting on its own base sank
+    24 mm)."""
     r = wp.tid()
     one = type(impedance)(1.0)
     stiffness = one / (time_constant * time_constant)
     damping = type(impedance)(2.0) * damping_ratio / time_constant
     row_aref[r] = -damping * row_velocity[r] - stiffness * row_distance[r]
-    row_weight[r] = row_in_contact[r] * impedance / (one - impedance) / (row_inverse_mass[r] + type(one)(1.0e-12))
+    first = r - r % EDGES
+    inverse_mass = (row_inverse_mass[first] + row_inverse_mass[first + 1] + row_inverse_mass[first + 2]
+                    + row_inverse_mass[first + 3]) * type(one)(0.25)
+    row_weight[r] = row_in_contact[r] * impedance / (one - impedance) / (inverse_mass + type(one)(1.0e-12))
 
 
 @wp.func
