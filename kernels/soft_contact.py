@@ -16,11 +16,12 @@ A_rr ~ sum_k J_rk^2 / H_kk of a row's inverse effective mass, averaged over the 
 edges (one weight per contact point, so that opposite edges balance). f is convex and piecewise
 quadratic; Newton steps a <- a - Hess^-1 grad converge to its minimiser, where grad = 0 (the
 residual the implicit adjoint differentiates). Motion two touching bodies share (J_r a = 0)
-costs nothing, so they fall together freely.
+costs nothing, so they fall together freely. A revolute or prismatic dof beyond a joint
+limit adds one more row on its own dof (no friction).
 """
 import warp as wp
 
-from .articulation import bottom, top, vec6
+from .articulation import JOINT_PRISMATIC, JOINT_REVOLUTE, bottom, top, vec6
 from .generic import kernel, transform, vec3
 from .rigid_contact import contact_plan, plan_contact, shape_pose
 
@@ -249,6 +250,14 @@ def row_coefficient(r: int, pair: int, dof: int, pair_dof: wp.array2d(dtype=int)
     return c
 
 
+@wp.func
+def limit_violation(sign: wp.Float, accel: wp.Float, qd: wp.Float, distance: wp.Float, stiffness: wp.Float,
+                    damping: wp.Float):
+    """J a - aref of a joint-limit row with J = sign (+1 lower, -1 upper limit) and the
+    limit's signed distance (negative: beyond it)."""
+    return sign * accel + damping * sign * qd + stiffness * distance
+
+
 @kernel
 def soft_contact_newton_system(
     dof_joint: wp.array(dtype=int),
@@ -268,6 +277,16 @@ def soft_contact_newton_system(
     row_jacobian: wp.array2d(dtype=wp.Float),
     row_weight: wp.array(dtype=wp.Float),
     row_violation: wp.array(dtype=wp.Float),
+    joint_type: wp.array(dtype=int),
+    joint_q_start: wp.array(dtype=int),
+    joint_q: wp.array(dtype=wp.Float),
+    joint_qd: wp.array(dtype=wp.Float),
+    joint_limit_lower: wp.array(dtype=wp.Float),
+    joint_limit_upper: wp.array(dtype=wp.Float),
+    limits: int,
+    time_constant: wp.Float,
+    damping_ratio: wp.Float,
+    impedance: wp.Float,
     accel: wp.array(dtype=wp.Float),
     gradient: wp.array(dtype=wp.Float),
     hessian: wp.array(dtype=wp.Float),
@@ -275,7 +294,9 @@ def soft_contact_newton_system(
     """One thread per dof i of an island (articulations coupled by contacts between their
     bodies, solved together): gradient_i = (H (a - a0))_i + sum_r J_ri D_r min(0, x_r) and
     row i of the island's Hessian blockdiag(H) + sum_r D_r [x_r < 0] J_r^T J_r, visiting
-    only rows in contact (D_r != 0) and adding only their nonzero columns."""
+    only rows in contact (D_r != 0) and adding only their nonzero columns. With ``limits``
+    a revolute or prismatic dof beyond its lower (upper) limit adds a row J = e_i (-e_i) with
+    the same reference acceleration and weight impedance / (1 - impedance) H_ii."""
     dof = wp.tid()
     island = dof_island[dof]
     i0 = island_dof_start[island]
@@ -303,6 +324,21 @@ def soft_contact_newton_system(
                     ds = pair_dof[pair, side]
                     for k in range(pair_dof_count[pair, side]):
                         wp.atomic_add(hessian, base + ds - i0 + k, w * row_jacobian[r, side * side_column + k])
+    j = dof_joint[dof]
+    if limits != 0 and (joint_type[j] == JOINT_REVOLUTE or joint_type[j] == JOINT_PRISMATIC):
+        q = joint_q[joint_q_start[j]]
+        one = type(impedance)(1.0)
+        weight = impedance / (one - impedance) * mass_matrix[m_row + dof - d0]
+        stiffness = one / (time_constant * time_constant)
+        damping = type(impedance)(2.0) * damping_ratio / time_constant
+        if q < joint_limit_lower[dof]:
+            x = limit_violation(one, accel[dof], joint_qd[dof], q - joint_limit_lower[dof], stiffness, damping)
+            g += row_force(weight, x)
+            wp.atomic_add(hessian, base + dof - i0, row_active(weight, x))
+        if q > joint_limit_upper[dof]:
+            x = limit_violation(-one, accel[dof], joint_qd[dof], joint_limit_upper[dof] - q, stiffness, damping)
+            g -= row_force(weight, x)
+            wp.atomic_add(hessian, base + dof - i0, row_active(weight, x))
     gradient[dof] = g
 
 

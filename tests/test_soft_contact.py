@@ -321,3 +321,43 @@ def test_self_contact_gradients_match_unrolled_and_central_differences():
             assert result.ok, (result.tape, result.fd, result.rel_error)
     assert np.abs(grads["unrolled"]).max() > 0
     assert np.abs(grads["implicit"] - grads["unrolled"]).max() <= 1e-4 * np.abs(grads["unrolled"]).max()
+
+
+def pendulum_on_limit(q0: float = 0.6, lower: float = 0.2):
+    """A 1 kg, 0.3 m pendulum hinged about x whose lower limit (rad) keeps it from hanging
+    straight down: gravity holds it against the limit. No penalty gains (limit_ke = 0)."""
+    b = wpsim.ModelBuilder()
+    link = b.add_body(mass=1.0, com=(0.0, 0.0, -0.3), inertia=(0.001, 0.001, 0.001))
+    b.add_joint_revolute(-1, link, axis=(1.0, 0.0, 0.0), q=q0, limit_lower=lower, limit_upper=2.0, limit_ke=0.0,
+                         limit_kd=0.0)
+    return b.finalize(dtype=wp.float64, requires_grad=True)
+
+
+def test_joint_limit_is_a_soft_constraint_of_the_solve():
+    path, _ = run(pendulum_on_limit(), 1000)
+    q = path[:, 0]
+    assert q.min() > 0.2 - 0.03  # arriving at 3.2 rad/s it passes the limit by about w tau / e = 0.023 rad
+    assert abs(q[-1] - 0.2) < 1e-3 and np.ptp(q[-100:]) < 1e-7  # then rests on it
+    free, _ = run(pendulum_on_limit(), 1000, joint_limits=False)  # penalty limit with zero gains: no limit
+    assert free[:, 0].min() < -0.3
+
+
+@pytest.mark.parametrize("param", ["joint_limit_lower", "joint_qd"])
+def test_joint_limit_gradients_match_unrolled_and_central_differences(param):
+    grads = {}
+    for adjoint in ("implicit", "unrolled"):
+        model = pendulum_on_limit(0.199, 0.2)
+        solver = wpsim.SemiImplicitSolver(model, soft_contact=SoftContactOptions(adjoint=adjoint, tolerance=1e-13))
+        loss, state = loss_of(model, solver, steps=20)
+        array = state.joint_qd if param == "joint_qd" else model.joint_limit_lower
+        tape = wp.Tape()
+        with tape:
+            value = loss()
+        tape.backward(value)
+        grads[adjoint] = array.grad.numpy().copy()
+        if adjoint == "implicit":
+            tape.zero()
+            result = check_gradient(loss, array, eps=1e-6, direction=np.ones(1), tol=1e-4)
+            assert result.ok, (result.tape, result.fd, result.rel_error)
+    assert np.abs(grads["unrolled"]).max() > 0
+    assert np.abs(grads["implicit"] - grads["unrolled"]).max() <= 1e-4 * np.abs(grads["unrolled"]).max()

@@ -220,6 +220,16 @@ def _box_on_box_scene() -> AuditScene:
     return AuditScene(b, 30, 1e-3)
 
 
+def _limit_scene() -> AuditScene:
+    """A pendulum held by gravity against its lower joint limit (no penalty gains); stepped
+    with the limit as a soft constraint of the contact solve."""
+    b = ModelBuilder()
+    link = b.add_body(mass=1.0, com=(0.0, 0.0, -0.3), inertia=(0.001, 0.001, 0.001))
+    b.add_joint_revolute(-1, link, axis=(1.0, 0.0, 0.0), q=0.199, qd=-0.05, limit_lower=0.2, limit_upper=2.0,
+                         limit_ke=0.0, limit_kd=0.0)
+    return AuditScene(b, 30, 1e-3)
+
+
 def _coupled_scene() -> AuditScene:
     """Two particles resting on a free box that slides on the ground (particle-body contact
     in both directions, box-ground contact; all contacts stay closed)."""
@@ -342,6 +352,8 @@ SOFT_CONTACT_CASES = (
               solver="soft contact", eps=1e-6),
     AuditCase("soft body-body contact", "initial velocities", _box_on_box_scene, "state.joint_qd",
               solver="soft contact"),
+    AuditCase("soft joint limit", "lower limit", _limit_scene, "model.joint_limit_lower", solver="soft contact"),
+    AuditCase("soft joint limit", "initial velocity", _limit_scene, "state.joint_qd", solver="soft contact"),
     AuditCase("soft mesh contact", "mu", _mesh_contact_scene, "model.shape_mu", solver="soft contact"),
     AuditCase("soft mesh contact", "contact points", _mesh_contact_scene, "model.shape_points", solver="soft contact",
               eps=1e-6),

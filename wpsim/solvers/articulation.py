@@ -16,7 +16,9 @@ class ArticulationStepper:
     composite inertias and bias wrenches, joint-space assembly, Cholesky solve (with a
     custom backward on the tape), joint integration -- seven launches. With a
     ``SoftContact`` the penalty contact launch is replaced by its Newton solve, which turns
-    the unconstrained accelerations into the constrained ones before the integration.
+    the unconstrained accelerations into the constrained ones before the integration (and,
+    unless its options say otherwise, enforces the joint limits instead of the penalty
+    limit springs).
 
     Scratch arrays are reused while nothing is recorded and allocated per step while a
     ``wp.Tape`` records (the tape reads them at backward time).
@@ -27,7 +29,11 @@ class ArticulationStepper:
         self.soft_contact = soft_contact
         """A ``SoftContact`` replacing the penalty contact, or None."""
         self._scratch = ArticulationScratch(model, requires_grad=False)
-
+        soft_limits = soft_contact is not None and soft_contact.options.joint_limits
+        self._limit_gains = ((soft_contact.limit_stiffness,) * 2 if soft_limits
+                             else (model.joint_limit_ke, model.joint_limit_kd))
+        """(limit_ke, limit_kd) of the joint-space assembly: zeros when the soft-constraint
+        solve enforces the limits."""
     def begin(self, solver, state_in, control, dt: float):
         """First half of a step: fill ``state_in.body_q``/``body_qd`` and start
         ``state_in.body_f`` from the applied and rigid contact wrenches (particle contacts
@@ -86,8 +92,7 @@ class ArticulationStepper:
                 model.dof_joint, model.joint_articulation, model.articulation_dof_start, model.articulation_H_start,
                 model.joint_type, model.joint_child, model.joint_dfs_pos, model.joint_dfs_end, model.joint_q_start,
                 model.joint_qd_start, model.joint_armature, model.joint_damping, model.joint_target_ke,
-                model.joint_target_kd, model.joint_limit_lower, model.joint_limit_upper, model.joint_limit_ke,
-                model.joint_limit_kd, real(dt), state_in.joint_q, state_in.joint_qd, scratch.dof_motion,
+                model.joint_target_kd, model.joint_limit_lower, model.joint_limit_upper, *self._limit_gains, real(dt), state_in.joint_q, state_in.joint_qd, scratch.dof_motion,
                 scratch.subtree_mass, scratch.subtree_h, scratch.subtree_J, scratch.subtree_bias,
                 scratch.subtree_damping, control.joint_f, control.joint_target_q, control.joint_target_qd,
             ],

@@ -20,6 +20,9 @@ ADJOINTS = ("implicit", "unrolled")
 class SoftContactOptions:
     """Settings of the soft-constraint contact solve.
 
+    joint_limits: revolute and prismatic joint limits are soft constraints of the same
+        solve (same time constant, damping ratio and impedance; the model's limit_ke and
+        limit_kd are not used); False keeps them as penalty springs.
     iterations: Newton iterations at most (all of them with ``fixed_iterations``).
     tolerance: stop when the largest Newton step is below tolerance * (1 + max |a|); at
         least 32 machine epsilons of the model's precision (float32: 3.8e-6), below which
@@ -33,6 +36,7 @@ class SoftContactOptions:
     0.9 mm/s at the defaults, 10x that at impedance 0.9) and sink slightly (0.01 mm).
     """
 
+    joint_limits: bool = True
     iterations: int = 20
     tolerance: float = 1e-10
     fixed_iterations: bool = False
@@ -57,7 +61,8 @@ def contact_islands(articulation_count: int, art_a: np.ndarray, art_b: np.ndarra
 
 class SoftContact:
     """The contact rows and Newton solve of one model: bodies against static shapes and
-    against each other, articulations that may touch solved together as one island."""
+    against each other, articulations that may touch solved together as one island; joint
+    limits as rows of their own dof."""
 
     def __init__(self, model, options: SoftContactOptions):
         if options.adjoint not in ADJOINTS:
@@ -113,6 +118,8 @@ class SoftContact:
         self.last_iterations = 0
         """Newton iterations of the latest step."""
         self._last_in_contact = None
+        self.limit_stiffness = wp.zeros(model.joint_dof_count, dtype=model.dtype, device=device)
+        """Zero limit_ke/limit_kd for the joint-space assembly when limits are soft constraints."""
         self._buffers = {}
         real = model.real
         self._params = (real(options.time_constant), real(options.damping_ratio), real(options.impedance))
@@ -178,8 +185,8 @@ class SoftContact:
                      [*self._params, *(rows[k] for k in ("velocity", "inverse_mass", "distance", "in_contact"))],
                      [rows["aref"], rows["weight"]])
 
-    def _system(self, scratch, rows, accel, grad: bool):
-        """(gradient, Hessian) of the contact cost at ``accel`` (fresh arrays)."""
+    def _system(self, scratch, state_in, rows, accel, grad: bool):
+        """(gradient, Hessian) of the contact and joint-limit cost at ``accel``."""
         m = self.model
         violation = self._vector("violation", grad, self.row_count)
         if self.row_count:
@@ -194,18 +201,20 @@ class SoftContact:
                       self.dof_island, self.island_dof_start, self.island_H_start, self.island_row_start,
                       self.row_pair, self.pair_dof, self.pair_dof_count, self.side_column, scratch.mass_matrix,
                       scratch.qdd,
-                      rows["jacobian"], rows["weight"], violation, accel],
+                      rows["jacobian"], rows["weight"], violation, m.joint_type, m.joint_q_start,
+                      state_in.joint_q, state_in.joint_qd, m.joint_limit_lower, m.joint_limit_upper,
+                      int(self.options.joint_limits), *self._params, accel],
                      [gradient, hessian])
         return gradient, hessian
 
-    def _newton_step(self, scratch, rows, accel, tape, out_name: str = "accel", keep_factor: bool = False):
+    def _newton_step(self, scratch, state_in, rows, accel, tape, out_name: str = "accel", keep_factor: bool = False):
         """One Newton step from ``accel`` into the buffer ``out_name`` (fresh arrays on a
         tape); returns (new accelerations, step, Hessian factor). ``keep_factor``: the factor
         in an array of its own (it outlives the step)."""
         from .articulation import cholesky_solve
 
         grad = tape is not None
-        gradient, hessian = self._system(scratch, rows, accel, grad)
+        gradient, hessian = self._system(scratch, state_in, rows, accel, grad)
         step = self._vector("step", grad)
         factor = (wp.zeros(self.hessian_size, dtype=self.model.dtype, device=self.model.device) if keep_factor
                   else self._array("factor", self.hessian_size, grad))
@@ -239,7 +248,7 @@ class SoftContact:
             self._last_in_contact = rows["in_contact"]
             accel = scratch.qdd
             for k in range(self.options.iterations):
-                accel, step, _ = self._newton_step(scratch, rows, accel, tape)
+                accel, step, _ = self._newton_step(scratch, state_in, rows, accel, tape)
                 if not self.options.fixed_iterations and self._converged(step, accel):
                     break
             self.last_iterations = k + 1
@@ -250,18 +259,20 @@ class SoftContact:
             self._last_in_contact = rows["in_contact"]
             accel = scratch.qdd
             for k in range(self.options.iterations):  # alternate between two buffers
-                accel, step, _ = self._newton_step(scratch, rows, accel, None, f"accel{k % 2}")
+                accel, step, _ = self._newton_step(scratch, state_in, rows, accel, None, f"accel{k % 2}")
                 if not self.options.fixed_iterations and self._converged(step, accel):
                     break
             self.last_iterations = k + 1
             if tape is None:
                 return accel
-            _, _, factor = self._newton_step(scratch, rows, accel, None, "accel_unused", keep_factor=True)
+            _, _, factor = self._newton_step(scratch, state_in, rows, accel, None, "accel_unused", keep_factor=True)
         result = wp.clone(accel, requires_grad=True)
         m = self.model
-        read = [scratch.mass_matrix, scratch.qdd, scratch.dof_motion, state_in.body_q, state_in.joint_qd,
-                m.shape_transform, m.shape_size, m.shape_mu]  # gradients the backward writes (tape.zero clears them)
-        tape.record_func(backward=lambda: self._adjoint(scratch, state_in, result, factor), arrays=[result, *read])
+        read = [scratch.mass_matrix, scratch.qdd, scratch.dof_motion, state_in.body_q, state_in.joint_q,
+                state_in.joint_qd, m.shape_transform, m.shape_size, m.shape_mu, m.joint_limit_lower,
+                m.joint_limit_upper]  # gradients the backward writes (tape.zero clears them)
+        tape.record_func(backward=lambda: self._adjoint(scratch, state_in, result, factor),
+                         arrays=[result, *(a for a in read if a.requires_grad and a.size)])
         return result
 
     def _adjoint(self, scratch, state_in, result, factor):
@@ -281,7 +292,7 @@ class SoftContact:
             with residual_tape:
                 rows = self._rows(True)
                 self._build_rows(scratch, state_in, rows)
-                gradient, _ = self._system(scratch, rows, detached, True)
+                gradient, _ = self._system(scratch, state_in, rows, detached, True)
             seed = wp.zeros_like(lam)
             wp.launch(for_precision(soft_contact.negate, m.dtype), dim=m.joint_dof_count, inputs=[lam],
                       outputs=[seed], device=m.device, record_tape=False)
