@@ -267,8 +267,9 @@ def soft_contact_newton_system(
     dof_island: wp.array(dtype=int),
     island_dof_start: wp.array(dtype=int),
     island_H_start: wp.array(dtype=int),
-    island_row_start: wp.array(dtype=int),
-    row_pair: wp.array(dtype=int),
+    articulation_pair_start: wp.array(dtype=int),
+    articulation_pairs: wp.array(dtype=int),
+    pair_row_start: wp.array(dtype=int),
     pair_dof: wp.array2d(dtype=int),
     pair_dof_count: wp.array2d(dtype=int),
     side_column: int,
@@ -294,7 +295,8 @@ def soft_contact_newton_system(
     """One thread per dof i of an island (articulations coupled by contacts between their
     bodies, solved together): gradient_i = (H (a - a0))_i + sum_r J_ri D_r min(0, x_r) and
     row i of the island's Hessian blockdiag(H) + sum_r D_r [x_r < 0] J_r^T J_r, visiting
-    only rows in contact (D_r != 0) and adding only their nonzero columns. With ``limits``
+    only the pairs of dof i's articulation and their slots in contact (D_r != 0), adding
+    only the rows' nonzero columns. With ``limits``
     a revolute or prismatic dof beyond its lower (upper) limit adds a row J = e_i (-e_i) with
     the same reference acceleration and weight impedance / (1 - impedance) H_ii."""
     dof = wp.tid()
@@ -313,17 +315,20 @@ def soft_contact_newton_system(
     for k in range(n_dofs):
         g += mass_matrix[m_row + k] * (accel[d0 + k] - accel_free[d0 + k])
         hessian[base + d0 - i0 + k] = mass_matrix[m_row + k]
-    for r in range(island_row_start[island], island_row_start[island + 1]):
-        if row_weight[r] != zero:  # rows of slots not in contact (most) add nothing
-            pair = row_pair[r]
-            c = row_coefficient(r, pair, dof, pair_dof, pair_dof_count, side_column, row_jacobian)
-            g += c * row_force(row_weight[r], row_violation[r])
-            w = row_active(row_weight[r], row_violation[r]) * c
-            if w != zero:
-                for side in range(2):
-                    ds = pair_dof[pair, side]
-                    for k in range(pair_dof_count[pair, side]):
-                        wp.atomic_add(hessian, base + ds - i0 + k, w * row_jacobian[r, side * side_column + k])
+    for entry in range(articulation_pair_start[art], articulation_pair_start[art + 1]):
+        pair = articulation_pairs[entry]
+        for first in range(pair_row_start[pair], pair_row_start[pair + 1], EDGES):
+            if row_weight[first] != zero:  # slots not in contact (most) add nothing; edges share the weight
+                for r in range(first, first + EDGES):
+                    c = row_coefficient(r, pair, dof, pair_dof, pair_dof_count, side_column, row_jacobian)
+                    g += c * row_force(row_weight[r], row_violation[r])
+                    w = row_active(row_weight[r], row_violation[r]) * c
+                    if w != zero:
+                        for side in range(2):
+                            ds = pair_dof[pair, side]
+                            for k in range(pair_dof_count[pair, side]):
+                                wp.atomic_add(hessian, base + ds - i0 + k,
+                                              w * row_jacobian[r, side * side_column + k])
     j = dof_joint[dof]
     if limits != 0 and (joint_type[j] == JOINT_REVOLUTE or joint_type[j] == JOINT_PRISMATIC):
         q = joint_q[joint_q_start[j]]

@@ -90,7 +90,6 @@ class SoftContact:
         first_art = np.flatnonzero(np.diff(island_of_art, prepend=-1))
         island_dof_start = np.append(dof_start[first_art], dof_start[-1])
         sizes = np.diff(island_dof_start)
-        island_pair_start = np.searchsorted(island_of_art[art_a], np.arange(len(first_art) + 1))
         has_b = art_b >= 0
         pair_dof = np.stack([dof_start[art_a], np.where(has_b, dof_start[np.maximum(art_b, 0)], -1)], axis=1)
         pair_dof_count = np.stack([dof_start[art_a + 1] - dof_start[art_a],
@@ -102,7 +101,13 @@ class SoftContact:
         self.island_count = len(first_art)
         self.island_dof_start = ints(island_dof_start)
         self.island_H_start = ints(np.concatenate([[0], np.cumsum(sizes * sizes)]))
-        self.island_row_start = ints(pair_row_start[island_pair_start])
+        other = has_b & (art_b != art_a)
+        touching_art = np.concatenate([art_a, art_b[other]])
+        touching_pair = np.concatenate([np.arange(self.pair_count), np.flatnonzero(other)])
+        order = np.lexsort((touching_pair, touching_art))
+        self.articulation_pairs = ints(touching_pair[order])
+        """Pairs involving each articulation (either side), from ``articulation_pair_start``."""
+        self.articulation_pair_start = ints(np.searchsorted(touching_art[order], np.arange(model.articulation_count + 1)))
         self.dof_island = ints(np.repeat(np.arange(self.island_count), sizes))
         self.pair_row_start = ints(pair_row_start)
         self.row_pair = ints(np.repeat(np.arange(self.pair_count), rows_per_pair))
@@ -198,8 +203,8 @@ class SoftContact:
         hessian = self._array("hessian", self.hessian_size, grad)
         self._launch(soft_contact.soft_contact_newton_system, m.joint_dof_count,
                      [m.dof_joint, m.joint_articulation, m.articulation_dof_start, m.articulation_H_start,
-                      self.dof_island, self.island_dof_start, self.island_H_start, self.island_row_start,
-                      self.row_pair, self.pair_dof, self.pair_dof_count, self.side_column, scratch.mass_matrix,
+                      self.dof_island, self.island_dof_start, self.island_H_start, self.articulation_pair_start,
+                      self.articulation_pairs, self.pair_row_start, self.pair_dof, self.pair_dof_count, self.side_column, scratch.mass_matrix,
                       scratch.qdd,
                       rows["jacobian"], rows["weight"], violation, m.joint_type, m.joint_q_start,
                       state_in.joint_q, state_in.joint_qd, m.joint_limit_lower, m.joint_limit_upper,
