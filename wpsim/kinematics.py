@@ -21,9 +21,13 @@ class ArticulationScratch:
     mass_matrix, factor (M,) -- dense joint-space mass matrix per articulation, its Cholesky factor
     rhs (D,) N or N m -- generalized forces minus bias; qdd (D,) -- joint accelerations
     adjoint (D,) -- scratch of the solve's backward
+
+    ``zero_damping``: another scratch whose (always zero) damping blocks this one shares,
+    for steps without penalty contact against static shapes: a recorded step then keeps
+    no damping blocks of its own (about half of an arm's per-step scratch).
     """
 
-    def __init__(self, model, requires_grad: bool):
+    def __init__(self, model, requires_grad: bool, zero_damping: ArticulationScratch | None = None):
         def zeros(n, dtype, grad=requires_grad):
             return wp.zeros(n, dtype=dtype, device=model.device, requires_grad=grad)
 
@@ -39,8 +43,11 @@ class ArticulationScratch:
         self.subtree_J = zeros(nb, wp.types.matrix((3, 3), real))
         self.subtree_bias = zeros(nb, spatial)
         mat33 = wp.types.matrix((3, 3), real)
-        self.body_damping = zeros((nb, 3), mat33)
-        self.subtree_damping = zeros((nb, 3), mat33)
+        if zero_damping is None:
+            self.body_damping = zeros((nb, 3), mat33)
+            self.subtree_damping = zeros((nb, 3), mat33)
+        else:
+            self.body_damping, self.subtree_damping = zero_damping.body_damping, zero_damping.subtree_damping
         self.mass_matrix = zeros(entries, real)
         self.rhs = zeros(nd, real)
         self.qdd = zeros(nd, real)

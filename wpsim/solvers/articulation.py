@@ -42,7 +42,9 @@ class ArticulationStepper:
         real, device = model.dtype, model.device
         tape = active_tape()
         recording = tape is not None and state_in.joint_q.requires_grad
-        scratch = ArticulationScratch(model, requires_grad=True) if recording else self._scratch
+        penalty_damping = model.contact_pair_count and self.soft_contact is None
+        scratch = (ArticulationScratch(model, True, None if penalty_damping else self._scratch) if recording
+                   else self._scratch)
         launch_kinematics(model, state_in, scratch)
         wp.launch(
             for_precision(articulation.init_body_wrenches, real),
