@@ -9,9 +9,11 @@ slot) is shared with the soft-constraint contact of ``soft_contact``; per pair:
   distance (two meshes: no contact);
 - sphere or capsule against sphere or capsule: closest points of their core segments;
 - a sphere or capsule against a box: its core points against the box's signed distance;
-- two boxes: the corners of one against one face of the other, chosen by a separating-axis
-  test over the face axes of both boxes; a corner must lie within that face's extent (box
-  edge against box edge is not detected).
+- two boxes: a reference face of one, chosen by a separating-axis test over the face axes
+  of both boxes, and the facing (incident) face of the other: the other box's corners
+  within the reference face's extent, the reference face's corners within the incident
+  face, and the crossings of the two faces' edges, i.e. the corners of their overlap
+  polygon (edges of boxes that touch edge to edge, not face to face, are not detected).
 Each contact applies the compliant force of ``kernels.contact`` with the pair's mean
 stiffness, damping and friction at the surface point of the penetrating shape. Against
 static geometry the friction slope is unbounded and the contact's damping and friction
@@ -244,11 +246,11 @@ def plan_by_kind(ka: int, kb: int):
 
 @wp.func
 def plan_slot_count(plan: int, flip: bool, ka: int, kb: int, mesh_points_a: int, mesh_points_b: int):
-    """Contact slots of a pair under its plan: two boxes 12 (8 corners of one, 4 of the other's
-    reference face), one segment pair, or the point count of the shape whose points are
-    tested (a capsule against a box: 5 samples)."""
+    """Contact slots of a pair under its plan: two boxes 28 (8 corners of one, 4 of the other's
+    reference face, 16 crossings of their facing faces' edges), one segment pair, or the
+    point count of the shape whose points are tested (a capsule against a box: 5 samples)."""
     if plan == PLAN_FACE:
-        return 12
+        return 28
     if plan == PLAN_SEGMENTS:
         return 1
     if plan == PLAN_POINTS:
@@ -294,14 +296,52 @@ def contact_plan(ka: int, kb: int, size_a: vec3, size_b: vec3, X_a: transform, X
 
 
 @wp.func
+def box_pair_tolerance(size_p: vec3, size_s: vec3):
+    """Distance (m) within which points of two boxes' faces count as on a rim or corner: a
+    corner on the reference face's rim (equal stacked boxes) must count despite float32
+    rounding of poses far from the world origin, and the slots of ``plan_contact`` must not
+    count one corner twice."""
+    return type(size_p[0])(1.0e-3) * wp.max(wp.max(size_p), wp.max(size_s))
+
+
+@wp.func
+def face_corner(size: vec3, axis: int, side: wp.Float, i: int):
+    """Corner i (0-3, in order around the face) of a box's face normal to ``axis`` on
+    ``side``, in the box frame."""
+    zero = side * type(side)(0.0)
+    one = type(side)(1.0)
+    local = wp.vector(zero, zero, zero)
+    local[axis] = side * size[axis]
+    su = -one
+    if i == 1 or i == 2:
+        su = one
+    sv = -one
+    if i >= 2:
+        sv = one
+    local[(axis + 1) % 3] = su * size[(axis + 1) % 3]
+    local[(axis + 2) % 3] = sv * size[(axis + 2) % 3]
+    return local
+
+
+@wp.func
+def incident_face(X_p: transform, n: vec3):
+    """The face of box p most opposed to the world normal n (which points towards p):
+    (axis, side) in p's frame."""
+    facing = wp.quat_rotate_inv(wp.transform_get_rotation(X_p), n)
+    face = int(0)
+    for j in range(1, 3):
+        if wp.abs(facing[j]) > wp.abs(facing[face]):
+            face = j
+    return face, -wp.sign(facing[face])
+
+
+@wp.func
 def box_corner_on_face(size_p: vec3, X_p: transform, size_s: vec3, X_s: transform, axis: int, side: wp.Float, k: int,
                        n: vec3):
-    """Corner k of box p against the face of box s normal to its ``axis`` on ``side`` (world
-    normal n): valid when within that face's extent (inclusive, so equal aligned boxes
-    stack); (valid, penetration, n, corner)."""
-    # a corner on the face's rim (equal stacked boxes) must count despite float32 rounding of
-    # poses far from the world origin
-    tolerance = type(side)(1.0e-3) * wp.max(size_s)
+    """Corner k of box p against the reference face of box s (normal to ``axis`` on
+    ``side``, world normal n): valid when within that face's extent (inclusive, so equal
+    aligned boxes stack); (valid, penetration, n, corner)."""
+    tolerance = box_pair_tolerance(size_p, size_s)
     local, no_radius = contact_point(SHAPE_BOX, size_p, k)
     corner = wp.transform_point(X_p, local)
     x = wp.transform_point(wp.transform_inverse(X_s), corner)
@@ -315,26 +355,14 @@ def box_corner_on_face(size_p: vec3, X_p: transform, size_s: vec3, X_s: transfor
 @wp.func
 def face_corner_in_box(size_s: vec3, X_s: transform, size_p: vec3, X_p: transform, axis: int, side: wp.Float, k: int,
                        n: vec3):
-    """Corner k (0-3) of the reference face of box s (normal to ``axis`` on ``side``, world
-    normal n towards p) against the face of box p that faces it: valid when within that
-    face's extent but not at one of its corners, so a box sliding over the edge of another
-    keeps contacts at both ends of the overlap, while the corners of equal aligned boxes
-    (counted by ``box_corner_on_face``) are not counted twice; (valid, penetration along
-    that face's normal, n, corner)."""
-    zero = side * type(side)(0.0)
-    local = wp.vector(zero, zero, zero)
-    local[axis] = side * size_s[axis]
-    local[(axis + 1) % 3] = size_s[(axis + 1) % 3] * type(side)(float((k & 1) * 2 - 1))
-    local[(axis + 2) % 3] = size_s[(axis + 2) % 3] * type(side)(float(((k >> 1) & 1) * 2 - 1))
-    corner = wp.transform_point(X_s, local)
+    """Corner k (0-3) of the reference face of box s against p's incident face: valid when
+    within that face's extent but not at one of its corners (``box_corner_on_face`` counts
+    those), so a box sliding over the edge of another keeps contacts at both ends of the
+    overlap; (valid, penetration along the incident face's normal, n, corner)."""
+    corner = wp.transform_point(X_s, face_corner(size_s, axis, side, k))
     y = wp.transform_point(wp.transform_inverse(X_p), corner)
-    facing = wp.quat_rotate_inv(wp.transform_get_rotation(X_p), n)  # p's face normal is -n
-    face = int(0)
-    for j in range(1, 3):
-        if wp.abs(facing[j]) > wp.abs(facing[face]):
-            face = j
-    face_side = -wp.sign(facing[face])
-    tolerance = type(side)(1.0e-3) * wp.max(size_p)
+    face, face_side = incident_face(X_p, n)
+    tolerance = box_pair_tolerance(size_p, size_s)
     inside = True
     on_rim = int(0)
     for j in range(3):
@@ -343,9 +371,54 @@ def face_corner_in_box(size_s: vec3, X_s: transform, size_p: vec3, X_p: transfor
                 inside = False
             if wp.abs(y[j]) >= size_p[j] - tolerance:
                 on_rim += 1
-    if on_rim == 2:  # at a corner of p's face: ``box_corner_on_face`` counts that corner
+    if on_rim == 2:
         inside = False
     return inside, size_p[face] - face_side * y[face], n, corner
+
+
+@wp.func
+def cross2(a: vec3, b: vec3, u: int, v: int):
+    """The 2D cross product of a and b in the coordinates (u, v)."""
+    return a[u] * b[v] - a[v] * b[u]
+
+
+@wp.func
+def edge_crossing(size_p: vec3, X_p: transform, size_s: vec3, X_s: transform, axis: int, side: wp.Float, k: int,
+                  n: vec3):
+    """Slot k (0-15): where edge k / 4 of p's incident face crosses edge k % 4 of s's
+    reference face, seen along the face normal: valid when the edges are not nearly
+    parallel and cross away from their ends (ends are corners, counted by the other
+    slots), so a box turned on another, or offset diagonally, is held at the corners of
+    the overlap polygon; (valid, penetration of the point on p's edge below the reference
+    face, n, that point)."""
+    to_s = wp.transform_inverse(X_s) * X_p
+    face, face_side = incident_face(X_p, n)
+    i = k // 4
+    j = k % 4
+    p0 = wp.transform_point(to_s, face_corner(size_p, face, face_side, i))
+    p1 = wp.transform_point(to_s, face_corner(size_p, face, face_side, (i + 1) % 4))
+    r0 = face_corner(size_s, axis, side, j)
+    r1 = face_corner(size_s, axis, side, (j + 1) % 4)
+    u = (axis + 1) % 3
+    v = (axis + 2) % 3
+    d = p1 - p0
+    e = r1 - r0
+    length_p = wp.sqrt(d[u] * d[u] + d[v] * d[v])
+    length_s = wp.length(e)
+    denominator = cross2(d, e, u, v)
+    tolerance = box_pair_tolerance(size_p, size_s)
+    zero = side * type(side)(0.0)
+    # nearly parallel edges (under 3 degrees) are skipped: where they cross is ill-defined,
+    # and the crossings of the other, nearly perpendicular, edges lie near the same corners
+    if wp.abs(denominator) <= type(side)(0.05) * length_p * length_s:
+        return False, zero, n, p0
+    w = r0 - p0
+    along_p = cross2(w, e, u, v) / denominator * length_p
+    along_s = cross2(w, d, u, v) / denominator * length_s
+    valid = along_p > tolerance and along_p < length_p - tolerance and along_s > tolerance
+    valid = valid and along_s < length_s - tolerance
+    point = p0 + d * (along_p / length_p)
+    return valid, size_s[axis] - side * point[axis], n, wp.transform_point(X_s, point)
 
 
 @wp.func
@@ -391,7 +464,9 @@ def plan_contact(
         n = wp.quat_rotate(wp.transform_get_rotation(X_s), n_local)
         if k < 8:
             return box_corner_on_face(size_p, X_p, size_s, X_s, axis, side, k, n)
-        return face_corner_in_box(size_s, X_s, size_p, X_p, axis, side, k - 8, n)
+        if k < 12:
+            return face_corner_in_box(size_s, X_s, size_p, X_p, axis, side, k - 8, n)
+        return edge_crossing(size_p, X_p, size_s, X_s, axis, side, k - 12, n)
     local, radius = shape_contact_point(kp, size_p, k, points, start_p)
     if kp == SHAPE_CAPSULE and ks == SHAPE_BOX:  # sampled along the core, so one lying across a small box is held
         along = type(radius)(float(k)) / type(radius)(float(CAPSULE_BOX_SAMPLES - 1))

@@ -42,6 +42,22 @@ def tangent_basis(n: vec3):
 
 
 @wp.func
+def point_jacobian(
+    dof: int, pos_b: int, direction: vec3, at: vec3, dof_joint: wp.array(dtype=int),
+    joint_dfs_pos: wp.array(dtype=int), joint_dfs_end: wp.array(dtype=int), dof_motion: wp.array(dtype=vec6),
+):
+    """direction . (velocity per unit rate of ``dof`` of the point at ``at`` from the
+    articulation origin on the body whose joint has depth-first position ``pos_b``): 0
+    unless the dof's joint is an ancestor of (or is) that body's joint."""
+    j = dof_joint[dof]
+    value = direction[0] * type(direction[0])(0.0)
+    if joint_dfs_pos[j] <= pos_b and pos_b < joint_dfs_end[j]:
+        s = dof_motion[dof]
+        value = wp.dot(direction, bottom(s) + wp.cross(top(s), at))
+    return value
+
+
+@wp.func
 def side_jacobian(
     body: int, sign: wp.Float, direction: vec3, x: vec3, r: int, column: int, body_joint: wp.array(dtype=int),
     body_origin: wp.array(dtype=vec3), joint_articulation: wp.array(dtype=int), joint_dfs_pos: wp.array(dtype=int),
@@ -61,15 +77,38 @@ def side_jacobian(
     velocity = sign * type(sign)(0.0)
     inverse_mass = velocity
     for i in range(n_dofs):
-        j = dof_joint[d0 + i]
-        value = velocity * type(sign)(0.0)
-        if joint_dfs_pos[j] <= pos_b and pos_b < joint_dfs_end[j]:
-            s_i = dof_motion[d0 + i]
-            value = sign * wp.dot(direction, bottom(s_i) + wp.cross(top(s_i), at))
+        value = sign * point_jacobian(d0 + i, pos_b, direction, at, dof_joint, joint_dfs_pos, joint_dfs_end, dof_motion)
         row_jacobian[r, column + i] = value
         velocity += value * joint_qd[d0 + i]
         inverse_mass += value * value / mass_matrix[h0 + i * n_dofs + i]
     return velocity, inverse_mass
+
+
+@wp.func
+def shared_inverse_mass(
+    body_a: int, body_b: int, sign_a: wp.Float, direction: vec3, x: vec3, body_joint: wp.array(dtype=int),
+    body_origin: wp.array(dtype=vec3), joint_articulation: wp.array(dtype=int), joint_dfs_pos: wp.array(dtype=int),
+    joint_dfs_end: wp.array(dtype=int), dof_joint: wp.array(dtype=int), articulation_dof_start: wp.array(dtype=int),
+    articulation_H_start: wp.array(dtype=int), dof_motion: wp.array(dtype=vec6), mass_matrix: wp.array(dtype=wp.Float),
+):
+    """sum_k J_rk^2 / H_kk for a row between two bodies of one articulation, J_rk the sum of
+    both sides (a dof moving both bodies alike cancels; summing the sides' squares would
+    count it twice and make self-contact softer than asked)."""
+    art = joint_articulation[body_joint[body_a]]
+    d0 = articulation_dof_start[art]
+    n_dofs = articulation_dof_start[art + 1] - d0
+    h0 = articulation_H_start[art]
+    at = x - body_origin[body_a]
+    pos_a = joint_dfs_pos[body_joint[body_a]]
+    pos_b = joint_dfs_pos[body_joint[body_b]]
+    inverse_mass = sign_a * type(sign_a)(0.0)
+    for i in range(n_dofs):
+        value = sign_a * (point_jacobian(d0 + i, pos_a, direction, at, dof_joint, joint_dfs_pos, joint_dfs_end,
+                                         dof_motion)
+                          - point_jacobian(d0 + i, pos_b, direction, at, dof_joint, joint_dfs_pos, joint_dfs_end,
+                                           dof_motion))
+        inverse_mass += value * value / mass_matrix[h0 + i * n_dofs + i]
+    return inverse_mass
 
 
 @kernel
@@ -145,15 +184,20 @@ def soft_contact_rows(
                 body_a, sign_a, direction, x, r, 0, body_joint, body_origin, joint_articulation, joint_dfs_pos,
                 joint_dfs_end, dof_joint, articulation_dof_start, articulation_H_start, joint_qd, dof_motion,
                 mass_matrix, row_jacobian)
-            row_velocity[r] = velocity
-            row_inverse_mass[r] = inverse_mass
             if body_b >= 0:
                 velocity_b, inverse_mass_b = side_jacobian(
                     body_b, -sign_a, direction, x, r, side_column, body_joint, body_origin, joint_articulation,
                     joint_dfs_pos, joint_dfs_end, dof_joint, articulation_dof_start, articulation_H_start, joint_qd,
                     dof_motion, mass_matrix, row_jacobian)
-                row_velocity[r] = velocity + velocity_b
-                row_inverse_mass[r] = inverse_mass + inverse_mass_b
+                velocity = velocity + velocity_b
+                inverse_mass = inverse_mass + inverse_mass_b
+                if joint_articulation[body_joint[body_b]] == joint_articulation[body_joint[body_a]]:
+                    inverse_mass = shared_inverse_mass(
+                        body_a, body_b, sign_a, direction, x, body_joint, body_origin, joint_articulation,
+                        joint_dfs_pos, joint_dfs_end, dof_joint, articulation_dof_start, articulation_H_start,
+                        dof_motion, mass_matrix)
+            row_velocity[r] = velocity
+            row_inverse_mass[r] = inverse_mass
             row_distance[r] = -pen
             row_in_contact[r] = touching
 

@@ -74,34 +74,50 @@ def sliding_scene():
     return incline_box(0.3, 0.1, speed=0.4, sink=4.0e-4)
 
 
-def loss_of(model, solver, steps=30, dt=1e-3):
+PUSH = (0.0, 0.0, 0.1, 0.5, -0.2, 0.0)
+"""A small external wrench (torque N m, force N) on every body for the gradient tests."""
+
+
+def loss_of(model, solver, steps=30, dt=1e-3, wrench=(0.0,) * 6):
     rng = np.random.default_rng(4)
     w_q = wp.array(rng.normal(size=model.joint_coord_count), dtype=wp.float64)
     w_qd = wp.array(rng.normal(size=model.joint_dof_count), dtype=wp.float64)
     state = model.state()
+    control = model.control()
+    control.body_f_ext.assign(np.tile(wrench, (model.body_count, 1)))
 
     def loss():
-        final = wpsim.simulate(solver, state, steps, dt)
+        final = wpsim.simulate(solver, state, steps, dt, control)
         return joint_state_loss(final, w_q, w_qd)
 
-    return loss, state
+    return loss, state, control
 
 
-@pytest.mark.parametrize("param", ["shape_mu", "body_mass", "joint_qd"])
+def gradient_array(param: str, model, state, control) -> wp.array:
+    """The array a gradient test differentiates: initial velocities, the external wrench
+    (control) or a model array."""
+    if param == "joint_qd":
+        return state.joint_qd
+    if param == "body_f_ext":
+        return control.body_f_ext
+    return getattr(model, param)
+
+
+@pytest.mark.parametrize("param", ["shape_mu", "body_mass", "joint_qd", "body_f_ext"])
 def test_implicit_gradient_matches_unrolled_and_central_differences(param):
     grads = {}
     for adjoint in ("implicit", "unrolled"):
         model = sliding_scene()
         solver = wpsim.SemiImplicitSolver(model, soft_contact=SoftContactOptions(adjoint=adjoint, tolerance=1e-13))
-        loss, state = loss_of(model, solver)
-        array = state.joint_qd if param == "joint_qd" else getattr(model, param)
+        loss, state, control = loss_of(model, solver, wrench=PUSH)
+        array = gradient_array(param, model, state, control)
         tape = wp.Tape()
         with tape:
             value = loss()
         tape.backward(value)
         grads[adjoint] = array.grad.numpy().copy()
         if adjoint == "implicit":
-            direction = np.random.default_rng(1).normal(size=array.shape)
+            direction = np.random.default_rng(1).normal(size=array.numpy().shape)
             if param == "body_mass":
                 direction *= array.numpy()
             tape.zero()
@@ -251,21 +267,21 @@ def sliding_stack():
     return box_stack(2, mu=0.3, top_speed=0.4)
 
 
-@pytest.mark.parametrize("param", ["shape_mu", "body_mass", "joint_qd"])
+@pytest.mark.parametrize("param", ["shape_mu", "body_mass", "joint_qd", "body_f_ext"])
 def test_body_body_gradients_match_unrolled_and_central_differences(param):
     grads = {}
     for adjoint in ("implicit", "unrolled"):
         model = sliding_stack()
         solver = wpsim.SemiImplicitSolver(model, soft_contact=SoftContactOptions(adjoint=adjoint, tolerance=1e-13))
-        loss, state = loss_of(model, solver, steps=20)
-        array = state.joint_qd if param == "joint_qd" else getattr(model, param)
+        loss, state, control = loss_of(model, solver, steps=20, wrench=PUSH)
+        array = gradient_array(param, model, state, control)
         tape = wp.Tape()
         with tape:
             value = loss()
         tape.backward(value)
         grads[adjoint] = array.grad.numpy().copy()
         if adjoint == "implicit":
-            direction = np.random.default_rng(2).normal(size=array.shape)
+            direction = np.random.default_rng(2).normal(size=array.numpy().shape)
             if param == "body_mass":
                 direction *= array.numpy()
             tape.zero()
@@ -309,7 +325,7 @@ def test_self_contact_gradients_match_unrolled_and_central_differences():
     for adjoint in ("implicit", "unrolled"):
         model = swinging_onto_own_base(0.6)
         solver = wpsim.SemiImplicitSolver(model, soft_contact=SoftContactOptions(adjoint=adjoint, tolerance=1e-13))
-        loss, state = loss_of(model, solver, steps=20)
+        loss, state, control = loss_of(model, solver, steps=20)
         tape = wp.Tape()
         with tape:
             value = loss()
@@ -348,7 +364,7 @@ def test_joint_limit_gradients_match_unrolled_and_central_differences(param):
     for adjoint in ("implicit", "unrolled"):
         model = pendulum_on_limit(0.199, 0.2)
         solver = wpsim.SemiImplicitSolver(model, soft_contact=SoftContactOptions(adjoint=adjoint, tolerance=1e-13))
-        loss, state = loss_of(model, solver, steps=20)
+        loss, state, control = loss_of(model, solver, steps=20)
         array = state.joint_qd if param == "joint_qd" else model.joint_limit_lower
         tape = wp.Tape()
         with tape:
@@ -361,3 +377,57 @@ def test_joint_limit_gradients_match_unrolled_and_central_differences(param):
             assert result.ok, (result.tape, result.fd, result.rel_error)
     assert np.abs(grads["unrolled"]).max() > 0
     assert np.abs(grads["implicit"] - grads["unrolled"]).max() <= 1e-4 * np.abs(grads["unrolled"]).max()
+
+
+def two_boxes(yaw: float = 0.0, offset=(0.0, 0.0)):
+    """Two equal 0.2 m boxes stacked on the ground, the top one turned by ``yaw`` (rad) about
+    the vertical and shifted by ``offset`` (m): their faces touch along an octagon or a
+    rectangle whose corners are corners of neither box."""
+    b = wpsim.ModelBuilder()
+    contact = dict(ke=1.0e5, kd=100.0, mu=0.6)
+    b.add_ground_plane(**contact)
+    for k in range(2):
+        body = b.add_body()
+        b.add_shape_box(body, hx=0.1, hy=0.1, hz=0.1, density=500.0, **contact)
+        rot = (0.0, 0.0, np.sin(yaw / 2), np.cos(yaw / 2)) if k else (0.0, 0.0, 0.0, 1.0)
+        b.add_joint_free(body, pos=(offset[0] * k, offset[1] * k, 0.1 + 0.2 * k - 1e-4 * (k + 1)), rot=rot)
+    return b.finalize(dtype=wp.float64)
+
+
+@pytest.mark.parametrize("contact", ["penalty", "soft"])
+@pytest.mark.parametrize("yaw, offset", [(0.1, (0.0, 0.0)), (np.pi / 4, (0.0, 0.0)), (0.0, (0.05, 0.05))])
+def test_turned_or_offset_box_stays_on_the_other(contact, yaw, offset):
+    model = two_boxes(yaw, offset)
+    solver = wpsim.SemiImplicitSolver(model, soft_contact=SoftContactOptions() if contact == "soft" else None)
+    a, b = model.state(), model.state()
+    for _ in range(1000):
+        solver.step(a, b, None, 1e-3)
+        a, b = b, a
+    top = a.joint_q.numpy().reshape(2, 7)[1]
+    assert abs(top[2] - 0.3) < 1e-3  # held by the edge crossings (without them it fell through)
+    assert np.abs(top[3:5]).max() < 1e-3  # and not tipping
+    assert np.abs(top[:2] - offset).max() < 1e-3
+
+
+def test_tape_zero_clears_the_contact_point_gradient():
+    import trimesh
+
+    b = wpsim.ModelBuilder()
+    b.add_ground_plane(mu=0.3)
+    body = b.add_body()
+    cube = trimesh.creation.box(extents=(0.2, 0.2, 0.2))
+    b.add_shape_mesh(body, cube.vertices, cube.faces, density=500.0, mu=0.3)
+    b.add_joint_free(body, pos=(0.0, 0.0, 0.1 - 2e-4), lin_vel=(0.3, 0.0, 0.0))
+    model = b.finalize(dtype=wp.float64, requires_grad=True)
+    solver = wpsim.SemiImplicitSolver(model, soft_contact=SoftContactOptions())
+    loss, _, _ = loss_of(model, solver, steps=10)
+    tape = wp.Tape()
+    with tape:
+        value = loss()
+    grads = []
+    for _ in range(2):
+        tape.backward(value)
+        grads.append(model.shape_points.grad.numpy().copy())
+        tape.zero()
+    assert np.abs(grads[0]).max() > 0 and np.array_equal(grads[0], grads[1])
+    assert not model.shape_points.grad.numpy().any()

@@ -49,7 +49,9 @@ class SoftContactOptions:
 def contact_islands(articulation_count: int, art_a: np.ndarray, art_b: np.ndarray) -> np.ndarray:
     """Island of each articulation: runs of consecutive articulations joined wherever a
     candidate pair links two of them (art_b < 0: static shape), so every island's dofs are
-    contiguous. Returns (A,) island indices."""
+    contiguous. Since candidate pairs link every two articulations with shapes in one world,
+    an island is in practice such a world's articulations; its dense Hessian is factored
+    each Newton iteration (cubic in its dofs). Returns (A,) island indices."""
     join = np.zeros(articulation_count + 1, np.int64)  # join[t] > 0: articulation t+1 joins t's island
     linked = (art_b >= 0) & (art_b != art_a)
     lo, hi = np.minimum(art_a, art_b)[linked], np.maximum(art_a, art_b)[linked]
@@ -274,8 +276,8 @@ class SoftContact:
         result = wp.clone(accel, requires_grad=True)
         m = self.model
         read = [scratch.mass_matrix, scratch.qdd, scratch.dof_motion, state_in.body_q, state_in.joint_q,
-                state_in.joint_qd, m.shape_transform, m.shape_size, m.shape_mu, m.joint_limit_lower,
-                m.joint_limit_upper]  # gradients the backward writes (tape.zero clears them)
+                state_in.joint_qd, m.shape_transform, m.shape_size, m.shape_mu, m.shape_points, m.body_origin,
+                m.joint_limit_lower, m.joint_limit_upper]  # gradients the backward writes (tape.zero clears them)
         tape.record_func(backward=lambda: self._adjoint(scratch, state_in, result, factor),
                          arrays=[result, *(a for a in read if a.requires_grad and a.size)])
         return result
