@@ -268,12 +268,13 @@ def plan_slot_count(plan: int, flip: bool, ka: int, kb: int, mesh_points_a: int,
 
 
 @wp.func
-def contact_plan(ka: int, kb: int, size_a: vec3, size_b: vec3, X_a: transform, X_b: transform):
+def contact_plan(ka: int, kb: int, size_a: vec3, size_b: vec3, X_a: transform, X_b: transform, margin: wp.Float):
     """(plan, flip, axis, side) of a pair at its current poses. Two boxes: the face of the box
     whose face axis separates them most (separating-axis test over both boxes' face axes) is
     the reference (``axis``, ``side`` in its frame), the other box's corners are tested
     against it (flip: a's face is the reference); on a tie the larger face is the
-    reference, so each contact is counted once."""
+    reference, so each contact is counted once. Boxes separated by more than ``margin``
+    (m) along a face axis cannot touch: PLAN_NONE."""
     plan, flip = plan_by_kind(ka, kb)
     axis = int(0)
     side = size_a[0] * type(size_a[0])(0.0)
@@ -292,6 +293,8 @@ def contact_plan(ka: int, kb: int, size_a: vec3, size_b: vec3, X_a: transform, X
             flip = True
             axis = axis_a
             side = side_a
+        if wp.max(gap_a, gap_b) > margin:
+            plan = PLAN_NONE
     return plan, flip, axis, side
 
 
@@ -429,8 +432,8 @@ def plan_contact(
     """Contact slot k of a pair under its plan: (valid, penetration (m, > 0 overlapping),
     unit normal n from the second shape towards the first, world point x on the first
     shape's surface). The first shape is the one whose points are tested: a, or b on flip.
-    A box corner outside the reference face's extent, or coincident core segments, give
-    valid = False."""
+    A box corner outside the reference face's extent, coincident core segments or
+    PLAN_NONE give valid = False."""
     kp = ka
     ks = kb
     size_p = size_a
@@ -447,6 +450,9 @@ def plan_contact(
         X_s = X_a
         start_p = start_b
     zero = side * type(side)(0.0)
+    if plan == PLAN_NONE:
+        origin = wp.transform_get_translation(X_p)
+        return False, zero, origin * zero, origin
     if plan == PLAN_SEGMENTS:
         ca, cb = closest_segment_points(
             core_segment(kp, size_p, X_p, 0), core_segment(kp, size_p, X_p, 1), core_segment(ks, size_s, X_s, 0),
@@ -523,7 +529,7 @@ def eval_rigid_contacts(
     rate = dt * type(dt)(0.0)
     if ba >= 0 and bb >= 0:  # explicit friction between bodies: slope bounded by the pair's mass
         rate = dt * type(dt)(FRICTION_RATE_FACTOR) * (type(dt)(1.0) / body_mass[ba] + type(dt)(1.0) / body_mass[bb])
-    plan, flip, axis, side = contact_plan(ka, kb, sa, sb, Xa, Xb)
+    plan, flip, axis, side = contact_plan(ka, kb, sa, sb, Xa, Xb, type(dt)(6.0) * gradient_width)
     first = ba
     second = bb
     if flip:

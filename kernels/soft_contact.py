@@ -161,7 +161,7 @@ def soft_contact_rows(
     mu = (shape_mu[a] + shape_mu[b]) * type(shape_mu[a])(0.5)
     zero = mu * type(mu)(0.0)
     one = type(mu)(1.0)
-    plan, flip, axis, side = contact_plan(ka, kb, shape_size[a], shape_size[b], X_a, X_b)
+    plan, flip, axis, side = contact_plan(ka, kb, shape_size[a], shape_size[b], X_a, X_b, zero)
     sign_a = one  # +1 when a is the first shape (the normal points towards it)
     if flip:
         sign_a = -one
@@ -169,33 +169,38 @@ def soft_contact_rows(
     for slot in range((pair_row_start[p + 1] - first_row) // EDGES):
         valid, pen, n, x = plan_contact(plan, flip, axis, side, slot, ka, kb, shape_size[a], shape_size[b], X_a, X_b,
                                         shape_points, shape_point_start[a], shape_point_start[b])
-        t1, t2 = tangent_basis(n)
         touching = zero
+        t1 = n
+        t2 = n
         if valid and pen > zero:
             touching = one
+            t1, t2 = tangent_basis(n)
         for e in range(EDGES):
             r = first_row + slot * EDGES + e
-            sign = one - type(one)(2.0) * type(one)(float(e % 2))
-            tangent = t1
-            if e >= 2:
-                tangent = t2
-            direction = n + tangent * (mu * sign)
-            velocity, inverse_mass = side_jacobian(
-                body_a, sign_a, direction, x, r, 0, body_joint, body_origin, joint_articulation, joint_dfs_pos,
-                joint_dfs_end, dof_joint, articulation_dof_start, articulation_H_start, joint_qd, dof_motion,
-                mass_matrix, row_jacobian)
-            if body_b >= 0:
-                velocity_b, inverse_mass_b = side_jacobian(
-                    body_b, -sign_a, direction, x, r, side_column, body_joint, body_origin, joint_articulation,
-                    joint_dfs_pos, joint_dfs_end, dof_joint, articulation_dof_start, articulation_H_start, joint_qd,
-                    dof_motion, mass_matrix, row_jacobian)
-                velocity = velocity + velocity_b
-                inverse_mass = inverse_mass + inverse_mass_b
-                if joint_articulation[body_joint[body_b]] == joint_articulation[body_joint[body_a]]:
-                    inverse_mass = shared_inverse_mass(
-                        body_a, body_b, sign_a, direction, x, body_joint, body_origin, joint_articulation,
+            velocity = zero
+            inverse_mass = zero
+            if touching == one:  # rows of slots not in contact are never read but for their zero weight
+                sign = one - type(one)(2.0) * type(one)(float(e % 2))
+                tangent = t1
+                if e >= 2:
+                    tangent = t2
+                direction = n + tangent * (mu * sign)
+                velocity, inverse_mass = side_jacobian(
+                    body_a, sign_a, direction, x, r, 0, body_joint, body_origin, joint_articulation, joint_dfs_pos,
+                    joint_dfs_end, dof_joint, articulation_dof_start, articulation_H_start, joint_qd, dof_motion,
+                    mass_matrix, row_jacobian)
+                if body_b >= 0:
+                    velocity_b, inverse_mass_b = side_jacobian(
+                        body_b, -sign_a, direction, x, r, side_column, body_joint, body_origin, joint_articulation,
                         joint_dfs_pos, joint_dfs_end, dof_joint, articulation_dof_start, articulation_H_start,
-                        dof_motion, mass_matrix)
+                        joint_qd, dof_motion, mass_matrix, row_jacobian)
+                    velocity = velocity + velocity_b
+                    inverse_mass = inverse_mass + inverse_mass_b
+                    if joint_articulation[body_joint[body_b]] == joint_articulation[body_joint[body_a]]:
+                        inverse_mass = shared_inverse_mass(
+                            body_a, body_b, sign_a, direction, x, body_joint, body_origin, joint_articulation,
+                            joint_dfs_pos, joint_dfs_end, dof_joint, articulation_dof_start, articulation_H_start,
+                            dof_motion, mass_matrix)
             row_velocity[r] = velocity
             row_inverse_mass[r] = inverse_mass
             row_distance[r] = -pen
