@@ -72,66 +72,73 @@ class SoftContact:
         if options.iterations < 1 or not options.time_constant > 0 or not 0.0 < options.impedance < 1.0:
             raise ValueError("soft contact needs iterations >= 1, time_constant > 0 s and 0 < impedance < 1")
         self.model, self.options = model, options
-        device = model.device
         pairs = model.contact_pair.numpy().reshape(-1, 2)
         shape_body = model.shape_body.numpy()
         body_art = model.joint_articulation.numpy()[model.body_joint.numpy()] if model.body_count else np.zeros(0, int)
         body_b = shape_body[pairs[:, 1]]
         art_a = body_art[shape_body[pairs[:, 0]]]
         art_b = np.where(body_b >= 0, body_art[np.maximum(body_b, 0)] if len(body_art) else -1, -1)
-        island_of_art = contact_islands(model.articulation_count, art_a, art_b)
-        order = np.argsort(island_of_art[art_a], kind="stable")
-        pairs, art_a, art_b = pairs[order], art_a[order], art_b[order]
         self.pair_count = len(pairs)
-        self.pair_shapes = wp.array(pairs.astype(np.int32).reshape(-1, 2), dtype=wp.int32, device=device)
-        rows_per_pair = self._slot_counts() * soft_contact.EDGES
-        pair_row_start = np.concatenate([[0], np.cumsum(rows_per_pair)]).astype(np.int64)
-        self.row_count = int(pair_row_start[-1])
-
-        dof_start = model.articulation_dof_start.numpy()
-        first_art = np.flatnonzero(np.diff(island_of_art, prepend=-1))
-        island_dof_start = np.append(dof_start[first_art], dof_start[-1])
-        sizes = np.diff(island_dof_start)
-        has_b = art_b >= 0
-        pair_dof = np.stack([dof_start[art_a], np.where(has_b, dof_start[np.maximum(art_b, 0)], -1)], axis=1)
-        pair_dof_count = np.stack([dof_start[art_a + 1] - dof_start[art_a],
-                                   np.where(has_b, dof_start[np.maximum(art_b, 0) + 1] - pair_dof[:, 1], 0)], axis=1)
-
-        def ints(values):
-            return wp.array(np.asarray(values, np.int32), dtype=wp.int32, device=device)
-
-        self.island_count = len(first_art)
-        self.island_dof_start = ints(island_dof_start)
-        self.island_H_start = ints(np.concatenate([[0], np.cumsum(sizes * sizes)]))
-        other = has_b & (art_b != art_a)
-        touching_art = np.concatenate([art_a, art_b[other]])
-        touching_pair = np.concatenate([np.arange(self.pair_count), np.flatnonzero(other)])
-        order = np.lexsort((touching_pair, touching_art))
-        self.articulation_pairs = ints(touching_pair[order])
-        """Pairs involving each articulation (either side), from ``articulation_pair_start``."""
-        self.articulation_pair_start = ints(np.searchsorted(touching_art[order], np.arange(model.articulation_count + 1)))
-        self.dof_island = ints(np.repeat(np.arange(self.island_count), sizes))
-        self.pair_row_start = ints(pair_row_start)
-        self.row_pair = ints(np.repeat(np.arange(self.pair_count), rows_per_pair))
-        self.pair_dof = ints(pair_dof.reshape(-1, 2))
-        self.pair_dof_count = ints(pair_dof_count.reshape(-1, 2))
-        self.hessian_size = int(np.sum(sizes * sizes))
-        self.side_column = max(self.model.max_articulation_dofs, 1)
-        self.jacobian_width = self.side_column * (2 if has_b.any() else 1)
-        """Columns of a row's Jacobian: the dofs of shape a's articulation, then (from
-        ``side_column``) of shape b's when some pair has b on a body."""
+        self.pair_shapes = self._ints(pairs.reshape(-1, 2))
+        sizes = self._island_layout(contact_islands(model.articulation_count, art_a, art_b))
+        self._row_layout(art_a, art_b)
         self.largest_island = int(sizes.max(initial=0))
         """Dofs of the largest island (its dense Hessian is solved by Cholesky each iteration)."""
         self.last_iterations = 0
         """Newton iterations of the latest step."""
         self._last_in_contact = None
-        self.limit_stiffness = wp.zeros(model.joint_dof_count, dtype=model.dtype, device=device)
+        self.limit_stiffness = wp.zeros(model.joint_dof_count, dtype=model.dtype, device=model.device)
         """Zero limit_ke/limit_kd for the joint-space assembly when limits are soft constraints."""
         self._buffers = {}
         real = model.real
         self._params = (real(options.time_constant), real(options.damping_ratio), real(options.impedance))
         self._tolerance = max(options.tolerance, 32.0 * float(np.finfo(np.float32 if model.dtype == wp.float32
                                                                       else np.float64).eps))
+
+    def _ints(self, values) -> wp.array:
+        return wp.array(np.asarray(values, np.int32), dtype=wp.int32, device=self.model.device)
+
+    def _island_layout(self, island_of_art: np.ndarray) -> np.ndarray:
+        """Island arrays (dof and dense-Hessian starts, island of each dof) from each
+        articulation's island; returns the islands' dof counts."""
+        dof_start = self.model.articulation_dof_start.numpy()
+        first_art = np.flatnonzero(np.diff(island_of_art, prepend=-1))
+        island_dof_start = np.append(dof_start[first_art], dof_start[-1])
+        sizes = np.diff(island_dof_start)
+        self.island_count = len(first_art)
+        self.island_dof_start = self._ints(island_dof_start)
+        self.island_H_start = self._ints(np.concatenate([[0], np.cumsum(sizes * sizes)]))
+        self.dof_island = self._ints(np.repeat(np.arange(self.island_count), sizes))
+        self.hessian_size = int(np.sum(sizes * sizes))
+        return sizes
+
+    def _row_layout(self, art_a: np.ndarray, art_b: np.ndarray):
+        """Row arrays of the pairs (shape a's articulation ``art_a``, shape b's ``art_b`` or -1):
+        rows of each pair, each side's first dof and dof count, the pairs of each
+        articulation and the Jacobian's column layout."""
+        dof_start = self.model.articulation_dof_start.numpy()
+        rows_per_pair = self._slot_counts() * soft_contact.EDGES
+        pair_row_start = np.concatenate([[0], np.cumsum(rows_per_pair)])
+        self.row_count = int(pair_row_start[-1])
+        self.pair_row_start = self._ints(pair_row_start)
+        self.row_pair = self._ints(np.repeat(np.arange(self.pair_count), rows_per_pair))
+        has_b = art_b >= 0
+        b = np.maximum(art_b, 0)
+        self.pair_dof = self._ints(np.stack([dof_start[art_a], np.where(has_b, dof_start[b], -1)], axis=1))
+        self.pair_dof_count = self._ints(np.stack([dof_start[art_a + 1] - dof_start[art_a],
+                                                   np.where(has_b, dof_start[b + 1] - dof_start[b], 0)], axis=1))
+        other = has_b & (art_b != art_a)
+        touching_art = np.concatenate([art_a, art_b[other]])
+        touching_pair = np.concatenate([np.arange(self.pair_count), np.flatnonzero(other)])
+        order = np.lexsort((touching_pair, touching_art))
+        self.articulation_pairs = self._ints(touching_pair[order])
+        """Pairs involving each articulation (either side), from ``articulation_pair_start``."""
+        self.articulation_pair_start = self._ints(np.searchsorted(touching_art[order],
+                                                                  np.arange(self.model.articulation_count + 1)))
+        self.side_column = max(self.model.max_articulation_dofs, 1)
+        self.jacobian_width = self.side_column * (2 if has_b.any() else 1)
+        """Columns of a row's Jacobian: the dofs of shape a's articulation, then (from
+        ``side_column``) of shape b's when some pair has b on a body."""
 
     def _slot_counts(self) -> np.ndarray:
         """Contact slots of each (sorted) pair, from the shared narrow phase."""
