@@ -33,7 +33,7 @@ class SoftContactOptions:
     time_constant (s), damping_ratio: the reference acceleration's spring and damper.
     impedance: in (0, 1); closer to 1 makes contacts harder. Soft constraints let a
     sticking contact creep slowly (a 4 kg box on a 0.3 rad incline with mu = 0.5: about
-    0.9 mm/s at the defaults, 10x that at impedance 0.9) and sink slightly (0.01 mm).
+    1.0 mm/s at the defaults, 11 mm/s at impedance 0.9) and sink slightly (0.01 mm).
     """
 
     joint_limits: bool = True
@@ -141,7 +141,7 @@ class SoftContact:
         ``side_column``) of shape b's when some pair has b on a body."""
 
     def _slot_counts(self) -> np.ndarray:
-        """Contact slots of each (sorted) pair, from the shared narrow phase."""
+        """Contact slots of each pair, from the shared narrow phase."""
         slots = wp.zeros(self.pair_count, dtype=wp.int32, device=self.model.device)
         if self.pair_count:
             wp.launch(rigid_contact.pair_slot_counts, dim=self.pair_count,
@@ -213,11 +213,10 @@ class SoftContact:
         self._launch(soft_contact.soft_contact_newton_system, m.joint_dof_count,
                      [m.dof_joint, m.joint_articulation, m.articulation_dof_start, m.articulation_H_start,
                       self.dof_island, self.island_dof_start, self.island_H_start, self.articulation_pair_start,
-                      self.articulation_pairs, self.pair_row_start, self.pair_dof, self.pair_dof_count, self.side_column, scratch.mass_matrix,
-                      scratch.qdd,
-                      rows["jacobian"], rows["weight"], violation, m.joint_type, m.joint_q_start,
-                      state_in.joint_q, state_in.joint_qd, m.joint_limit_lower, m.joint_limit_upper,
-                      int(self.options.joint_limits), *self._params, accel],
+                      self.articulation_pairs, self.pair_row_start, self.pair_dof, self.pair_dof_count,
+                      self.side_column, scratch.mass_matrix, scratch.qdd, rows["jacobian"], rows["weight"], violation,
+                      m.joint_type, m.joint_q_start, state_in.joint_q, state_in.joint_qd, m.joint_limit_lower,
+                      m.joint_limit_upper, int(self.options.joint_limits), *self._params, accel],
                      [gradient, hessian])
         return gradient, hessian
 
