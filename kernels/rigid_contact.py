@@ -61,6 +61,16 @@ def shape_pose(body: int, local: transform, body_q: wp.array(dtype=transform)):
 
 
 @wp.func
+def pair_poses(a: int, b: int, shape_body: wp.array(dtype=int), shape_transform: wp.array(dtype=transform),
+               body_q: wp.array(dtype=transform)):
+    """(body of shape a, body of shape b, world pose of a, world pose of b) of a shape pair."""
+    body_a = shape_body[a]
+    body_b = shape_body[b]
+    X_a = shape_pose(body_a, shape_transform[a], body_q)
+    return body_a, body_b, X_a, shape_pose(body_b, shape_transform[b], body_q)
+
+
+@wp.func
 def point_velocity(body: int, x: vec3, body_q: wp.array(dtype=transform), body_qd: wp.array(dtype=vec6)):
     """Velocity (m/s) of the body point at world position x; zero for static geometry."""
     zero = x * type(x[0])(0.0)
@@ -516,10 +526,7 @@ def eval_rigid_contacts(
     b = contact_pair[i, 1]
     ka = shape_kind[a]
     kb = shape_kind[b]
-    ba = shape_body[a]
-    bb = shape_body[b]
-    Xa = shape_pose(ba, shape_transform[a], body_q)
-    Xb = shape_pose(bb, shape_transform[b], body_q)
+    ba, bb, Xa, Xb = pair_poses(a, b, shape_body, shape_transform, body_q)
     half = type(dt)(0.5)
     ke = (shape_ke[a] + shape_ke[b]) * half
     kd = (shape_kd[a] + shape_kd[b]) * half

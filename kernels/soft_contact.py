@@ -23,7 +23,7 @@ import warp as wp
 
 from .articulation import JOINT_PRISMATIC, JOINT_REVOLUTE, bottom, top, vec6
 from .generic import kernel, transform, vec3
-from .rigid_contact import contact_plan, plan_contact, shape_pose
+from .rigid_contact import contact_plan, pair_poses, plan_contact
 
 EDGES = 4
 """Rows per contact slot: the edges n +- mu t1, n +- mu t2 of its friction pyramid."""
@@ -154,10 +154,7 @@ def soft_contact_rows(
     b = pair_shapes[p, 1]
     ka = shape_kind[a]
     kb = shape_kind[b]
-    body_a = shape_body[a]
-    body_b = shape_body[b]
-    X_a = shape_pose(body_a, shape_transform[a], body_q)
-    X_b = shape_pose(body_b, shape_transform[b], body_q)
+    body_a, body_b, X_a, X_b = pair_poses(a, b, shape_body, shape_transform, body_q)
     mu = (shape_mu[a] + shape_mu[b]) * type(shape_mu[a])(0.5)
     zero = mu * type(mu)(0.0)
     one = type(mu)(1.0)

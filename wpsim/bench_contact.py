@@ -13,15 +13,13 @@ solve): the baseline that shows how much of each peak the contact solve adds.
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
 
 import numpy as np
 import warp as wp
 
 from .bench import progress, record
-from .bench_process import run_worker, tracked_peak
+from .bench_process import run_worker, tracked_peak, worker_main
 from .builder import ModelBuilder
 from .losses import joint_state_loss
 from .solvers import SemiImplicitSolver, SoftContactOptions
@@ -151,24 +149,19 @@ def implicit_contact_suite(device=None, quick: bool = False) -> list[dict]:
     return records
 
 
+def _parse_case(fields: list) -> tuple:
+    """(iterations, mode, boxes) from the worker's command-line fields."""
+    if fields[1] not in (*MODES, BASELINE):
+        raise ValueError(f"MODE must be one of {(*MODES, BASELINE)}")
+    return int(fields[0]), fields[1], int(fields[2])
+
+
 def main(argv=None) -> int:
     """Command line: ``--worker ITERATIONS MODE BOXES`` measures one case and prints one JSON
     line; without ``--worker`` the whole suite runs and its records are printed as JSON."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--worker", nargs=3, metavar=("ITERATIONS", "MODE", "BOXES"), help="measure one case")
-    parser.add_argument("--quick", action="store_true", help="fewer, smaller cases")
-    parser.add_argument("--device", default=None)
-    args = parser.parse_args(argv)
-    wp.config.log_level = wp.LOG_WARNING
-    if args.worker:
-        iterations, mode, boxes = int(args.worker[0]), args.worker[1], int(args.worker[2])
-        if mode not in (*MODES, BASELINE):
-            parser.error(f"MODE must be one of {(*MODES, BASELINE)}")
-        result = measure(iterations, mode, boxes, args.device)
-    else:
-        result = implicit_contact_suite(args.device, args.quick)
-    print(json.dumps(result))
-    return 0
+    return worker_main(argv, __doc__.splitlines()[0], ("ITERATIONS", "MODE", "BOXES"), _parse_case,
+                       lambda iterations, mode, boxes, device, quick: measure(iterations, mode, boxes, device),
+                       implicit_contact_suite)
 
 
 if __name__ == "__main__":

@@ -10,15 +10,13 @@ allocations made from building the model to the end of the backward pass.
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
 
 import numpy as np
 import warp as wp
 
 from .bench import progress, record
-from .bench_process import run_worker, tracked_peak
+from .bench_process import run_worker, tracked_peak, worker_main
 from .builder import ModelBuilder
 from .losses import squared_distance
 from .solvers import ImplicitEulerSolver
@@ -107,24 +105,18 @@ def implicit_integration_suite(device=None, quick: bool = False) -> list[dict]:
     return records
 
 
+def _parse_case(fields: list) -> tuple:
+    """(iterations, mode) from the worker's command-line fields."""
+    if fields[1] not in MODES:
+        raise ValueError(f"MODE must be one of {MODES}")
+    return int(fields[0]), fields[1]
+
+
 def main(argv=None) -> int:
     """Command line: ``--worker ITERATIONS MODE`` measures one case and prints one JSON line;
     without ``--worker`` the whole suite runs and its records are printed as JSON."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--worker", nargs=2, metavar=("ITERATIONS", "MODE"), help="measure one case (internal)")
-    parser.add_argument("--quick", action="store_true", help="small block (seconds)")
-    parser.add_argument("--device", default=None)
-    args = parser.parse_args(argv)
-    wp.config.log_level = wp.LOG_WARNING
-    if args.worker:
-        iterations, mode = int(args.worker[0]), args.worker[1]
-        if mode not in MODES:
-            parser.error(f"MODE must be one of {MODES}")
-        result = measure(iterations, mode, args.quick, args.device)
-    else:
-        result = implicit_integration_suite(args.device, args.quick)
-    print(json.dumps(result))
-    return 0
+    return worker_main(argv, __doc__.splitlines()[0], ("ITERATIONS", "MODE"), _parse_case, measure,
+                       implicit_integration_suite)
 
 
 if __name__ == "__main__":

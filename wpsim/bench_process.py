@@ -7,6 +7,7 @@ JSON object as its last stdout line.
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import subprocess
@@ -54,3 +55,27 @@ def run_worker(module: str, args: list[str], timeout_s: float = 1800.0) -> dict:
     if done.returncode != 0:
         raise RuntimeError(f"benchmark worker {' '.join(cmd[2:])} failed:\n{done.stderr[-4000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def worker_main(argv, description: str, fields: tuple, parse_case: Callable[[list], tuple],
+                measure_case: Callable[..., dict], suite: Callable[..., list]) -> int:
+    """Command line of a benchmark module whose cases run one per process: ``--worker FIELD...``
+    parses the fields with ``parse_case`` (a ValueError is a usage error), measures that case
+    with ``measure_case(*case, device=..., quick=...)`` and prints one JSON line; without
+    ``--worker`` the whole ``suite(device, quick)`` runs and its records are printed as JSON."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--worker", nargs=len(fields), metavar=fields, help="measure one case (internal)")
+    parser.add_argument("--quick", action="store_true", help="fewer, smaller cases")
+    parser.add_argument("--device", default=None)
+    args = parser.parse_args(argv)
+    wp.config.log_level = wp.LOG_WARNING
+    if args.worker:
+        try:
+            case = parse_case(args.worker)
+        except ValueError as error:
+            parser.error(str(error))
+        result = measure_case(*case, device=args.device, quick=args.quick)
+    else:
+        result = suite(args.device, args.quick)
+    print(json.dumps(result))
+    return 0

@@ -4,6 +4,7 @@ tape. See ``wpsim.kernels.soft_contact`` for the formulation."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -220,22 +221,26 @@ class SoftContact:
                      [gradient, hessian])
         return gradient, hessian
 
-    def _newton_step(self, scratch, state_in, rows, accel, tape, out_name: str = "accel", keep_factor: bool = False):
-        """One Newton step from ``accel`` into the buffer ``out_name`` (fresh arrays on a
-        tape); returns (new accelerations, step, Hessian factor). ``keep_factor``: the factor
-        in an array of its own (it outlives the step)."""
+    def _newton_direction(self, scratch, state_in, rows, accel, factor: wp.array, tape) -> wp.array:
+        """Hess^-1 grad of the cost at ``accel``, the Hessian's Cholesky factor going to
+        ``factor`` (fresh arrays on a tape)."""
         from .articulation import cholesky_solve
 
-        grad = tape is not None
-        gradient, hessian = self._system(scratch, state_in, rows, accel, grad)
-        step = self._vector("step", grad)
-        factor = (wp.zeros(self.hessian_size, dtype=self.model.dtype, device=self.model.device) if keep_factor
-                  else self._array("factor", self.hessian_size, grad))
+        gradient, hessian = self._system(scratch, state_in, rows, accel, tape is not None)
+        step = self._vector("step", tape is not None)
         cholesky_solve(self.model, hessian, gradient, step, factor, self._vector("work", False), tape,
                        (self.island_dof_start, self.island_H_start))
+        return step
+
+    def _newton_step(self, scratch, state_in, rows, accel, tape, out_name: str):
+        """One Newton step from ``accel`` into the buffer ``out_name`` (fresh arrays on a
+        tape); returns (new accelerations, step)."""
+        grad = tape is not None
+        step = self._newton_direction(scratch, state_in, rows, accel, self._array("factor", self.hessian_size, grad),
+                                      tape)
         out = self._vector(out_name, grad)
         self._launch(soft_contact.newton_update, self.model.joint_dof_count, [accel, step], [out])
-        return out, step, factor
+        return out, step
 
     def _converged(self, step, accel) -> bool:
         norms = self._array("norms", 2, False)
@@ -255,32 +260,24 @@ class SoftContact:
         solve; the backward rebuilds them from the step's inputs, so a recorded step keeps
         only its solution and the Hessian factor (memory independent of the iterations and
         almost of the contact count)."""
-        if tape is not None and self.options.adjoint == "unrolled":
-            rows = self._rows(True)
-            self._build_rows(scratch, state_in, rows)
-            self._last_in_contact = rows["in_contact"]
-            accel = scratch.qdd
-            for k in range(self.options.iterations):
-                accel, step, _ = self._newton_step(scratch, state_in, rows, accel, tape)
-                if not self.options.fixed_iterations and self._converged(step, accel):
-                    break
-            self.last_iterations = k + 1
-            return accel
-        with tape_paused():
-            rows = self._rows(False)
-            self._build_rows(scratch, state_in, rows)
-            self._last_in_contact = rows["in_contact"]
-            accel = scratch.qdd
-            for k in range(self.options.iterations):  # alternate between two buffers
-                accel, step, _ = self._newton_step(scratch, state_in, rows, accel, None, f"accel{k % 2}")
-                if not self.options.fixed_iterations and self._converged(step, accel):
-                    break
-            self.last_iterations = k + 1
-            if tape is None:
-                return accel
-            _, _, factor = self._newton_step(scratch, state_in, rows, accel, None, "accel_unused", keep_factor=True)
-        result = wp.clone(accel, requires_grad=True)
         m = self.model
+        unrolled = tape is not None and self.options.adjoint == "unrolled"
+        with contextlib.nullcontext() if unrolled else tape_paused():
+            rows = self._rows(unrolled)
+            self._build_rows(scratch, state_in, rows)
+            self._last_in_contact = rows["in_contact"]
+            accel = scratch.qdd
+            for k in range(self.options.iterations):  # off the tape: alternate between two buffers
+                accel, step = self._newton_step(scratch, state_in, rows, accel, tape if unrolled else None,
+                                                f"accel{k % 2}")
+                if not self.options.fixed_iterations and self._converged(step, accel):
+                    break
+            self.last_iterations = k + 1
+            if unrolled or tape is None:
+                return accel
+            factor = wp.zeros(self.hessian_size, dtype=m.dtype, device=m.device)  # at the solution, for the backward
+            self._newton_direction(scratch, state_in, rows, accel, factor, None)
+        result = wp.clone(accel, requires_grad=True)
         read = [scratch.mass_matrix, scratch.qdd, scratch.dof_motion, state_in.body_q, state_in.joint_q,
                 state_in.joint_qd, m.shape_transform, m.shape_size, m.shape_mu, m.shape_points, m.body_origin,
                 m.joint_limit_lower, m.joint_limit_upper]  # gradients the backward writes (tape.zero clears them)
