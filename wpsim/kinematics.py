@@ -34,7 +34,7 @@ class ArticulationScratch:
         real = model.dtype
         spatial = wp.types.vector(6, real)
         nb, nd = model.body_count, model.joint_dof_count
-        entries = int(model.articulation_H_start.numpy()[-1]) if model.articulation_count else 0
+        entries = model.articulation_H_size
         self.body_twist = zeros(nb, spatial)
         self.body_bias_acc = zeros(nb, spatial)
         self.dof_motion = zeros(nd, spatial)

@@ -27,6 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from .builder import ModelBuilder
+from .geometry import quat_between
+from .mass import box_mass_properties, capsule_mass_properties, sphere_mass_properties
+from .rigid_builder import JOINT_PRISMATIC, JOINT_REVOLUTE
 from .scene_import import (
     ImportedScene,
     SceneFileError,
@@ -35,7 +38,6 @@ from .scene_import import (
     floats,
     load_mesh,
     parse_xml,
-    quat_between_z,
     quat_from_euler,
     resolve_mesh,
 )
@@ -215,7 +217,7 @@ class _Reader:
             length = np.linalg.norm(c - a)
             if length < 1e-12:
                 self.fail(geom, "fromto has zero length")
-            pos, rot = 0.5 * (a + c), quat_between_z((c - a) / length)
+            pos, rot = 0.5 * (a + c), quat_between((0.0, 0.0, 1.0), (c - a) / length)
             # capsules and cylinders: radius and half length; boxes: square cross-section
             size = np.array([size[0], 0.5 * length, size[0]]) if gtype != "box" else \
                 np.array([size[0], size[0], 0.5 * length])
@@ -244,25 +246,24 @@ class _Reader:
         if gtype == "sphere":
             need(1)
             r = size[0]
-            return 4.0 / 3.0 * math.pi * r**3, lambda body, p, q, rho, c: b.add_shape_sphere(
+            return sphere_mass_properties(r, 1.0)[0], lambda body, p, q, rho, c: b.add_shape_sphere(
                 body, p, q, radius=r, density=rho, **c)
         if gtype == "capsule":
             need(2)
             r, half = size[0], size[1]
-            volume = math.pi * r * r * 2 * half + 4.0 / 3.0 * math.pi * r**3
-            return volume, lambda body, p, q, rho, c: b.add_shape_capsule(
+            return capsule_mass_properties(r, half, 1.0)[0], lambda body, p, q, rho, c: b.add_shape_capsule(
                 body, p, q, radius=r, half_height=half, density=rho, **c)
         if gtype == "cylinder":  # a capsule of the same radius, overall length and mass
             need(2)
             r, half = size[0], size[1]
             core = max(half - r, 0.0)
             volume = math.pi * r * r * 2 * half
-            capsule = math.pi * r * r * 2 * core + 4.0 / 3.0 * math.pi * r**3
+            capsule = capsule_mass_properties(r, core, 1.0)[0]
             return volume, lambda body, p, q, rho, c: b.add_shape_capsule(
                 body, p, q, radius=r, half_height=core, density=rho * volume / capsule, **c)
         if gtype == "box":
             need(3)
-            return 8.0 * float(np.prod(size[:3])), lambda body, p, q, rho, c: b.add_shape_box(
+            return box_mass_properties(size[:3], 1.0)[0], lambda body, p, q, rho, c: b.add_shape_box(
                 body, p, q, *size[:3], density=rho, **c)
         if gtype == "mesh":
             name = geom.get("mesh")
@@ -287,7 +288,7 @@ class _Reader:
             if joint_name not in self.scene.joints:
                 self.fail(actuator, f"unknown joint \"{joint_name}\"")
             joint = self.scene.joints[joint_name]
-            if b.joints.array("type")[joint] not in (2, 3):
+            if b.joints.array("type")[joint] not in (JOINT_REVOLUTE, JOINT_PRISMATIC):
                 self.fail(actuator, "only hinge and slide joints can be actuated")
             gear = float(self.vector(actuator, "gear", (1, 6), (1.0,))[0])
             if actuator.tag == "position":

@@ -254,8 +254,9 @@ class Model:
     Scalar attributes: device, dtype (wp.float32 or wp.float64), requires_grad, num_worlds,
     particle_count, spring_count, tri_count, bend_count, tet_count, shape_count,
     body_count, joint_count, joint_coord_count, joint_dof_count, articulation_count,
-    max_articulation_dofs, contact_pair_count, shape_meshes (shape index -> (vertices (V, 3)
-    m, faces (F, 3)) of mesh shapes, host copies for export),
+    max_articulation_dofs, articulation_H_size (entries of all dense joint-space matrices),
+    contact_pair_count, shape_meshes (shape index -> (vertices (V, 3) m, faces (F, 3)) of
+    mesh shapes, host copies for export),
     up_axis (0, 1, 2), up_vector (tuple), friction_smoothing (m/s, the speed below which
     friction is smoothed), particle_max_neighbors (K), particle_max_radius (m).
     """

@@ -290,6 +290,7 @@ class RigidBodyBuilder:
             "joint_dof_count": int(d_count.sum()),
             "articulation_count": len(art_start) - 1,
             "max_articulation_dofs": max(art_dofs, default=0),
+            "articulation_H_size": int(art_H_start[-1]),
         }
         return arrays, scalars
 

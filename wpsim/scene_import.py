@@ -84,13 +84,6 @@ def quat_from_euler(angles, sequence: str) -> np.ndarray:
     return Rotation.from_euler(sequence, angles).as_quat()
 
 
-def quat_between_z(direction: np.ndarray) -> np.ndarray:
-    """Quaternion (x, y, z, w) turning +z onto unit ``direction``."""
-    from .geometry import quat_between
-
-    return np.asarray(quat_between((0.0, 0.0, 1.0), direction), dtype=np.float64)
-
-
 def resolve_mesh(path: Path, element, filename: str, directory: Path) -> Path:
     """A mesh file named in the scene, relative to ``directory``; it must exist and must
     not be a URL."""

@@ -73,8 +73,9 @@ class UsdRecorder:
         self.world_spacing = None if world_spacing is None else np.asarray(world_spacing, dtype=np.float64)
         self._radius = model.particle_radius.numpy().astype(np.float64)
         self._parts = self._world_parts()
-        self._shapes = self._shape_rows()
+        self._shapes, self._body_shapes = self._shape_rows()
         self._bodies = {w: np.flatnonzero(model.body_world.numpy() == w) for w in self._parts}
+        self._plane_half = self._plane_half_size()
         self.takes: dict[str, list] = {}
         """Recorded frames per take name: lists of (particle positions (P, 3) in m, body
         poses (B, 7): position in m, quaternion x, y, z, w), float64."""
@@ -104,13 +105,20 @@ class UsdRecorder:
             parts[w] = found
         return parts
 
-    def _shape_rows(self) -> list:
-        """(index, kind, world, transform (7,), size (3,)) of the recorded static shapes (body -1)."""
+    def _shape_rows(self) -> tuple:
+        """Rows (index, kind, world, transform (7,), size (3,)) of the recorded static shapes
+        (body -1), and the same rows of each body's shapes by body."""
         m = self.model
         rows = zip(m.shape_kind.numpy(), m.shape_world.numpy(), m.shape_transform.numpy(), m.shape_size.numpy(),
                    m.shape_body.numpy())
-        return [(i, int(k), int(w), np.asarray(x, np.float64), np.asarray(s, np.float64))
-                for i, (k, w, x, s, b) in enumerate(rows) if b < 0 and (self.world is None or w in (-1, self.world))]
+        static, on_body = [], {}
+        for i, (k, w, x, s, b) in enumerate(rows):
+            row = (i, int(k), int(w), np.asarray(x, np.float64), np.asarray(s, np.float64))
+            if b >= 0:
+                on_body.setdefault(int(b), []).append(row)
+            elif self.world is None or w in (-1, self.world):
+                static.append(row)
+        return static, on_body
 
     def begin_take(self, name: str):
         """Start a new take (a variant when written); frames recorded next belong to it."""
@@ -238,12 +246,8 @@ class UsdRecorder:
         xform = UsdGeom.Xform.Define(stage, path)
         xform.AddTranslateOp()
         xform.AddOrientOp(UsdGeom.XformOp.PrecisionDouble)
-        m = self.model
-        rows = zip(m.shape_kind.numpy(), m.shape_transform.numpy(), m.shape_size.numpy(), m.shape_body.numpy())
-        for i, (kind, transform, size, owner) in enumerate(rows):
-            if owner == body:
-                self._define_shape(stage, f"{path}/shape_{i}", i, int(kind), np.asarray(transform, np.float64),
-                                   np.asarray(size, np.float64))
+        for i, kind, _, transform, size in self._body_shapes.get(int(body), []):
+            self._define_shape(stage, f"{path}/shape_{i}", i, kind, transform, size)
         return xform
 
     def _author_frames(self, prims: list, frames: list):
@@ -290,7 +294,7 @@ class UsdRecorder:
     def _define_shape(self, stage, path: str, index: int, kind: int, transform: np.ndarray, size: np.ndarray):
         """Collision shape ``index`` as a prim at ``transform`` in its parent's frame."""
         return define_shape(stage, path, kind, transform, size, self.model.shape_meshes.get(index),
-                            self._plane_half_size())
+                            self._plane_half)
 
 
 def define_shape(stage, path: str, kind: int, transform: np.ndarray, size: np.ndarray, mesh: tuple | None = None,

@@ -42,8 +42,8 @@ class ArticulationStepper:
         real, device = model.dtype, model.device
         tape = active_tape()
         recording = tape is not None and state_in.joint_q.requires_grad
-        penalty_damping = model.contact_pair_count and self.soft_contact is None
-        scratch = (ArticulationScratch(model, True, None if penalty_damping else self._scratch) if recording
+        penalty_contact = model.contact_pair_count > 0 and self.soft_contact is None
+        scratch = (ArticulationScratch(model, True, None if penalty_contact else self._scratch) if recording
                    else self._scratch)
         launch_kinematics(model, state_in, scratch)
         wp.launch(
@@ -53,7 +53,7 @@ class ArticulationStepper:
             outputs=[state_in.body_f, scratch.body_damping],
             device=device,
         )
-        if model.contact_pair_count and self.soft_contact is None:
+        if penalty_contact:
             wp.launch(
                 for_precision(rigid_contact.eval_rigid_contacts, real),
                 dim=model.contact_pair_count,
