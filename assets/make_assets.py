@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import trimesh
 
-from wpsim.meshing import tetrahedralize
-from wpsim.output import atomic_write
+from wpsim.core.meshing import tetrahedralize
+from wpsim.io.files import atomic_write
 
 HERE = Path(__file__).resolve().parent
 FINGER_RADIUS, FINGER_LENGTH, FINGER_CELL = 0.008, 0.06, 0.004  # m

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wpsim.output import atomic_write
+from wpsim.io.files import atomic_write
 
 HERE = Path(__file__).resolve().parent
 

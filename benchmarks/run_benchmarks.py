@@ -12,7 +12,7 @@ import json
 import sys
 
 from wpsim import bench
-from wpsim.output import write_json
+from wpsim.io.files import write_json
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -27,11 +27,13 @@ import warp as wp
 
 wp.config.log_level = wp.LOG_WARNING
 
-from wpsim import SemiImplicitSolver, eval_fk, simulate  # noqa: E402
-from wpsim.losses import body_position_loss  # noqa: E402
-from wpsim.mjcf import import_mjcf  # noqa: E402
-from wpsim.output import example_main, progress_line, save_figure, write_json  # noqa: E402
-from wpsim.usd_export import write_rollouts  # noqa: E402
+from wpsim import SemiImplicitSolver, eval_fk, simulate
+from wpsim.diff.losses import body_position_loss
+from wpsim.io.mjcf import import_mjcf
+from wpsim.apps.console import example_main, progress_line
+from wpsim.io.plots import save_figure
+from wpsim.io.files import write_json
+from wpsim.io.usd_export import write_rollouts
 
 ASSET = Path(__file__).resolve().parents[1] / "assets" / "arm_2link.xml"
 DT, KNOTS, EFFORT = 1e-3, 6, 1e-6  # s, knots per joint, m^2 / (N m)^2

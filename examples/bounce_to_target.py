@@ -1,10 +1,10 @@
 """Differentiable optimisation: throw a soft cube so that it bounces and lands on a target.
 
-The main job of wpsim (``wpsim.demo.run_demo``, also ``wpsim demo``): a 2x2x2-cell
+The main job of wpsim (``wpsim.apps.demo.run_demo``, also ``wpsim demo``): a 2x2x2-cell
 Neo-Hookean cube is thrown with an initial velocity v0; the loss is the squared horizontal
 distance (m^2) between its centre of mass after 0.8 s (one bounce on the ground) and a
 target spot, and ``wp.Tape`` differentiates it through 800 steps of FEM and contact to
-update v0 by gradient descent. The time step (1 ms) is the one ``wpsim.scenes.bouncing_cube``
+update v0 by gradient descent. The time step (1 ms) is the one ``wpsim.apps.scene_library.bouncing_cube``
 is documented as stable at: its 2 kN/m ground and 20 kPa material against its lightest (5 g) vertex give
 dt * omega of about 0.8 < 2.
 
@@ -19,8 +19,8 @@ import warp as wp
 
 wp.config.log_level = wp.LOG_WARNING
 
-from wpsim.demo import DemoConfig, run_demo  # noqa: E402
-from wpsim.output import example_main  # noqa: E402
+from wpsim.apps.demo import DemoConfig, run_demo
+from wpsim.apps.console import example_main
 
 
 def main(argv=None) -> int:

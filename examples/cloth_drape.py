@@ -24,9 +24,12 @@ import warp as wp
 
 wp.config.log_level = wp.LOG_WARNING
 
-from wpsim import ModelBuilder, SemiImplicitSolver, diagnostics  # noqa: E402
-from wpsim.output import example_main, progress_line, save_figure, write_json  # noqa: E402
-from wpsim.usd_export import UsdRecorder  # noqa: E402
+from wpsim import ModelBuilder, SemiImplicitSolver
+from wpsim.diff import diagnostics
+from wpsim.apps.console import example_main, progress_line
+from wpsim.io.plots import save_figure
+from wpsim.io.files import write_json
+from wpsim.io.usd_export import UsdRecorder
 
 SPHERE_CENTRE, SPHERE_RADIUS = np.array([0.0, 0.0, 0.25]), 0.25  # m
 CLOTH_SIZE, DROP_HEIGHT, DENSITY = 1.2, 0.65, 0.5  # m, m, kg/m^2

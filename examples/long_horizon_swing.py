@@ -8,7 +8,7 @@ swings in the x-z plane for T = 5 s (5,000 semi-implicit steps of 1 ms; the stif
 neighbouring beads in antiphase, has dt * omega = 2 dt sqrt(ke / m) = 1.4 < 2). The loss is
 the squared distance (m^2) between the bob and a target point at t = T, 20 degrees on the
 far side of the vertical and 1.005 m from the anchor; gradient descent with an adaptive step
-(``wpsim.optim.adaptive_gradient_descent``) updates (theta0, omega0) from a release at 45
+(``wpsim.opt.optimisers.adaptive_gradient_descent``) updates (theta0, omega0) from a release at 45
 degrees at rest. The bob cannot leave the circle of the rope's length (about 1.005 m hanging:
 the links stretch under the bob, more while it swings), so the miss that remains is radial;
 it is printed split into its radial part and its part along the swing.
@@ -17,7 +17,7 @@ Every gradient comes from ``wpsim.diff.Rollout`` in checkpoint mode: the forward
 positions and velocities every ceil(sqrt(T)) steps and the backward re-runs one segment at a
 time on a tape, so memory grows like sqrt(T) instead of T. At the first iterate one
 forward + backward is also run with a full tape (every state and tape kept) to compare Warp's
-peak allocation (``wpsim.bench_process.tracked_peak``; Warp arrays only, the full tape's
+peak allocation (``wpsim.bench.process.tracked_peak``; Warp arrays only, the full tape's
 Python objects come on top) and to check that the two gradients are bitwise equal. The best
 iterate is evaluated once more with ``backward(diagnostics=True)`` for the per-step adjoint
 norms.
@@ -40,14 +40,16 @@ import warp as wp
 
 wp.config.log_level = wp.LOG_WARNING
 
-from wpsim import ModelBuilder, SemiImplicitSolver  # noqa: E402
-from wpsim.bench_process import tracked_peak  # noqa: E402
-from wpsim.diff import Rollout  # noqa: E402
-from wpsim.diff.grad_health import plot_gradient_norms  # noqa: E402
-from wpsim.losses import squared_distance  # noqa: E402
-from wpsim.optim import adaptive_gradient_descent  # noqa: E402
-from wpsim.output import example_main, progress_line, save_figure, write_json  # noqa: E402
-from wpsim.usd_export import UsdRecorder  # noqa: E402
+from wpsim import ModelBuilder, SemiImplicitSolver
+from wpsim.bench.process import tracked_peak
+from wpsim.diff import Rollout
+from wpsim.io.plots import plot_gradient_norms
+from wpsim.diff.losses import squared_distance
+from wpsim.opt.optimisers import adaptive_gradient_descent
+from wpsim.apps.console import example_main, progress_line
+from wpsim.io.plots import save_figure
+from wpsim.io.files import write_json
+from wpsim.io.usd_export import UsdRecorder
 
 LINKS = 8
 ROPE_LENGTH = 1.0  # m

@@ -28,11 +28,14 @@ import warp as wp
 
 wp.config.log_level = wp.LOG_WARNING
 
-from wpsim import ModelBuilder, SemiImplicitSolver, diagnostics, simulate  # noqa: E402
-from wpsim.optim import Adam  # noqa: E402
-from wpsim.output import example_main, progress_line, save_figure, write_json  # noqa: E402
-from wpsim.usd_export import write_rollouts  # noqa: E402
-from wpsim.validation import lame_parameters  # noqa: E402
+from wpsim import ModelBuilder, SemiImplicitSolver, simulate
+from wpsim.diff import diagnostics
+from wpsim.opt.optimisers import Adam
+from wpsim.apps.console import example_main, progress_line
+from wpsim.io.plots import save_figure
+from wpsim.io.files import write_json
+from wpsim.io.usd_export import write_rollouts
+from wpsim.core.validation import lame_parameters
 
 CELL = 0.05  # m
 DIMS = (4, 1, 2)  # cells along x, y, z

@@ -5,7 +5,7 @@ clamped at x = 0, is released straight and sags and oscillates under gravity. Th
 "measurement" is the tip marker (centroid of the four free-end vertices) filmed at 100 Hz
 in a rollout with a hidden modulus of 30 kPa, with 0.2 mm of Gaussian camera noise.
 Starting 3x too soft, the script fits log E (so that E stays positive) by gradient descent
-with an adaptive step (``wpsim.optim.adaptive_gradient_descent``) on the summed squared tip
+with an adaptive step (``wpsim.opt.optimisers.adaptive_gradient_descent``) on the summed squared tip
 error. The Lame parameters of every tet are set from (E, nu)
 before each rollout, and dL/dlog E = sum_e (mu_e dL/dmu_e + lambda_e dL/dlambda_e) comes
 from the tape's gradients w.r.t. ``model.tet_mu`` and ``model.tet_lambda``.
@@ -26,12 +26,15 @@ import warp as wp
 
 wp.config.log_level = wp.LOG_WARNING
 
-from wpsim import ModelBuilder, SemiImplicitSolver, diagnostics, simulate  # noqa: E402
-from wpsim.losses import squared_distance  # noqa: E402
-from wpsim.optim import adaptive_gradient_descent  # noqa: E402
-from wpsim.output import example_main, progress_line, save_figure, write_json  # noqa: E402
-from wpsim.usd_export import write_rollouts  # noqa: E402
-from wpsim.validation import lame_parameters  # noqa: E402
+from wpsim import ModelBuilder, SemiImplicitSolver, simulate
+from wpsim.diff import diagnostics
+from wpsim.diff.losses import squared_distance
+from wpsim.opt.optimisers import adaptive_gradient_descent
+from wpsim.apps.console import example_main, progress_line
+from wpsim.io.plots import save_figure
+from wpsim.io.files import write_json
+from wpsim.io.usd_export import write_rollouts
+from wpsim.core.validation import lame_parameters
 
 CELLS = 4  # along the beam; one cell across
 CELL = 0.025  # m

@@ -12,7 +12,8 @@ import math
 import pytest
 import warp as wp
 
-from wpsim import bench, scenes
+from wpsim import bench
+from wpsim.apps import scene_library
 
 KEYS = {"suite", "case", "params", "metric", "value"}
 
@@ -61,9 +62,9 @@ def test_every_scene_reports_speed_ratio_and_launches(quick_run):
 def test_scene_sizes_are_reported(quick_run):
     records, _ = quick_run
     params = {r["case"]: r["params"] for r in records}
-    cloth = scenes.cloth_on_sphere(8).finalize()
+    cloth = scene_library.cloth_on_sphere(8).finalize()
     assert params["cloth"]["particles"] == cloth.particle_count and params["cloth"]["triangles"] == cloth.tri_count
-    assert params["soft_block"]["tets"] == scenes.soft_block(3).finalize().tet_count > 0
+    assert params["soft_block"]["tets"] == scene_library.soft_block(3).finalize().tet_count > 0
     assert params["particles"]["particle_contact"] is True and params["cloth"]["particle_contact"] is False
 
 

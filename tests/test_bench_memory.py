@@ -7,7 +7,7 @@ import math
 import pytest
 
 from wpsim import bench
-from wpsim.bench_process import parse_peak_bytes
+from wpsim.bench.process import parse_peak_bytes
 
 REPORT = """Allocation Tracking Report
   Total allocations:

@@ -8,9 +8,11 @@ import pytest
 import warp as wp
 
 import wpsim
-from wpsim import bench, bench_checkpoint, scenes
+from wpsim import bench
+from wpsim.bench import checkpoint as bench_checkpoint
+from wpsim.apps import scene_library
 from wpsim.diff import Rollout
-from wpsim.losses import joint_state_loss, linear_state_loss, squared_distance
+from wpsim.diff.losses import joint_state_loss, linear_state_loss, squared_distance
 
 
 @dataclass
@@ -62,7 +64,7 @@ def contact_case() -> Case:
 
 def cloth_case() -> Case:
     """A 3x3-cell cloth released with a small fold; one Control for every step."""
-    model = scenes.cloth_on_sphere(3).finalize(requires_grad=True)
+    model = scene_library.cloth_on_sphere(3).finalize(requires_grad=True)
     steps = 25
     state = model.state()
     q = state.particle_q.numpy()

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-WPSIM = [sys.executable, "-m", "wpsim.cli"]
+WPSIM = [sys.executable, "-m", "wpsim.apps.cli"]
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 
 

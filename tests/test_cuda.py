@@ -5,13 +5,13 @@ import pytest
 import warp as wp
 
 import wpsim
-from wpsim import scenes
+from wpsim.apps import scene_library
 
 pytestmark = pytest.mark.skipif(not wp.is_cuda_available(), reason="no CUDA device")
 
 
 def _run(device, steps=200, dt=1e-3):
-    model = scenes.bouncing_cube().finalize(device=device, dtype=wp.float64)
+    model = scene_library.bouncing_cube().finalize(device=device, dtype=wp.float64)
     solver = wpsim.SemiImplicitSolver(model)
     a, b = model.state(), model.state()
     for _ in range(steps):
@@ -27,7 +27,7 @@ def test_cpu_and_cuda_agree():
 
 def test_graph_capture_replays_the_same_steps():
     """A step allocates nothing and does not synchronise, so it can be captured and replayed."""
-    model = scenes.bouncing_cube().finalize(device="cuda:0")
+    model = scene_library.bouncing_cube().finalize(device="cuda:0")
     solver = wpsim.SemiImplicitSolver(model)
     a, b = model.state(), model.state()
     solver.step(a, b, None, 1e-3)  # load the kernel modules before capture

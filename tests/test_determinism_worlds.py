@@ -10,7 +10,7 @@ import pytest
 import warp as wp
 
 import wpsim
-from wpsim.diagnostics import energy_report
+from wpsim.diff.diagnostics import energy_report
 
 DT = 1.0e-3
 
@@ -62,7 +62,7 @@ def forward_backward(dtype):
     with tape:
         states = wpsim.simulate(solver, state0, 150, DT, keep_states=True)
         final = states[-1]
-        loss = wpsim.losses.squared_distance(final.particle_q, targets)
+        loss = wpsim.diff.losses.squared_distance(final.particle_q, targets)
     tape.backward(loss=loss)
     out = {
         "q": final.particle_q.numpy().copy(),

@@ -2,7 +2,7 @@
 
 For springs, cloth membrane triangles, bending hinges and tetrahedra (passive, volumetric
 and fibre activation) the force the solver applies must be minus the gradient of the
-energy that ``wpsim.diagnostics.elastic_energy`` reports: the tape gradient of the energy
+energy that ``wpsim.diff.diagnostics.elastic_energy`` reports: the tape gradient of the energy
 is compared with the forces of one step, and a central difference of the energy along a
 random direction with the work of the forces. Rest states (and rigid motions of them) must
 be force free.
@@ -13,7 +13,7 @@ import pytest
 import warp as wp
 
 import wpsim
-from wpsim.diagnostics import elastic_energy, tet_volume_ratios
+from wpsim.diff.diagnostics import elastic_energy, tet_volume_ratios
 
 
 def step_forces(model, q, qd=None, control=None):

@@ -13,9 +13,9 @@ from wpsim.diff import (
     backward_checked,
     clip_grad_norm,
     nonfinite_grads,
-    plot_gradient_norms,
 )
-from wpsim.losses import linear_state_loss, squared_distance
+from wpsim.diff.losses import linear_state_loss, squared_distance
+from wpsim.io.plots import plot_gradient_norms
 
 
 @wp.kernel

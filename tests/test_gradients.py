@@ -5,8 +5,8 @@ import pytest
 import warp as wp
 
 import wpsim
-from wpsim.diff.audit import AUDIT_CASES, TOLERANCE, run_case
-from wpsim.losses import linear_state_loss
+from wpsim.apps.gradient_audit import AUDIT_CASES, TOLERANCE, run_case
+from wpsim.diff.losses import linear_state_loss
 
 
 @pytest.mark.parametrize("case", AUDIT_CASES,

@@ -10,10 +10,10 @@ import pytest
 import warp as wp
 
 import wpsim
-from wpsim.diagnostics import energy_report, tet_volume_ratios
-from wpsim.diff.audit import _chain_scene, _cloth_scene, _contact_scene, _soft_scene
-from wpsim.geometry import grid_points
-from wpsim.losses import linear_state_loss
+from wpsim.diff.diagnostics import energy_report, tet_volume_ratios
+from wpsim.apps.gradient_audit import _chain_scene, _cloth_scene, _contact_scene, _soft_scene
+from wpsim.core.geometry import grid_points
+from wpsim.diff.losses import linear_state_loss
 
 
 def _ping_pong(solver, state, steps, dt, observe=None):
@@ -144,7 +144,7 @@ def _soft_block_speed_loss(solver, state):
     def loss():
         following = solver.model.state()
         solver.step(state, following, None, 5e-3)
-        return wpsim.losses.squared_distance(following.particle_q, wp.zeros_like(following.particle_q))
+        return wpsim.diff.losses.squared_distance(following.particle_q, wp.zeros_like(following.particle_q))
 
     return loss
 
@@ -217,7 +217,7 @@ def test_end_forces_are_differentiable():
 
     def loss():
         solver.step(scene.state, scene.model.state(), scene.control, 0.01)
-        return wpsim.losses.squared_distance(scene.state.particle_f, weights)
+        return wpsim.diff.losses.squared_distance(scene.state.particle_f, weights)
 
     result = wpsim.check_gradient(loss, scene.state.particle_qd, eps=[1e-4, 1e-5])
     assert result.ok and result.rel_error < 1e-6, result

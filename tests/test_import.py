@@ -8,8 +8,8 @@ import pytest
 import warp as wp
 
 import wpsim
-from wpsim.mjcf import import_mjcf
-from wpsim.urdf import import_urdf
+from wpsim.io.mjcf import import_mjcf
+from wpsim.io.urdf import import_urdf
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 ROBOTS = ["cartpole", "arm_2link", "arm_7link", "quadruped"]

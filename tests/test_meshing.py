@@ -9,9 +9,10 @@ import trimesh
 import warp as wp
 
 import wpsim
-from wpsim.diagnostics import tet_volume_ratios
-from wpsim.meshing import check_solid, load_surface, tetrahedralize, tetrahedralize_file, winding_numbers
-from wpsim.geometry import boundary_faces
+from wpsim.diff.diagnostics import tet_volume_ratios
+from wpsim.core.meshing import check_solid, tetrahedralize, winding_numbers
+from wpsim.io.mesh_files import load_surface, tetrahedralize_file
+from wpsim.core.geometry import boundary_faces
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 
@@ -165,5 +166,5 @@ def test_seams_duplicates_and_distance_from_the_origin(tmp_path):
     doubled = trimesh.Trimesh(box.vertices, np.vstack([box.faces, box.faces[:1]]), process=False)
     assert len(load_surface(_write(tmp_path / "doubled.stl", doubled)).faces) == 12
     far = trimesh.creation.icosphere(subdivisions=2, radius=0.005)
-    from wpsim.meshing import signed_volume
+    from wpsim.core.meshing import signed_volume
     assert signed_volume(far.vertices + 1e6, far.faces) == pytest.approx(far.volume, rel=1e-9)

@@ -11,7 +11,7 @@ import pytest
 import warp as wp
 
 import wpsim
-from wpsim.diagnostics import energy_report, momentum_report, tet_volume_ratios
+from wpsim.diff.diagnostics import energy_report, momentum_report, tet_volume_ratios
 
 
 def rollout(model, state, num_steps, dt, observe=None, control=None):

@@ -9,8 +9,8 @@ import pytest
 import warp as wp
 
 import wpsim
-from wpsim import scenes
-from wpsim.geometry import quat_to_matrix
+from wpsim.apps import scene_library
+from wpsim.core.geometry import quat_to_matrix
 
 
 def run(model, steps, dt, control=None, observe=None, state=None):
@@ -208,7 +208,7 @@ def test_stack_of_five_boxes_stands_for_5s():
     for k in range(5):
         free_box(b, half, (0.0, 0.0, half + 2 * half * k), **contact)
     model = b.finalize(dtype=wp.float64)
-    start = model.state().body_q.numpy()
+    start = wpsim.eval_fk(model, model.state()).body_q.numpy()
     final = run(model, 5000, 1e-3)
     poses = final.body_q.numpy()
     assert np.abs(poses[:, :2] - start[:, :2]).max() < 0.01  # no sideways drift
@@ -346,7 +346,7 @@ def test_particle_body_collision_conserves_momentum():
         angular = np.cross(x, 0.5 * v) + np.cross(pose[:3], m_b * twist[3:]) + R @ inertia @ R.T @ w
         return linear, angular
 
-    start = momenta(model.state())
+    start = momenta(wpsim.eval_fk(model, model.state()))
     final = run(model, 800, 1e-3)
     end = momenta(final)
     assert np.linalg.norm(final.body_qd.numpy()[0, 3:]) > 0.1  # the sphere was hit
@@ -381,7 +381,7 @@ ASSETS = Path(__file__).resolve().parents[1] / "assets"
 
 
 def test_mesh_body_has_volume_mass_properties_and_rests_like_a_box():
-    from wpsim.meshing import load_surface
+    from wpsim.io.mesh_files import load_surface
 
     cube = load_surface(ASSETS / "cube.obj")  # 0.1 m sides
     contact = dict(ke=2.0e4, kd=50.0, mu=0.5)
@@ -406,7 +406,7 @@ def test_mesh_body_has_volume_mass_properties_and_rests_like_a_box():
 
 
 def test_mesh_shape_input_is_checked():
-    from wpsim.meshing import load_surface
+    from wpsim.io.mesh_files import load_surface
 
     cube = load_surface(ASSETS / "cube.obj")
     b = wpsim.ModelBuilder()
@@ -423,7 +423,7 @@ def test_float32_stacks_far_from_the_origin_behave_like_the_first():
     about each articulation's own origin and the face test tolerates rounding of far poses,
     so every world stays standing like world 0."""
     builder = wpsim.ModelBuilder()
-    builder.replicate(scenes.box_stack(), 16, spacing=(2.0, 0.0, 0.0))
+    builder.replicate(scene_library.box_stack(), 16, spacing=(2.0, 0.0, 0.0))
     model = builder.finalize()
     final = run(model, 800, 1e-3)
     z = final.body_q.numpy()[:, 2].reshape(16, 5)

@@ -7,8 +7,8 @@ import warp as wp
 
 import wpsim
 from wpsim.diff import check_gradient
-from wpsim.losses import body_position_loss
-from wpsim.optim import adaptive_gradient_descent
+from wpsim.diff.losses import body_position_loss
+from wpsim.opt.optimisers import adaptive_gradient_descent
 
 RADIUS, START, DT, STEPS = 0.05, (0.0, 0.0, 0.5), 4e-3, 200
 LAUNCH_SPEED_UP = 1.0  # m/s, vertical launch speed of the throw
@@ -116,7 +116,7 @@ def _drop(width, height, steps):
     tape = wp.Tape()
     with tape:
         final = wpsim.simulate(solver, state, steps, DT)
-        loss = wpsim.losses.joint_state_loss(final, weight_q, weight_qd)
+        loss = wpsim.diff.losses.joint_state_loss(final, weight_q, weight_qd)
     tape.backward(loss)
     grads = float(model.shape_ke.grad.numpy().sum()), float(state.joint_q.grad.numpy()[2])
     return float(loss.numpy()[0]), grads, final.joint_q.numpy()

@@ -8,7 +8,7 @@ import warp as wp
 
 import wpsim
 from wpsim.diff import Rollout, check_gradient
-from wpsim.losses import joint_state_loss
+from wpsim.diff.losses import joint_state_loss
 from wpsim.solvers import SoftContactOptions
 from wpsim.solvers.soft_contact import contact_islands
 

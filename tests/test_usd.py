@@ -12,8 +12,8 @@ import pytest
 import warp as wp
 
 import wpsim
-from wpsim.geometry import boundary_faces, quat_to_matrix
-from wpsim.usd_export import UsdRecorder
+from wpsim.core.geometry import boundary_faces, quat_to_matrix
+from wpsim.io.usd_export import UsdRecorder
 
 READER = textwrap.dedent('''
     import json, sys
@@ -184,8 +184,8 @@ def record_from(recorder, model, state, frames, dt=1e-3):
 def test_tet_boundary_is_closed_and_outward():
     """Every edge of the extracted surface is shared by two faces in opposite directions, and
     the enclosed volume (divergence theorem) equals the tets' total volume."""
-    x = wpsim.geometry.grid_points((4, 3, 3), (0.1, 0.1, 0.1))
-    tets = wpsim.geometry.grid_tetrahedra(3, 2, 2)
+    x = wpsim.core.geometry.grid_points((4, 3, 3), (0.1, 0.1, 0.1))
+    tets = wpsim.core.geometry.grid_tetrahedra(3, 2, 2)
     faces = boundary_faces(tets)
     edges = {}
     for f in faces:
@@ -287,7 +287,7 @@ def test_rigid_bodies_are_time_sampled_xforms_holding_their_shapes(tmp_path):
 
 
 def test_mesh_shape_on_a_body_is_written_as_a_mesh(tmp_path):
-    from wpsim.meshing import load_surface
+    from wpsim.io.mesh_files import load_surface
 
     cube = load_surface(Path(__file__).resolve().parents[1] / "assets" / "cube.obj")
     builder = wpsim.ModelBuilder()

@@ -5,7 +5,7 @@ import pytest
 import warp as wp
 
 import wpsim
-from wpsim.geometry import grid_points, grid_tetrahedra
+from wpsim.core.geometry import grid_points, grid_tetrahedra
 
 
 def particles(builder, n=4):

@@ -3,18 +3,25 @@
 Particles, springs, cloth, tetrahedral soft bodies and articulated rigid bodies stepped by
 Warp kernels that are recorded on ``wp.Tape``, so any scalar loss of a rollout can be
 differentiated with respect to initial states, controls and physical parameters.
+
+The sub-packages are the layers (a lower one never imports a higher one): ``kernels``
+(device code), ``core`` (builder, Model/State/Control), ``solvers`` (time stepping),
+``diff`` (losses, gradient checks, checkpointed rollouts), ``io`` (files and pictures),
+``opt`` (optimisation), ``apps`` (command line, demo, audit) and ``bench`` (benchmarks).
+``io``, ``opt``, ``apps`` and ``bench`` are imported on first use, so ``import wpsim`` loads
+neither ``pxr``, ``trimesh`` nor ``matplotlib``.
 """
 
-from . import diagnostics, losses
-from .builder import ModelBuilder
-from .diff import check_gradient
-from .health import HealthReport, SimulationBlowUp, SimulationError
-from .kinematics import eval_fk
-from .model import Control, Model, State
-from .rollout import simulate
-from .solvers import ImplicitEulerSolver, SemiImplicitSolver, SoftContactOptions
+import importlib
+
+from wpsim import core, diff, kernels, solvers
+from wpsim.core import Control, HealthReport, Model, ModelBuilder, SimulationBlowUp, SimulationError, State
+from wpsim.diff import Rollout, check_gradient
+from wpsim.solvers import ImplicitEulerSolver, SemiImplicitSolver, SoftContactOptions, eval_fk, simulate
 
 __version__ = "0.1.0"
+
+LAZY_PACKAGES = ("apps", "bench", "io", "opt")
 
 __all__ = [
     "Control",
@@ -22,14 +29,28 @@ __all__ = [
     "ImplicitEulerSolver",
     "Model",
     "ModelBuilder",
+    "Rollout",
     "SemiImplicitSolver",
     "SimulationBlowUp",
     "SimulationError",
     "SoftContactOptions",
     "State",
     "check_gradient",
-    "diagnostics",
+    "core",
+    "diff",
     "eval_fk",
-    "losses",
+    "kernels",
     "simulate",
+    "solvers",
+    *LAZY_PACKAGES,
 ]
+
+
+def __getattr__(name: str):
+    if name in LAZY_PACKAGES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(LAZY_PACKAGES))

@@ -1,8 +1,9 @@
-"""Differentiation helpers: finite-difference gradient checks, the gradient audit,
-checkpointed rollouts and gradient health."""
+"""Differentiation: losses and state diagnostics recorded on the tape, finite-difference
+gradient checks, checkpointed rollouts and gradient health."""
 
-from .checkpoint import Rollout
-from .grad_health import (
+from wpsim.diff import diagnostics, losses
+from wpsim.diff.checkpoint import Rollout
+from wpsim.diff.grad_health import (
     GradientMonitor,
     GradientReport,
     NonFiniteGrad,
@@ -11,9 +12,8 @@ from .grad_health import (
     backward_checked,
     clip_grad_norm,
     nonfinite_grads,
-    plot_gradient_norms,
 )
-from .gradcheck import GradCheckResult, check_gradient, tape_gradient
+from wpsim.diff.gradcheck import GradCheckResult, check_gradient, tape_gradient
 
 __all__ = [
     "GradCheckResult",
@@ -26,7 +26,8 @@ __all__ = [
     "backward_checked",
     "check_gradient",
     "clip_grad_norm",
+    "diagnostics",
+    "losses",
     "nonfinite_grads",
-    "plot_gradient_norms",
     "tape_gradient",
 ]

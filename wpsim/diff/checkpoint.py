@@ -60,8 +60,9 @@ from typing import Callable
 import numpy as np
 import warp as wp
 
-from ..model import CONTROL_FIELDS, DYNAMIC_STATE_FIELDS, Control, State
-from .grad_health import (
+from wpsim.core.fields import CONTROL_FIELDS, DYNAMIC_STATE_FIELDS
+from wpsim.core.model import Control, State
+from wpsim.diff.grad_health import (
     GradientMonitor,
     GradientReport,
     NonFiniteGradientError,

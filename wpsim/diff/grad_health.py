@@ -7,7 +7,7 @@ per-step adjoint norms of a rollout.
 - ``clip_grad_norm`` scales gradients in place to a maximum global 2-norm.
 - ``GradientMonitor`` collects, during ``wpsim.diff.Rollout.backward``, the norm of the loss
   adjoint of every state and of each step's contribution to chosen gradients; its
-  ``GradientReport`` is JSON-ready (``to_dict``) and plotted by ``plot_gradient_norms``.
+  ``GradientReport`` is JSON-ready (``to_dict``) and plotted by ``wpsim.io.plots.plot_gradient_norms``.
 
 All reductions run on the device over flat scalar views of the gradient arrays (any
 float32/float64 scalar, vector or matrix dtype, contiguous), launched with
@@ -22,10 +22,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import warp as wp
 
-from ..health import SimulationError
-from ..kernels.gradients import count_nonfinite, scale_to_norm, sum_squared_change, sum_squares
-from ..kernels.generic import PRECISIONS, for_precision
-from ..output import save_figure
+from wpsim.core.health import SimulationError
+from wpsim.kernels.gradients import count_nonfinite, scale_to_norm, sum_squared_change, sum_squares
+from wpsim.kernels.generic import PRECISIONS, for_precision
 
 _NO_INDEX = 2**31 - 1
 
@@ -309,32 +308,3 @@ class GradientMonitor:
         contributions = {name: changes[i * self.num_steps:(i + 1) * self.num_steps]
                          for i, (name, _) in enumerate(self._track)}
         return GradientReport(norms[0], norms[1], contributions, nonfinite, truncation_window, adjoint_clip)
-
-
-def plot_gradient_norms(report: GradientReport, path, title: str | None = None):
-    """Write a PNG of the per-state adjoint norms (and tracked step contributions) against
-    the step index, log-scale y, atomically; returns the path. Zero norms are not drawn."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(7.0, 4.0))
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
-    states = np.arange(report.num_steps + 1)
-    series = [("|dL/dx_k| (loss/m)", states, report.adjoint_q_norm),
-              ("|dL/dv_k| (loss s/m)", states, report.adjoint_qd_norm)]
-    series += [(f"step k's part of |dL/d {name}|", states[:-1], values)
-               for name, values in report.step_contributions.items()]
-    for label, x, y in series:
-        y = np.where(np.asarray(y) > 0.0, y, np.nan)
-        ax.plot(x, y, label=label, linewidth=1.0)
-    ax.set_yscale("log")
-    ax.set_xlabel("state / step index k (steps)")
-    ax.set_ylabel("gradient norm (loss units per unit of the variable)")
-    if report.truncation_window:
-        ax.set_title(title or f"adjoint norms, truncation window {report.truncation_window} steps")
-    else:
-        ax.set_title(title or "adjoint norms")
-    ax.legend(fontsize=8)
-    ax.grid(True, which="both", alpha=0.3)
-    return save_figure(fig, path)

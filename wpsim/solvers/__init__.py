@@ -1,7 +1,10 @@
-"""Time integrators. A solver owns its scratch buffers and launches kernels."""
+"""Time stepping: the solvers own their scratch buffers and launch kernels; forward
+kinematics and multi-step rollouts."""
 
-from .implicit_euler import ImplicitEulerSolver
-from .semi_implicit import SemiImplicitSolver
-from .soft_contact import SoftContactOptions
+from wpsim.solvers.implicit_euler import ImplicitEulerSolver
+from wpsim.solvers.kinematics import eval_fk
+from wpsim.solvers.rollout import simulate
+from wpsim.solvers.semi_implicit import SemiImplicitSolver
+from wpsim.solvers.soft_contact import SoftContactOptions
 
-__all__ = ["ImplicitEulerSolver", "SemiImplicitSolver", "SoftContactOptions"]
+__all__ = ["ImplicitEulerSolver", "SemiImplicitSolver", "SoftContactOptions", "eval_fk", "simulate"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import warp as wp
 
-from ..health import NO_FAULT, HealthReport, SimulationBlowUp, SimulationError
-from ..model import Model
+from wpsim.core.health import NO_FAULT, HealthReport, SimulationBlowUp, SimulationError
+from wpsim.core.model import Model
 
 
 class SolverBase:

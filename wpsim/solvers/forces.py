@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import warp as wp
 
-from ..kernels import cloth, fem, particles, springs
-from ..kernels.generic import for_precision
+from wpsim.kernels import cloth, fem, particles, springs
+from wpsim.kernels.generic import for_precision
 
 
 def launch_forces(model, q: wp.array, qd: wp.array, control, friction_dt: float, friction_smoothing, state_in,

@@ -37,13 +37,15 @@ from dataclasses import dataclass
 import numpy as np
 import warp as wp
 
-from ..health import SimulationError
-from ..kernels import implicit
-from ..kernels.generic import for_precision
-from ..model import CONTROL_FIELDS, MODEL_FIELDS, Control, Model, State
-from .base import SolverBase
-from .forces import launch_forces
-from .krylov import Workspace, bicgstab, tape_paused
+from wpsim.core.health import SimulationError
+from wpsim.kernels import implicit
+from wpsim.kernels.generic import for_precision
+from wpsim.core.fields import CONTROL_FIELDS, MODEL_FIELDS
+from wpsim.core.model import Control, Model, State
+from wpsim.solvers.base import SolverBase
+from wpsim.solvers.forces import launch_forces
+from wpsim.solvers.krylov import Workspace, bicgstab
+from wpsim.core.tape import tape_paused
 
 ADJOINT_MODES = ("implicit", "unrolled")
 

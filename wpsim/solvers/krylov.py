@@ -16,32 +16,13 @@ only to decide when to stop.
 
 from __future__ import annotations
 
-import contextlib
 import math
 from typing import Callable
 
 import warp as wp
 
-from ..kernels import implicit
-from ..kernels.generic import for_precision
-
-
-def active_tape():
-    """The ``wp.Tape`` currently recording, or None."""
-    wp.init()
-    return wp._src.context.runtime.tape
-
-
-@contextlib.contextmanager
-def tape_paused():
-    """Suspend recording on the active ``wp.Tape`` (if any); yields that tape or None."""
-    wp.init()
-    runtime = wp._src.context.runtime
-    tape, runtime.tape = runtime.tape, None
-    try:
-        yield tape
-    finally:
-        runtime.tape = tape
+from wpsim.kernels import implicit
+from wpsim.kernels.generic import for_precision
 
 
 class Workspace:

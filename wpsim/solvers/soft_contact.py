@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import numpy as np
 import warp as wp
 
-from ..kernels import rigid_contact, soft_contact
-from ..kernels.generic import for_precision
-from .krylov import tape_paused
+from wpsim.kernels import rigid_contact, soft_contact
+from wpsim.kernels.generic import for_precision
+from wpsim.core.tape import tape_paused
 
 ADJOINTS = ("implicit", "unrolled")
 
@@ -224,7 +224,7 @@ class SoftContact:
     def _newton_direction(self, scratch, state_in, rows, accel, factor: wp.array, tape) -> wp.array:
         """Hess^-1 grad of the cost at ``accel``, the Hessian's Cholesky factor going to
         ``factor`` (fresh arrays on a tape)."""
-        from .articulation import cholesky_solve
+        from wpsim.solvers.articulation import cholesky_solve
 
         gradient, hessian = self._system(scratch, state_in, rows, accel, tape is not None)
         step = self._vector("step", tape is not None)
@@ -289,7 +289,7 @@ class SoftContact:
         """IFT backward: lambda = Hess^-1 dL/da at the solution, then the VJP, with seed
         -lambda, of the optimality residual rebuilt from the step's inputs (its rows from the
         poses, velocities, motion columns and mass matrix; H; a0)."""
-        from ..kernels import articulation
+        from wpsim.kernels import articulation
 
         m = self.model
         lam = wp.zeros_like(result.grad)

@@ -1,0 +1,396 @@
+"""The gradient audit: every differentiable parameter family against central differences.
+
+Each case is a small float64 scene in a smooth regime (contacts stay closed, friction keeps
+sliding, no element approaches inversion), rolled out for a few dozen steps; the loss is a
+fixed random linear probe of the final positions and velocities. Every case runs with the
+semi-implicit solver and, except particle-particle contact (unsupported there), again with
+the backward-Euler solver, whose gradients come from its implicit (IFT) adjoint.
+``run_audit`` returns one row per (solver, family, parameter).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import numpy as np
+import warp as wp
+
+from wpsim.core.builder import ModelBuilder
+from wpsim.core.geometry import grid_points
+from wpsim.diff.losses import joint_state_loss, linear_state_loss
+from wpsim.solvers.rollout import simulate
+from wpsim.solvers import ImplicitEulerSolver, SemiImplicitSolver, SoftContactOptions
+from wpsim.diff.gradcheck import check_gradient
+
+TOLERANCE = 1e-4
+EPS = 1e-4
+
+
+class AuditScene:
+    """A float64 model, its initial state and control, and a random linear loss probe."""
+
+    def __init__(self, builder: ModelBuilder, steps: int, dt: float, setup: Callable | None = None):
+        self.model = builder.finalize(requires_grad=True, dtype=wp.float64)
+        self.solver = None  # set by run_case
+        self.state = self.model.state()
+        self.control = self.model.control()
+        if setup is not None:
+            setup(self)
+        self.steps, self.dt = steps, dt
+        rng = np.random.default_rng(7)
+        n = self.model.particle_count
+        self.weight_q = wp.array(rng.standard_normal((n, 3)), dtype=wp.vec3d)
+        self.weight_qd = wp.array(rng.standard_normal((n, 3)), dtype=wp.vec3d)
+        self.weight_joint_q = wp.array(rng.standard_normal(self.model.joint_coord_count), dtype=wp.float64)
+        self.weight_joint_qd = wp.array(rng.standard_normal(self.model.joint_dof_count), dtype=wp.float64)
+
+    def loss(self) -> wp.array:
+        final = simulate(self.solver, self.state, self.steps, self.dt, self.control)
+        loss = linear_state_loss(final, self.weight_q, self.weight_qd)
+        return joint_state_loss(final, self.weight_joint_q, self.weight_joint_qd, loss)
+
+    def array(self, path: str) -> wp.array:
+        """Resolve "model.x", "state.x" or "control.x"."""
+        owner, name = path.split(".")
+        return getattr(getattr(self, owner), name)
+
+
+def _chain_scene() -> AuditScene:
+    """A fixed anchor and three particles linked by damped springs, with drag and pushes."""
+    b = ModelBuilder()
+    anchor = b.add_particle((0.0, 0.0, 1.0), mass=0.0)
+    ids = [anchor]
+    for k in range(3):
+        ids.append(b.add_particle((0.25 * (k + 1), 0.05 * k, 1.0 - 0.1 * k), (0.1 * k, 0.3, -0.2), mass=0.2 + 0.1 * k, drag=0.05))
+    b.add_springs([(ids[k], ids[k + 1]) for k in range(3)], ke=[200.0, 150.0, 100.0], kd=[0.5, 0.3, 0.2],
+                  rest_lengths=[0.22, 0.24, 0.26])
+
+    def push(scene):
+        scene.control.particle_f_ext.assign(np.array([[0.0, 0.0, 0.0], [0.3, 0.1, 0.0], [0.0, -0.2, 0.4], [0.1, 0.0, 0.2]]))
+
+    return AuditScene(b, 40, 2e-3, push)
+
+
+def _cloth_scene() -> AuditScene:
+    """A 3x2-cell cloth pinned along one edge, released with a small initial fold."""
+    b = ModelBuilder()
+    b.add_cloth_grid(pos=(0.0, 0.0, 1.0), dim_x=3, dim_y=2, cell_x=0.1, cell_y=0.1, fix_left=True, density=1.0,
+                     tri_mu=50.0, tri_lambda=80.0, tri_kd=0.05, bend_ke=0.02, bend_kd=0.002)
+
+    def fold(scene):
+        q = scene.state.particle_q.numpy()
+        q[:, 2] += 0.005 * np.sin(7.0 * q[:, 0] + 3.0 * q[:, 1])
+        scene.state.particle_q.assign(q)
+
+    return AuditScene(b, 40, 1e-3, fold)
+
+
+def _soft_scene(fiber) -> AuditScene:
+    """A 2x1x1-cell Neo-Hookean cantilever, fixed at x = 0, sagging while actuated."""
+    b = ModelBuilder()
+    left_face = np.flatnonzero(grid_points((3, 2, 2), (1.0, 1.0, 1.0))[:, 0] == 0.0)
+    b.add_soft_grid(pos=(0.0, 0.0, 1.0), dim_x=2, dim_y=1, dim_z=1, cell_x=0.1, cell_y=0.1, cell_z=0.1,
+                    density=300.0, young_modulus=2.0e4, poisson_ratio=0.3, kd=2.0, fiber=fiber, fixed=left_face)
+
+    def actuate(scene):
+        k = scene.model.tet_count
+        scene.control.tet_activation.assign(0.1 * np.sin(np.arange(k)))
+
+    return AuditScene(b, 40, 1e-3, actuate)
+
+
+def _contact_scene(kind: str) -> AuditScene:
+    """Particles resting at their contact equilibrium and sliding, so contacts stay closed."""
+    b = ModelBuilder()
+    m, r, ke = 0.1, 0.05, 1.0e3
+    pen = m * 9.81 / ke
+    if kind == "ground":
+        b.add_ground_plane(ke=ke, kd=1.0, mu=0.4)
+        b.add_particle((0.0, 0.0, r - pen), (1.0, 0.3, -0.02), mass=m, radius=r)
+        b.add_particle((1.0, 0.0, r - 0.5 * pen), (-0.5, 0.8, 0.01), mass=m, radius=r)
+    elif kind == "shapes":
+        b.add_shape_sphere(pos=(0.0, 0.0, 0.0), radius=0.3, ke=ke, kd=1.0, mu=0.4)
+        b.add_shape_box(pos=(2.0, 0.0, 0.0), hx=0.3, hy=0.3, hz=0.2, ke=ke, kd=1.0, mu=0.3)
+        b.add_shape_capsule(pos=(4.0, 0.0, 0.0), rot=(np.sqrt(0.5), 0.0, 0.0, np.sqrt(0.5)), radius=0.2,
+                            half_height=0.5, ke=ke, kd=1.0, mu=0.5)
+        b.add_particle((0.0, 0.0, 0.3 + r - pen), (0.4, 0.2, -0.02), mass=m, radius=r)
+        b.add_particle((2.0, 0.0, 0.2 + r - pen), (0.8, -0.3, 0.02), mass=m, radius=r)
+        b.add_particle((4.0, 0.0, 0.2 + r - pen), (0.0, 0.7, -0.01), mass=m, radius=r)
+    else:  # particle pairs
+        b.set_particle_contact(True, ke=ke, kd=1.0, mu=0.4)
+        b.add_particle((0.0, 0.0, 0.0), mass=0.0, radius=r)
+        b.add_particle((0.0, 0.0, 2.0 * r - pen), (0.3, 0.1, -0.02), mass=m, radius=r)
+        b.add_particle((1.0, 0.0, 0.0), (0.0, 0.0, 0.0), mass=0.0, radius=r)
+        b.add_particle((1.0, 0.0, 2.0 * r - 0.5 * pen), (-0.2, 0.4, 0.01), mass=m, radius=r)
+    return AuditScene(b, 50, 1e-3)
+
+
+def _arm_scene() -> AuditScene:
+    """A four-link chain hanging from the world: revolute (damped, armature), revolute with a
+    PD drive, prismatic with a PD drive, ball; pushed by joint torques and a body wrench."""
+    b = ModelBuilder()
+    l1 = b.add_body()
+    b.add_shape_capsule(l1, pos=(0.0, 0.0, -0.25), radius=0.05, half_height=0.2)
+    b.add_joint_revolute(-1, l1, axis=(1.0, 0.0, 0.0), parent_pos=(0.0, 0.0, 1.5), q=0.4, qd=0.5, damping=0.2,
+                         armature=0.01)
+    l2 = b.add_body(mass=0.5, com=(0.02, 0.0, -0.15), inertia=(0.004, 0.005, 0.002))
+    b.add_joint_revolute(l1, l2, axis=(0.0, 0.6, 0.8), parent_pos=(0.0, 0.0, -0.5), q=-0.3, qd=0.2,
+                         target_ke=20.0, target_kd=1.0)
+    l3 = b.add_body()
+    b.add_shape_box(l3, pos=(0.0, 0.0, -0.1), hx=0.05, hy=0.04, hz=0.1, density=800.0)
+    b.add_joint_prismatic(l2, l3, axis=(0.0, 0.0, 1.0), parent_pos=(0.0, 0.02, -0.3), q=0.05, qd=0.1,
+                          target_ke=50.0, target_kd=2.0)
+    l4 = b.add_body()
+    b.add_shape_sphere(l4, pos=(0.05, 0.0, -0.1), radius=0.06)
+    b.add_joint_ball(l3, l4, parent_pos=(0.0, 0.0, -0.2), q=(0.1, -0.05, 0.2, 0.97), qd=(0.3, -0.2, 0.4),
+                     damping=0.05)
+
+    def setup(scene):
+        rng = np.random.default_rng(3)
+        scene.control.joint_f.assign(rng.standard_normal(scene.model.joint_dof_count) * 0.5)
+        scene.control.joint_target_q.assign(rng.standard_normal(scene.model.joint_dof_count) * 0.2)
+        scene.control.joint_target_qd.assign(rng.standard_normal(scene.model.joint_dof_count) * 0.2)
+        scene.control.body_f_ext.assign(rng.standard_normal((scene.model.body_count, 6)) * 0.3)
+
+    return AuditScene(b, 40, 2e-3, setup)
+
+
+def _rigid_contact_scene() -> AuditScene:
+    """A box sliding on the ground (four corners in contact) carrying a sphere resting on it:
+    plane-box and box-sphere contacts stay closed, the box keeps sliding."""
+    b = ModelBuilder()
+    ke, g = 1.0e4, 9.81
+    b.add_ground_plane(ke=ke, kd=20.0, mu=0.5)
+    box = b.add_body()
+    b.add_shape_box(box, hx=0.2, hy=0.15, hz=0.1, ke=ke, kd=20.0, mu=0.5, density=500.0)
+    ball = b.add_body()
+    b.add_shape_sphere(ball, radius=0.05, ke=ke, kd=20.0, mu=0.5, density=1000.0)
+    m_box, m_ball = b.bodies.array("mass")
+    ball_pen = m_ball * g / ke
+    box_pen = (m_box + m_ball) * g / (4.0 * ke)
+    b.add_joint_free(box, pos=(0.0, 0.0, 0.1 - box_pen), lin_vel=(0.8, 0.3, 0.0), ang_vel=(0.0, 0.0, 0.5))
+    b.add_joint_free(ball, pos=(0.02, -0.01, 0.25 - box_pen - ball_pen), lin_vel=(0.8, 0.3, 0.0))
+    return AuditScene(b, 50, 1e-3)
+
+
+def _mesh_contact_scene() -> AuditScene:
+    """A triangle-mesh block (its hull corners in contact) sliding and turning on the ground."""
+    import trimesh
+
+    block = trimesh.creation.box(extents=(0.3, 0.2, 0.1))
+    b = ModelBuilder()
+    ke = 1.0e4
+    b.add_ground_plane(ke=ke, kd=20.0, mu=0.5)
+    body = b.add_body()
+    b.add_shape_mesh(body, block.vertices, block.faces, ke=ke, kd=20.0, mu=0.4, density=400.0)
+    sink = b.bodies.array("mass")[0] * 9.81 / (4.0 * ke)
+    b.add_joint_free(body, pos=(0.0, 0.0, 0.05 - sink), lin_vel=(0.7, -0.2, 0.0), ang_vel=(0.0, 0.0, 0.8))
+    return AuditScene(b, 50, 1e-3)
+
+
+def _incline_scene() -> AuditScene:
+    """A box sliding down a 0.3 rad incline (mu 0.1), settled into its four corner contacts,
+    pushed by an external wrench; stepped with soft-constraint contact."""
+    b = ModelBuilder()
+    angle = 0.3
+    tilt = (np.sin(angle / 2), 0.0, 0.0, np.cos(angle / 2))
+    b.add_shape_plane(rot=tilt, mu=0.1)
+    box = b.add_body()
+    b.add_shape_box(box, hx=0.1, hy=0.1, hz=0.1, density=500.0, mu=0.1)
+    normal = np.array([0.0, -np.sin(angle), np.cos(angle)])
+    down = -np.array([0.0, np.cos(angle), np.sin(angle)])
+    b.add_joint_free(box, pos=normal * (0.1 - 4.0e-4), rot=tilt, lin_vel=down * 0.4)
+
+    def setup(scene):
+        scene.control.body_f_ext.assign([[0.0, 0.0, 0.2, 1.0, 0.5, 0.0]])
+
+    return AuditScene(b, 30, 1e-3, setup)
+
+
+def _box_on_box_scene() -> AuditScene:
+    """A box sliding at 0.4 m/s on another resting on the ground (mu 0.3), both settled into
+    their contacts; stepped with soft-constraint contact (one island of two bodies)."""
+    b = ModelBuilder()
+    b.add_ground_plane(mu=0.3)
+    for k in range(2):
+        box = b.add_body()
+        b.add_shape_box(box, hx=0.1, hy=0.1, hz=0.1, density=500.0, mu=0.3)
+        b.add_joint_free(box, pos=(0.0, 0.0, 0.1 + k * (0.2 - 1e-4) - 1e-4), lin_vel=(0.4 * k, 0.0, 0.0))
+    return AuditScene(b, 30, 1e-3)
+
+
+def _limit_scene() -> AuditScene:
+    """A pendulum held by gravity against its lower joint limit (no penalty gains); stepped
+    with the limit as a soft constraint of the contact solve."""
+    b = ModelBuilder()
+    link = b.add_body(mass=1.0, com=(0.0, 0.0, -0.3), inertia=(0.001, 0.001, 0.001))
+    b.add_joint_revolute(-1, link, axis=(1.0, 0.0, 0.0), q=0.199, qd=-0.05, limit_lower=0.2, limit_upper=2.0,
+                         limit_ke=0.0, limit_kd=0.0)
+    return AuditScene(b, 30, 1e-3)
+
+
+def _coupled_scene() -> AuditScene:
+    """Two particles resting on a free box that slides on the ground (particle-body contact
+    in both directions, box-ground contact; all contacts stay closed)."""
+    b = ModelBuilder()
+    ke, g, m, r = 1.0e4, 9.81, 0.05, 0.02
+    b.add_ground_plane(ke=ke, kd=20.0, mu=0.5)
+    box = b.add_body()
+    b.add_shape_box(box, hx=0.2, hy=0.15, hz=0.05, ke=ke, kd=2.0, mu=0.4, density=400.0)
+    m_box = b.bodies.array("mass")[0]
+    pen = m * g / ke
+    sink = (m_box + 2 * m) * g / (4.0 * ke)
+    b.add_joint_free(box, pos=(0.0, 0.0, 0.05 - sink), lin_vel=(0.6, 0.2, 0.0))
+    b.add_particle((0.05, 0.0, 0.1 + r - pen - sink), (0.7, 0.25, 0.0), mass=m, radius=r)
+    b.add_particle((-0.08, 0.05, 0.1 + r - pen - sink), (0.5, 0.1, 0.0), mass=m, radius=r)
+    return AuditScene(b, 50, 1e-3)
+
+
+@dataclass(frozen=True)
+class AuditCase:
+    """One audited parameter: family, parameter label, scene factory, array path in the scene."""
+
+    family: str
+    param: str
+    scene: Callable[[], AuditScene]
+    array: str
+    relative: bool = False  # perturb each entry in proportion to itself (keeps zeros, e.g. fixed masses)
+    solver: str = "semi-implicit"  # a key of SOLVERS
+    eps: float | None = None  # relative FD step if not EPS: poses in contact need a smaller one
+
+
+SOLVERS = {
+    "semi-implicit": SemiImplicitSolver,
+    "implicit Euler": ImplicitEulerSolver,
+    "soft contact": lambda model: SemiImplicitSolver(model, soft_contact=SoftContactOptions(tolerance=1e-13)),
+}
+"""Solver classes the audit runs, by name."""
+
+SEMI_IMPLICIT_CASES = (
+    AuditCase("particle", "initial position", _chain_scene, "state.particle_q"),
+    AuditCase("particle", "initial velocity", _chain_scene, "state.particle_qd"),
+    AuditCase("particle", "mass", _chain_scene, "model.particle_mass", relative=True),
+    AuditCase("particle", "drag", _chain_scene, "model.particle_drag"),
+    AuditCase("particle", "gravity", _chain_scene, "model.gravity"),
+    AuditCase("particle", "external force (control)", _chain_scene, "control.particle_f_ext"),
+    AuditCase("spring", "ke", _chain_scene, "model.spring_ke"),
+    AuditCase("spring", "kd", _chain_scene, "model.spring_kd"),
+    AuditCase("spring", "rest length", _chain_scene, "model.spring_rest_length"),
+    AuditCase("cloth membrane", "mu", _cloth_scene, "model.tri_mu"),
+    AuditCase("cloth membrane", "lambda", _cloth_scene, "model.tri_lambda"),
+    AuditCase("cloth membrane", "kd", _cloth_scene, "model.tri_kd"),
+    AuditCase("cloth membrane", "rest shape", _cloth_scene, "model.tri_rest_inv"),
+    AuditCase("cloth bending", "ke", _cloth_scene, "model.bend_ke"),
+    AuditCase("cloth bending", "kd", _cloth_scene, "model.bend_kd"),
+    AuditCase("cloth bending", "rest angle", _cloth_scene, "model.bend_rest_angle"),
+    AuditCase("soft body", "mu", lambda: _soft_scene((0.0, 0.0, 0.0)), "model.tet_mu"),
+    AuditCase("soft body", "lambda", lambda: _soft_scene((0.0, 0.0, 0.0)), "model.tet_lambda"),
+    AuditCase("soft body", "kd", lambda: _soft_scene((0.0, 0.0, 0.0)), "model.tet_kd"),
+    AuditCase("soft body", "rest shape", lambda: _soft_scene((0.0, 0.0, 0.0)), "model.tet_rest_inv"),
+    AuditCase("soft body", "rest volume", lambda: _soft_scene((0.0, 0.0, 0.0)), "model.tet_rest_volume"),
+    AuditCase("tet activation", "volumetric", lambda: _soft_scene((0.0, 0.0, 0.0)), "control.tet_activation"),
+    AuditCase("tet activation", "fiber", lambda: _soft_scene((1.0, 0.0, 0.0)), "control.tet_activation"),
+    AuditCase("ground contact", "ke", lambda: _contact_scene("ground"), "model.shape_ke"),
+    AuditCase("ground contact", "kd", lambda: _contact_scene("ground"), "model.shape_kd"),
+    AuditCase("ground contact", "mu", lambda: _contact_scene("ground"), "model.shape_mu"),
+    AuditCase("ground contact", "initial velocity", lambda: _contact_scene("ground"), "state.particle_qd"),
+    AuditCase("shape contact", "ke", lambda: _contact_scene("shapes"), "model.shape_ke"),
+    AuditCase("shape contact", "kd", lambda: _contact_scene("shapes"), "model.shape_kd"),
+    AuditCase("shape contact", "mu", lambda: _contact_scene("shapes"), "model.shape_mu"),
+    AuditCase("shape contact", "shape pose", lambda: _contact_scene("shapes"), "model.shape_transform"),
+    AuditCase("particle contact", "ke", lambda: _contact_scene("pairs"), "model.pair_ke"),
+    AuditCase("particle contact", "kd", lambda: _contact_scene("pairs"), "model.pair_kd"),
+    AuditCase("particle contact", "mu", lambda: _contact_scene("pairs"), "model.pair_mu"),
+)
+
+RIGID_CASES = (
+    AuditCase("rigid body", "mass", _arm_scene, "model.body_mass", relative=True),
+    AuditCase("rigid body", "inertia", _arm_scene, "model.body_inertia"),
+    AuditCase("rigid body", "centre of mass", _arm_scene, "model.body_com"),
+    AuditCase("rigid body", "gravity", _arm_scene, "model.gravity"),
+    AuditCase("rigid body", "external wrench (control)", _arm_scene, "control.body_f_ext"),
+    AuditCase("joint", "initial coordinates", _arm_scene, "state.joint_q"),
+    AuditCase("joint", "initial velocities", _arm_scene, "state.joint_qd"),
+    AuditCase("joint", "damping", _arm_scene, "model.joint_damping"),
+    AuditCase("joint", "armature", _arm_scene, "model.joint_armature"),
+    AuditCase("joint", "link offset (parent frame)", _arm_scene, "model.joint_X_p"),
+    AuditCase("joint", "child frame", _arm_scene, "model.joint_X_c"),
+    AuditCase("joint drive", "ke", _arm_scene, "model.joint_target_ke"),
+    AuditCase("joint drive", "kd", _arm_scene, "model.joint_target_kd"),
+    AuditCase("joint drive", "position target (control)", _arm_scene, "control.joint_target_q"),
+    AuditCase("joint drive", "velocity target (control)", _arm_scene, "control.joint_target_qd"),
+    AuditCase("joint drive", "torque (control)", _arm_scene, "control.joint_f"),
+    AuditCase("rigid contact", "ke", _rigid_contact_scene, "model.shape_ke"),
+    AuditCase("rigid contact", "kd", _rigid_contact_scene, "model.shape_kd"),
+    AuditCase("rigid contact", "mu", _rigid_contact_scene, "model.shape_mu"),
+    AuditCase("rigid contact", "body mass", _rigid_contact_scene, "model.body_mass", relative=True),
+    AuditCase("rigid contact", "initial coordinates", _rigid_contact_scene, "state.joint_q", eps=1e-6),
+    AuditCase("rigid contact", "initial velocities", _rigid_contact_scene, "state.joint_qd"),
+    AuditCase("rigid mesh contact", "ke", _mesh_contact_scene, "model.shape_ke"),
+    AuditCase("rigid mesh contact", "mu", _mesh_contact_scene, "model.shape_mu"),
+    AuditCase("rigid mesh contact", "contact points", _mesh_contact_scene, "model.shape_points", eps=1e-6),
+    AuditCase("particle-body contact", "ke", _coupled_scene, "model.shape_ke"),
+    AuditCase("particle-body contact", "mu", _coupled_scene, "model.shape_mu"),
+    AuditCase("particle-body contact", "body mass", _coupled_scene, "model.body_mass", relative=True),
+    AuditCase("particle-body contact", "particle velocity", _coupled_scene, "state.particle_qd"),
+)
+"""Articulated and contacting rigid bodies (semi-implicit solver only)."""
+
+SOFT_CONTACT_CASES = (
+    AuditCase("soft contact", "mu", _incline_scene, "model.shape_mu", solver="soft contact"),
+    AuditCase("soft contact", "body mass", _incline_scene, "model.body_mass", relative=True, solver="soft contact"),
+    AuditCase("soft contact", "initial coordinates", _incline_scene, "state.joint_q", solver="soft contact",
+              eps=1e-6),
+    AuditCase("soft contact", "initial velocities", _incline_scene, "state.joint_qd", solver="soft contact"),
+    AuditCase("soft contact", "external wrench (control)", _incline_scene, "control.body_f_ext",
+              solver="soft contact"),
+    AuditCase("soft body-body contact", "mu", _box_on_box_scene, "model.shape_mu", solver="soft contact"),
+    AuditCase("soft body-body contact", "body mass", _box_on_box_scene, "model.body_mass", relative=True,
+              solver="soft contact"),
+    AuditCase("soft body-body contact", "initial coordinates", _box_on_box_scene, "state.joint_q",
+              solver="soft contact", eps=1e-6),
+    AuditCase("soft body-body contact", "initial velocities", _box_on_box_scene, "state.joint_qd",
+              solver="soft contact"),
+    AuditCase("soft joint limit", "lower limit", _limit_scene, "model.joint_limit_lower", solver="soft contact"),
+    AuditCase("soft joint limit", "initial velocity", _limit_scene, "state.joint_qd", solver="soft contact"),
+    AuditCase("soft mesh contact", "mu", _mesh_contact_scene, "model.shape_mu", solver="soft contact"),
+    AuditCase("soft mesh contact", "contact points", _mesh_contact_scene, "model.shape_points", solver="soft contact",
+              eps=1e-6),
+)
+"""Rigid contact as soft constraints, gradients through the implicit (IFT) adjoint."""
+
+IMPLICIT_CASES = tuple(
+    replace(case, solver="implicit Euler")
+    for case in SEMI_IMPLICIT_CASES
+    if case.family != "particle contact"  # not supported by ImplicitEulerSolver
+)
+"""The same scenes and parameters stepped by the backward-Euler solver (IFT adjoint)."""
+
+AUDIT_CASES = SEMI_IMPLICIT_CASES + RIGID_CASES + SOFT_CONTACT_CASES + IMPLICIT_CASES
+
+
+def run_case(case: AuditCase, eps: float | None = None, tol: float = TOLERANCE) -> dict:
+    """Check one case; returns its row (family, param, rel_error, ok, tape, fd)."""
+    scene = case.scene()
+    scene.solver = SOLVERS[case.solver](scene.model)
+    param = scene.array(case.array)
+    direction = None
+    if case.relative:
+        direction = np.random.default_rng(0).standard_normal(param.shape) * param.numpy()
+    eps = eps if eps is not None else case.eps if case.eps is not None else EPS
+    result = check_gradient(scene.loss, param, eps=eps, tol=tol, direction=direction)
+    health = scene.solver.health()
+    ok = result.ok and health.ok
+    return {"solver": case.solver, "family": case.family, "param": case.param, "rel_error": result.rel_error,
+            "ok": ok, "tape": result.tape, "fd": result.fd}
+
+
+def run_audit(progress: Callable[[int, int, dict], None] | None = None) -> list:
+    """Run every audit case; ``progress(done, total, row)`` is called after each."""
+    rows = []
+    for k, case in enumerate(AUDIT_CASES):
+        rows.append(run_case(case))
+        if progress is not None:
+            progress(k + 1, len(AUDIT_CASES), rows[-1])
+    return rows

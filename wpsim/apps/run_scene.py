@@ -1,0 +1,175 @@
+"""Scenes from files for ``wpsim run``: a soft body from a closed surface mesh (OBJ, STL,
+PLY; tetrahedralised by ``wpsim.core.meshing``) or from a tetrahedral mesh (``.npz`` with
+``vertices`` (V, 3) in m and ``tets`` (E, 4)), dropped onto a ground plane; rigid bodies
+from URDF (with a ground plane added), MJCF or USD with UsdPhysics (as the file describes
+its world); and the simulation of such a scene into a USD stage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from wpsim.core.builder import ModelBuilder
+from wpsim.io.mesh_files import SURFACE_SUFFIXES, tetrahedralize_file
+from wpsim.apps.console import progress_line
+from wpsim.solvers import ImplicitEulerSolver, SemiImplicitSolver
+from wpsim.io.usd_export import UsdRecorder
+
+ROBOT_SUFFIXES = (".urdf", ".xml", ".mjcf", ".usd", ".usda", ".usdc")
+
+
+@dataclass
+class SoftSceneOptions:
+    """Material and placement of a soft body loaded from a file (SI units)."""
+
+    cell_size: float = 0.005  # m, voxel cell of the tetrahedral mesher (surface files)
+    scale: float = 1.0  # file units to m
+    density: float = 1000.0  # kg/m^3
+    young_modulus: float = 5.0e4  # Pa
+    poisson_ratio: float = 0.3
+    damping: float = 1.0  # Pa s, strain-rate damping
+    drop_height: float = 0.02  # m, gap between the body's lowest point and the ground
+    contact_radius: float = 0.001  # m
+    ground_ke: float = 1.0e3  # N/m
+    ground_kd: float = 0.05  # N s/m
+    ground_mu: float = 0.5
+
+
+def soft_mesh_from_file(path, options: SoftSceneOptions) -> tuple:
+    """(vertices (V, 3) in m, tets (E, 4), mesher quality dict or None for a .npz tet mesh)
+    of the soft body in ``path``."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".npz":
+        vertices, tets = _tet_mesh_npz(path)
+        return vertices * options.scale, tets, None
+    if suffix not in SURFACE_SUFFIXES:
+        raise ValueError(f"{path}: unsupported scene file {suffix!r}; expected {SURFACE_SUFFIXES} or .npz")
+    mesh = tetrahedralize_file(path, options.cell_size, options.scale)
+    return mesh.vertices, mesh.tets, mesh.quality
+
+
+def _tet_mesh_npz(path: Path) -> tuple:
+    """(vertices (V, 3) float64, tets (E, 4) int64) of a .npz tet mesh, without unused vertices."""
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file")
+    try:
+        data = np.load(path)
+        if not isinstance(data, np.lib.npyio.NpzFile):
+            raise ValueError("not an .npz archive")
+        with data:
+            vertices, tets = np.asarray(data["vertices"]), np.asarray(data["tets"])
+    except (KeyError, ValueError, OSError) as error:
+        raise ValueError(f"{path}: not a tet mesh with arrays 'vertices' and 'tets' ({error})") from error
+    if vertices.ndim != 2 or vertices.shape[1] != 3 or len(vertices) == 0 or not np.issubdtype(vertices.dtype, np.number):
+        raise ValueError(f"{path}: 'vertices' must be a non-empty (V, 3) numeric array, got {vertices.shape} "
+                         f"{vertices.dtype}")
+    if tets.ndim != 2 or tets.shape[1] != 4 or len(tets) == 0 or not np.issubdtype(tets.dtype, np.integer):
+        raise ValueError(f"{path}: 'tets' must be a non-empty (E, 4) integer array, got {tets.shape} {tets.dtype}")
+    if tets.min() < 0 or tets.max() >= len(vertices):
+        raise ValueError(f"{path}: a tet vertex index is outside [0, {len(vertices)})")
+    used, compact = np.unique(tets, return_inverse=True)  # vertices no tet uses would be fixed particles
+    return vertices[used].astype(np.float64), compact.reshape(-1, 4).astype(np.int64)
+
+
+def check_run_options(options: SoftSceneOptions, out, fps: float):
+    """Reject bad ``wpsim run`` settings before anything is simulated."""
+    if Path(out).suffix not in (".usd", ".usda", ".usdc"):
+        raise ValueError(f"{out}: the output must be a USD stage (.usd, .usda or .usdc)")
+    if not fps > 0.0:
+        raise ValueError(f"fps must be > 0, got {fps}")
+    if not options.drop_height >= 0.0:
+        raise ValueError(f"drop height must be >= 0 m (above the ground), got {options.drop_height}")
+    for name in ("cell_size", "scale", "density", "young_modulus"):
+        if not getattr(options, name) > 0.0:
+            raise ValueError(f"{name} must be > 0, got {getattr(options, name)}")
+
+
+def is_robot_file(path) -> bool:
+    """Whether ``path`` names a rigid-body scene (URDF, MJCF or USD)."""
+    return Path(path).suffix.lower() in ROBOT_SUFFIXES
+
+
+def robot_scene(path, floating: bool = False) -> tuple:
+    """(ModelBuilder, ImportedScene) of a URDF (``floating``: free root links; a ground
+    plane is added), MJCF or UsdPhysics file."""
+    from wpsim.io.mjcf import import_mjcf
+    from wpsim.io.urdf import import_urdf
+    from wpsim.io.usd_physics import import_usd
+
+    suffix = Path(path).suffix.lower()
+    if suffix == ".urdf":
+        builder, scene = import_urdf(path, floating=floating)
+        builder.add_ground_plane(ke=1.0e4, kd=100.0, mu=0.5)
+        return builder, scene
+    if suffix in (".usd", ".usda", ".usdc"):
+        return import_usd(path)
+    return import_mjcf(path)
+
+
+def soft_scene(path, options: SoftSceneOptions) -> tuple:
+    """A ModelBuilder with the ground and the soft body of ``path`` lying ``drop_height``
+    above it, and the mesher's quality statistics (None for a .npz tet mesh)."""
+    vertices, tets, quality = soft_mesh_from_file(path, options)
+    builder = ModelBuilder()
+    builder.add_ground_plane(ke=options.ground_ke, kd=options.ground_kd, mu=options.ground_mu)
+    lift = options.drop_height + options.contact_radius - vertices[:, 2].min()
+    builder.add_soft_mesh(vertices, tets, pos=(0.0, 0.0, lift), density=options.density,
+                          young_modulus=options.young_modulus, poisson_ratio=options.poisson_ratio,
+                          kd=options.damping, radius=options.contact_radius)
+    return builder, quality
+
+
+def simulate_to_usd(builder: ModelBuilder, out, steps: int, dt: float, fps: float = 60.0, solver: str = "semi-implicit",
+                    device=None) -> dict:
+    """Simulate ``steps`` steps of ``dt`` s (float64), recording about ``fps`` frames per
+    second into the USD stage ``out``; raises ``SimulationBlowUp`` if the state blows up.
+    Returns a summary (frames, final height range and speed of particles and body origins,
+    Newton statistics)."""
+    import warp as wp
+
+    if steps < 1 or not dt > 0.0:
+        raise ValueError(f"steps must be >= 1 and dt > 0 s, got {steps} and {dt}")
+    model = builder.finalize(device=device, dtype=wp.float64)
+    if model.particle_count + model.body_count == 0:
+        raise ValueError("the scene has no particles or bodies: nothing to simulate")
+    kinds = {"semi-implicit": SemiImplicitSolver, "implicit": ImplicitEulerSolver}
+    if solver not in kinds:
+        raise ValueError(f"unknown solver {solver!r}; expected one of {sorted(kinds)}")
+    stepper = kinds[solver](model, raise_on_blowup=True, health_check_interval=100)
+    every = max(1, int(round(1.0 / (fps * dt))))
+    recorder = UsdRecorder(model, fps=1.0 / (every * dt))
+    a, b = model.state(requires_grad=False), model.state(requires_grad=False)
+    recorder.record(a)
+    report_every = max(1, steps // 10)
+    for k in range(1, steps + 1):
+        stepper.step(a, b, None, dt)
+        a, b = b, a
+        if k % every == 0:
+            recorder.record(a)
+        if k % report_every == 0:
+            q, qd = _points(model, a)
+            progress_line(k // report_every, steps // report_every, f"t = {k * dt:.3f} s   lowest point "
+                          f"z = {q[:, 2].min() * 1e3:.2f} mm   max speed {np.abs(qd).max():.3f} m/s")
+    stepper.check_health()
+    path = recorder.write(out)
+    q, qd = _points(model, a)
+    summary = {"usd": str(path), "frames": recorder.frame_count, "fps": recorder.fps, "particles": model.particle_count,
+               "tets": model.tet_count, "bodies": model.body_count, "final_lowest_z_m": float(q[:, 2].min()),
+               "final_highest_z_m": float(q[:, 2].max()), "final_max_speed_m_per_s": float(np.abs(qd).max())}
+    if solver == "implicit":
+        summary["unconverged_steps"] = stepper.unconverged_steps
+    return summary
+
+
+def _points(model, state) -> tuple:
+    """Positions (N, 3) m and velocities (N, 3) m/s of the particles and body origins."""
+    from wpsim.solvers.kinematics import eval_fk
+
+    eval_fk(model, state)
+    q = np.concatenate([state.particle_q.numpy().reshape(-1, 3), state.body_q.numpy().reshape(-1, 7)[:, :3]])
+    qd = np.concatenate([state.particle_qd.numpy().reshape(-1, 3), state.body_qd.numpy().reshape(-1, 6)[:, 3:]])
+    return q, qd

@@ -1,0 +1,102 @@
+"""Benchmark records and their presentation.
+
+A record is ``{"suite", "case", "params", "metric", "value"}``; ``params`` holds the scene
+size, horizon, mode, device and precision, and metric names are shared across suites (see
+``METRIC_UNITS``). Progress goes to stderr, one line per case; stdout is left to the caller
+(JSON or ``format_table``).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from typing import Callable
+
+import warp as wp
+
+
+METRIC_UNITS = {
+    "steps_per_s": "steps/s",
+    "world_steps_per_s": "world-steps/s",
+    "backward_over_forward": "x",
+    "memory_ratio": "x",
+    "time_ratio": "x",
+    "wall_s": "s",
+    "peak_memory_bytes": "MiB",
+    "launches_per_step": "launches",
+    "recorded_launches_per_step": "launches",
+}
+"""Metric names shared by all suites, with the unit ``format_table`` prints them in."""
+
+
+def record(suite: str, case: str, params: dict, metric: str, value: float) -> dict:
+    """One benchmark record; ``metric`` must be a name from ``METRIC_UNITS``."""
+    if metric not in METRIC_UNITS:
+        raise ValueError(f"unknown benchmark metric {metric!r}; known: {sorted(METRIC_UNITS)}")
+    return {"suite": suite, "case": case, "params": dict(params), "metric": metric, "value": float(value)}
+
+
+def timed(fn: Callable[[], object], device) -> tuple[float, object]:
+    """Wall time (s) of ``fn()`` between two device synchronisations, and its result."""
+    wp.synchronize_device(device)
+    start = time.perf_counter()
+    result = fn()
+    wp.synchronize_device(device)
+    return time.perf_counter() - start, result
+
+
+def progress(line: str):
+    """One progress line on stderr."""
+    print(f"[wpsim bench] {line}", file=sys.stderr, flush=True)
+
+
+def format_value(metric: str, value: float) -> str:
+    """``value`` of ``metric`` as short text (no unit)."""
+    if not math.isfinite(value):
+        return str(value)
+    if metric == "peak_memory_bytes":
+        return f"{value / 2**20:.2f}"
+    if metric.endswith("launches_per_step"):
+        return f"{value:.0f}"
+    if metric in ("backward_over_forward", "memory_ratio", "time_ratio"):
+        return f"{value:.2f}"
+    if metric == "wall_s":
+        return f"{value:.4f}"
+    return f"{value:.1f}"
+
+
+def _params_text(params: dict) -> str:
+    keys = ("mode", "particles", "triangles", "tets", "bodies", "joint_dofs", "worlds", "steps", "dt")
+    shown = [f"{k}={params[k]}" for k in keys if k in params]
+    rest = [f"{k}={v}" for k, v in params.items() if k not in keys and k not in ("device", "precision", "repeats")]
+    return " ".join(shown + rest)
+
+
+def format_table(records: list[dict]) -> str:
+    """A human-readable, column-aligned table of records, with units."""
+    header = ("suite", "case", "metric", "value", "unit", "params")
+    rows = [
+        (r["suite"], r["case"], r["metric"], format_value(r["metric"], r["value"]), METRIC_UNITS.get(r["metric"], ""),
+         _params_text(r["params"]))
+        for r in records
+    ]
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header) - 1)]
+    lines = []
+    for row in [header, *rows]:
+        cells = [str(c).rjust(w) if i == 3 else str(c).ljust(w) for i, (c, w) in enumerate(zip(row, widths))]
+        lines.append("  ".join(cells + [row[-1]]).rstrip())
+    if records:
+        devices = sorted({str(r["params"].get("device", "?")) for r in records})
+        precisions = sorted({str(r["params"].get("precision", "?")) for r in records})
+        lines.append(f"(device {', '.join(devices)}; precision {', '.join(precisions)})")
+    return "\n".join(lines)
+
+
+def summary(records: list[dict]) -> str:
+    """The headline metrics of some records on one line (for progress output)."""
+    parts = []
+    for r in records:
+        if r["metric"] in ("steps_per_s", "world_steps_per_s", "backward_over_forward", "launches_per_step"):
+            parts.append(f"{r['metric']}={format_value(r['metric'], r['value'])}")
+    return ", ".join(parts)

@@ -1,0 +1,49 @@
+"""The registry of benchmark suites behind ``wpsim bench`` and the runner.
+
+Every suite is a callable ``(device, quick) -> list[dict]`` of records (see
+``wpsim.bench.records``). Timings exclude kernel compilation (every case warms up first) and
+are bracketed by ``wp.synchronize_device``; ratios are measured in the same run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Callable
+
+import warp as wp
+
+from wpsim.bench.checkpoint import checkpoint_suite
+from wpsim.bench.implicit_contact import implicit_contact_suite
+from wpsim.bench.implicit_integration import implicit_integration_suite
+from wpsim.bench.records import progress
+from wpsim.bench.scene_speed import forward_suite, rigid_suite
+
+
+SUITES: dict[str, Callable[..., list]] = {
+    "forward": forward_suite,
+    "checkpoint": checkpoint_suite,
+    "implicit_integration": implicit_integration_suite,
+    "implicit_contact": implicit_contact_suite,
+    "rigid": rigid_suite,
+}
+"""Registered suites by name; each is ``(device, quick: bool) -> list[dict]`` of records."""
+
+
+DEFAULT_SUITES = ("forward",)
+
+
+def run_suites(names: list[str] | None = None, device=None, quick: bool = False) -> list[dict]:
+    """Run the named suites (default: ``forward``) on ``device`` and return all their records."""
+    names = list(DEFAULT_SUITES) if not names else list(names)
+    unknown = [n for n in names if n not in SUITES]
+    if unknown:
+        raise ValueError(f"unknown benchmark suite(s) {unknown}; available: {sorted(SUITES)}")
+    records = []
+    # Warp prints its start-up banner and module loads on stdout; keep stdout for the caller.
+    with contextlib.redirect_stdout(sys.stderr):
+        device = wp.get_device(device)
+        for name in names:
+            progress(f"suite {name} on {device} ({'quick' if quick else 'full'})")
+            records += SUITES[name](device, quick)
+    return records

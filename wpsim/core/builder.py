@@ -1,0 +1,533 @@
+"""ModelBuilder: accumulates a scene on the host and finalizes it into a device Model."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import numpy as np
+import warp as wp
+
+from wpsim.core import geometry
+from wpsim.core import mass as mass_props
+from wpsim.core.model import Model
+from wpsim.core.rigid_builder import RigidBodyBuilder
+from wpsim.core.tables import Column, Table
+from wpsim.core.validation import (
+    as_array,
+    lame_parameters,
+    require_finite,
+    require_indices,
+    require_nonnegative,
+    require_pose,
+    require_positive,
+)
+
+SHAPE_PLANE, SHAPE_SPHERE, SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH = 0, 1, 2, 3, 4
+_AXES = {"x": 0, "y": 1, "z": 2}
+_IDENTITY_QUAT = (0.0, 0.0, 0.0, 1.0)
+
+
+def _element_table(kind: str, arity: int, **params: Column) -> Table:
+    return Table(kind, {"indices": Column((arity,), np.int64, None), **params})
+
+
+class ModelBuilder(RigidBodyBuilder):
+    """Host-side scene description: particles, springs, cloth, soft bodies, rigid bodies and
+    joints, collision shapes.
+
+    Every ``add_*`` call validates its input and raises ``ValueError`` naming the element
+    kind and index before anything is stored. Elements belong to world 0 unless they come
+    from ``add_builder``/``replicate``, which give each copy its own world index; all worlds
+    are stepped by the same kernel launches.
+
+    Args:
+        up_axis: "x", "y" or "z" (default "z").
+        gravity: gravitational acceleration along the up axis (m/s^2), default -9.81.
+    """
+
+    def __init__(self, up_axis: str = "z", gravity: float = -9.81):
+        if up_axis not in _AXES:
+            raise ValueError(f"up_axis must be one of 'x', 'y', 'z', got {up_axis!r}")
+        self.up_axis = _AXES[up_axis]
+        self.up_vector = tuple(float(i == self.up_axis) for i in range(3))
+        self.gravity = float(gravity)
+        self.friction_smoothing = 0.01
+        """Speed (m/s) below which Coulomb friction is smoothed (force ~ speed)."""
+        self.particle_contact = False
+        self.pair_ke, self.pair_kd, self.pair_mu = 1.0e3, 1.0, 0.5
+        self.particle_max_neighbors = 16
+        self.particles = Table(
+            "particle",
+            {
+                "q": Column((3,), unit="m"),
+                "qd": Column((3,), unit="m/s"),
+                "mass": Column(check="nonnegative", unit="kg"),
+                "radius": Column(check="nonnegative", unit="m"),
+                "drag": Column(check="nonnegative", unit="N s/m"),
+                "world": Column((), np.int64, None),
+            },
+        )
+        self.springs = _element_table(
+            "spring", 2, ke=Column(check="nonnegative", unit="N/m"), kd=Column(check="nonnegative", unit="N s/m"),
+            rest_length=Column(check="nonnegative", unit="m"),
+        )
+        self.triangles = _element_table(
+            "triangle", 3, rest_inv=Column((2, 2)), rest_area=Column(check="positive", unit="m^2"),
+            mu=Column(check="nonnegative", unit="N/m"), lam=Column(check="nonnegative", unit="N/m"),
+            kd=Column(check="nonnegative", unit="N s/m"),
+        )
+        self.hinges = _element_table(
+            "bending hinge", 4, rest_angle=Column(unit="rad"), ke=Column(check="nonnegative", unit="N m/rad^2"),
+            kd=Column(check="nonnegative", unit="N m s/rad^2"),
+        )
+        self.tetrahedra = _element_table(
+            "tetrahedron", 4, rest_inv=Column((3, 3)), rest_volume=Column(check="positive", unit="m^3"),
+            mu=Column(check="positive", unit="Pa"), lam=Column(unit="Pa"), kd=Column(check="nonnegative", unit="Pa s"),
+            fiber=Column((3,)),
+        )
+        self.shapes = Table(
+            "shape",
+            {
+                "kind": Column((), np.int64, None),
+                "body": Column((), np.int64, None),
+                "world": Column((), np.int64, None),
+                "transform": Column((7,)),
+                "size": Column((3,), check="nonnegative", unit="m"),
+                "ke": Column(check="nonnegative", unit="N/m"),
+                "kd": Column(check="nonnegative", unit="N s/m"),
+                "mu": Column(check="nonnegative"),
+                "point_start": Column((), np.int64, None),
+                "point_count": Column((), np.int64, None),
+            },
+        )
+        self.shape_points = Table("shape contact point", {"p": Column((3,), unit="m")})
+        self.shape_meshes: dict[int, tuple] = {}
+        """Triangle meshes of mesh shapes: shape index -> (vertices (V, 3) m, faces (F, 3))."""
+        self._init_rigid()
+
+    # ------------------------------------------------------------------ counts
+    @property
+    def particle_count(self) -> int:
+        return self.particles.count
+
+    @property
+    def num_worlds(self) -> int:
+        """1 + the largest world index used by a particle, body or world-owned shape (0 if empty)."""
+        worlds = [self.particles.array("world"), self.shapes.array("world"), self.bodies.array("world")]
+        used = np.concatenate(worlds)
+        return int(used.max()) + 1 if used.size and used.max() >= 0 else 0
+
+    # ------------------------------------------------------------------ particles
+    def add_particle(self, pos, vel=(0.0, 0.0, 0.0), mass: float = 1.0, radius: float = 0.05, drag: float = 0.0) -> int:
+        """Add one particle (position m, velocity m/s, mass kg (0 = fixed), radius m, drag N s/m)."""
+        return int(self.add_particles([pos], [vel], mass, radius, drag)[0])
+
+    def add_particles(self, positions, velocities=(0.0, 0.0, 0.0), masses=1.0, radii=0.05, drag=0.0) -> np.ndarray:
+        """Add N particles; per-particle arguments broadcast. Returns their indices."""
+        q = as_array("particle positions", positions, (3,))
+        n = len(q)
+        first = self.particles.append(
+            n, q=q, qd=velocities, mass=masses, radius=radii, drag=drag, world=np.zeros(n, dtype=np.int64)
+        )
+        return np.arange(first, first + n)
+
+    def _rest_positions(self) -> np.ndarray:
+        return self.particles.array("q")
+
+    def _indices(self, kind: str, table: Table, indices, arity: int) -> np.ndarray:
+        idx = as_array(f"{kind} indices", indices, (arity,), dtype=np.int64)
+        require_indices(kind, idx, self.particle_count, table.count)
+        return idx
+
+    # ------------------------------------------------------------------ elements
+    def add_spring(self, i: int, j: int, ke: float, kd: float = 0.0, rest_length: float | None = None) -> int:
+        """Add a spring between particles i and j (ke N/m, kd N s/m, rest length m)."""
+        rest = None if rest_length is None else [rest_length]
+        return self.add_springs([(i, j)], ke, kd, rest)
+
+    def add_springs(self, pairs, ke, kd=0.0, rest_lengths=None) -> int:
+        """Add springs (S, 2); rest lengths default to the current particle distances."""
+        idx = self._indices("spring", self.springs, pairs, 2)
+        if rest_lengths is None:
+            x = self._rest_positions()
+            rest_lengths = np.linalg.norm(x[idx[:, 1]] - x[idx[:, 0]], axis=1)
+        return self.springs.append(len(idx), indices=idx, ke=ke, kd=kd, rest_length=rest_lengths)
+
+    def add_triangles(self, triangles, mu, lam, kd=0.0) -> int:
+        """Add cloth membrane triangles (T, 3) at their current (rest) shape.
+
+        mu, lam: membrane Lame-style moduli (N/m); kd: strain-rate damping (N s/m).
+        """
+        idx = self._indices("triangle", self.triangles, triangles, 3)
+        rest_inv, area = geometry.triangle_rest_frames(self._rest_positions(), idx, self.triangles.count)
+        return self.triangles.append(len(idx), indices=idx, rest_inv=rest_inv, rest_area=area, mu=mu, lam=lam, kd=kd)
+
+    def add_bending_hinges(self, hinges, ke, kd=0.0, rest_angles=None) -> int:
+        """Add bending hinges (B, 4) = (opposite A, opposite B, edge start, edge end).
+
+        ke: stiffness (N m/rad^2), kd: damping (N m s/rad^2); rest angles (rad) default to
+        the current dihedral angles.
+        """
+        idx = self._indices("bending hinge", self.hinges, hinges, 4)
+        if rest_angles is None:
+            rest_angles = geometry.dihedral_angles(self._rest_positions(), idx)
+        return self.hinges.append(len(idx), indices=idx, rest_angle=rest_angles, ke=ke, kd=kd)
+
+    def add_tetrahedra(self, tets, mu, lam, kd=0.0, fiber=(0.0, 0.0, 0.0)) -> int:
+        """Add positively oriented tetrahedra (E, 4) at their current (rest) shape.
+
+        mu, lam: Lame parameters (Pa); kd: strain-rate damping (Pa s); fiber: unit actuation
+        direction per tet, or zero for volumetric actuation.
+        """
+        idx = self._indices("tetrahedron", self.tetrahedra, tets, 4)
+        rest_inv, volume = geometry.tet_rest_frames(self._rest_positions(), idx, self.tetrahedra.count)
+        fib = as_array("tetrahedron fiber", fiber, (3,), len(idx))
+        norms = np.linalg.norm(fib, axis=1)
+        bad = np.flatnonzero((norms > 0) & (np.abs(norms - 1.0) > 1e-6))
+        if bad.size:
+            raise ValueError(f"tetrahedron {self.tetrahedra.count + bad[0]}: fiber direction must be unit or zero")
+        return self.tetrahedra.append(
+            len(idx), indices=idx, rest_inv=rest_inv, rest_volume=volume, mu=mu, lam=lam, kd=kd, fiber=fib
+        )
+
+    # ------------------------------------------------------------------ meshes
+    def _place_vertices(self, vertices, pos, rot, scale) -> np.ndarray:
+        v = as_array("mesh vertices", vertices, (3,))
+        require_finite("mesh vertex", "position", v)
+        return v * np.asarray(scale, dtype=np.float64) @ geometry.quat_to_matrix(rot).T + np.asarray(pos, dtype=np.float64)
+
+    def _add_mesh_particles(self, x, masses, vel, radius, fixed) -> int:
+        masses = np.array(masses, dtype=np.float64)
+        if fixed is not None:
+            fixed = np.asarray(fixed, dtype=np.int64)
+            if fixed.size and (fixed.min() < 0 or fixed.max() >= len(x)):
+                raise ValueError(f"fixed vertex index out of range (mesh has {len(x)} vertices)")
+            masses[fixed] = 0.0
+        return int(self.add_particles(x, vel, masses, radius)[0])
+
+    def _tables(self) -> tuple:
+        return (self.particles, self.springs, self.triangles, self.hinges, self.tetrahedra, self.shapes,
+                self.shape_points, self.bodies, self.joints, self.joint_coords, self.joint_dofs)
+
+    @contextmanager
+    def _all_or_nothing(self):
+        """Undo every row (and mesh shape) added inside the block if it raises."""
+        tables = self._tables()
+        marks = [t.mark() for t in tables]
+        meshes = dict(self.shape_meshes)
+        try:
+            yield
+        except BaseException:
+            for table, mark in zip(tables, marks):
+                table.rollback(mark)
+            self.shape_meshes = meshes
+            raise
+
+    def add_cloth_mesh(
+        self, vertices, triangles, pos=(0.0, 0.0, 0.0), rot=_IDENTITY_QUAT, scale=1.0, vel=(0.0, 0.0, 0.0),
+        density=0.1, tri_mu=100.0, tri_lambda=100.0, tri_kd=0.0, bend_ke=0.0, bend_kd=0.0, radius=0.01, fixed=None,
+    ) -> int:
+        """Add a cloth from a triangle mesh; returns the index of its first particle.
+
+        density: areal density (kg/m^2), lumped onto vertices; tri_*: membrane parameters;
+        bend_*: hinge parameters for every interior edge; fixed: vertex indices with mass 0.
+        Nothing is added if any check fails.
+        """
+        x = self._place_vertices(vertices, pos, rot, scale)
+        tris = as_array("cloth triangles", triangles, (3,), dtype=np.int64)
+        require_indices("triangle", tris, len(x), self.triangles.count)
+        _, area = geometry.triangle_rest_frames(x, tris, self.triangles.count)
+        with self._all_or_nothing():
+            start = self._add_mesh_particles(x, geometry.lumped_masses(len(x), tris, area, density), vel, radius, fixed)
+            self.add_triangles(tris + start, tri_mu, tri_lambda, tri_kd)
+            hinges = geometry.hinges_from_triangles(tris)
+            if len(hinges) and (bend_ke > 0 or bend_kd > 0):
+                self.add_bending_hinges(hinges + start, bend_ke, bend_kd)
+        return start
+
+    def add_cloth_grid(
+        self, pos, rot=_IDENTITY_QUAT, vel=(0.0, 0.0, 0.0), dim_x: int = 8, dim_y: int = 8,
+        cell_x: float = 0.1, cell_y: float = 0.1, fix_left: bool = False, fix_right: bool = False, **cloth,
+    ) -> int:
+        """Add a dim_x x dim_y cell cloth in its local x-y plane, corner at ``pos`` (m).
+
+        fix_left / fix_right fix the vertices at local x = 0 / x = dim_x * cell_x; other
+        keyword arguments go to ``add_cloth_mesh``.
+        """
+        x = geometry.grid_points((dim_x + 1, dim_y + 1), (cell_x, cell_y))
+        fixed = np.flatnonzero((fix_left & (x[:, 0] == 0.0)) | (fix_right & (x[:, 0] == x[:, 0].max())))
+        return self.add_cloth_mesh(x, geometry.grid_triangles(dim_x, dim_y), pos, rot, vel=vel, fixed=fixed, **cloth)
+
+    def add_soft_mesh(
+        self, vertices, tets, pos=(0.0, 0.0, 0.0), rot=_IDENTITY_QUAT, scale=1.0, vel=(0.0, 0.0, 0.0),
+        density=1000.0, young_modulus=None, poisson_ratio=None, mu=None, lam=None, kd=0.0,
+        fiber=(0.0, 0.0, 0.0), radius=0.01, fixed=None,
+    ) -> int:
+        """Add a soft body from a tetrahedral mesh; returns the index of its first particle.
+
+        Material: either young_modulus (Pa) and poisson_ratio, or Lame mu and lam (Pa).
+        density (kg/m^3) is lumped onto vertices; kd is strain-rate damping (Pa s); fiber is
+        the actuation direction (zero: volumetric). Nothing is added if any check fails.
+        """
+        if young_modulus is not None or poisson_ratio is not None:
+            if young_modulus is None or poisson_ratio is None or mu is not None or lam is not None:
+                raise ValueError("give either young_modulus and poisson_ratio, or mu and lam")
+            mu, lam = lame_parameters(young_modulus, poisson_ratio, "tetrahedron", self.tetrahedra.count)
+        elif mu is None or lam is None:
+            raise ValueError("soft body material missing: give young_modulus and poisson_ratio, or mu and lam")
+        x = self._place_vertices(vertices, pos, rot, scale)
+        idx = as_array("soft body tetrahedra", tets, (4,), dtype=np.int64)
+        require_indices("tetrahedron", idx, len(x), self.tetrahedra.count)
+        _, volume = geometry.tet_rest_frames(x, idx, self.tetrahedra.count)
+        masses = geometry.lumped_masses(len(x), idx, volume, density)
+        rotated_fiber = as_array("tetrahedron fiber", fiber, (3,), len(idx)) @ geometry.quat_to_matrix(rot).T
+        with self._all_or_nothing():
+            start = self._add_mesh_particles(x, masses, vel, radius, fixed)
+            self.add_tetrahedra(idx + start, mu, lam, kd, rotated_fiber)
+        return start
+
+    def add_soft_grid(
+        self, pos, rot=_IDENTITY_QUAT, vel=(0.0, 0.0, 0.0), dim_x: int = 4, dim_y: int = 4, dim_z: int = 4,
+        cell_x: float = 0.1, cell_y: float = 0.1, cell_z: float = 0.1, **soft,
+    ) -> int:
+        """Add a dim_x x dim_y x dim_z cell soft block (6 tets per cell), corner at ``pos`` (m).
+
+        Other keyword arguments go to ``add_soft_mesh``.
+        """
+        x = geometry.grid_points((dim_x + 1, dim_y + 1, dim_z + 1), (cell_x, cell_y, cell_z))
+        return self.add_soft_mesh(x, geometry.grid_tetrahedra(dim_x, dim_y, dim_z), pos, rot, vel=vel, **soft)
+
+    # ------------------------------------------------------------------ shapes
+    def _add_shape(self, kind, body, pos, rot, size, ke, kd, mu, density=0.0, mass_properties=None,
+                   points=None) -> int:
+        index = self.shapes.count
+        if not (isinstance(body, (int, np.integer)) and -1 <= body < self.bodies.count):
+            raise ValueError(f"shape {index}: body {body} does not exist (-1 = static, {self.bodies.count} bodies)")
+        if kind == SHAPE_PLANE and body != -1:
+            raise ValueError(f"shape {index}: a plane must be static (body -1)")
+        transform = require_pose("shape", index, pos, rot)
+        require_nonnegative("shape", "density", np.array([density]), "kg/m^3", index)
+        world = self.bodies.array("world")[body] if body >= 0 else (-1 if kind == SHAPE_PLANE else 0)
+        points = np.zeros((0, 3)) if points is None else points
+        with self._all_or_nothing():
+            self.shapes.append(
+                1, kind=[kind], body=[body], world=[world], transform=[transform], size=[size], ke=ke, kd=kd, mu=mu,
+                point_start=[self.shape_points.count], point_count=[len(points)],
+            )
+            if len(points):
+                self.shape_points.append(len(points), p=points)
+            if body >= 0 and density > 0:
+                m, com, inertia = mass_properties(density)
+                self._add_shape_mass(body, m, com, inertia, transform)
+        return index
+
+    def add_ground_plane(self, height: float = 0.0, ke: float = 1.0e4, kd: float = 10.0, mu: float = 0.5, world: int = -1) -> int:
+        """Add an infinite ground plane normal to the up axis at ``height`` (m); shared by all worlds."""
+        up = np.array(self.up_vector)
+        rot = geometry.quat_between((0.0, 0.0, 1.0), up)
+        index = self._add_shape(SHAPE_PLANE, -1, up * height, rot, (0.0, 0.0, 0.0), ke, kd, mu)
+        self.shapes.array("world")[index] = world
+        return index
+
+    def add_shape_plane(self, pos=(0.0, 0.0, 0.0), rot=_IDENTITY_QUAT, ke: float = 1.0e4, kd: float = 10.0,
+                        mu: float = 0.5) -> int:
+        """Add a static infinite plane through ``pos`` with normal along the local z axis of
+        ``rot`` (world 0); see ``add_ground_plane`` for one shared by all worlds."""
+        return self._add_shape(SHAPE_PLANE, -1, pos, rot, (0.0, 0.0, 0.0), ke, kd, mu)
+
+    def add_shape_sphere(self, body=-1, pos=(0.0, 0.0, 0.0), rot=_IDENTITY_QUAT, radius=0.5, ke=1.0e4, kd=10.0, mu=0.5,
+                         density=1000.0) -> int:
+        """Add a sphere of ``radius`` (m) centred at ``pos`` (body frame, or world if static).
+
+        On a body, a positive ``density`` (kg/m^3) adds the solid's mass and inertia to it.
+        ke (N/m), kd (N s/m), mu: contact stiffness, damping, friction.
+        """
+        require_positive("shape", "radius", np.array([radius]), "m", self.shapes.count)
+        return self._add_shape(SHAPE_SPHERE, body, pos, rot, (radius, 0.0, 0.0), ke, kd, mu, density,
+                               lambda rho: mass_props.sphere_mass_properties(radius, rho))
+
+    def add_shape_box(self, body=-1, pos=(0.0, 0.0, 0.0), rot=_IDENTITY_QUAT, hx=0.5, hy=0.5, hz=0.5, ke=1.0e4, kd=10.0,
+                      mu=0.5, density=1000.0) -> int:
+        """Add a box with half extents (hx, hy, hz) (m) in its frame at ``pos``/``rot``; see
+        ``add_shape_sphere`` for the other arguments."""
+        require_positive("shape", "half extent", np.array([hx, hy, hz]), "m", self.shapes.count)
+        return self._add_shape(SHAPE_BOX, body, pos, rot, (hx, hy, hz), ke, kd, mu, density,
+                               lambda rho: mass_props.box_mass_properties((hx, hy, hz), rho))
+
+    def add_shape_capsule(
+        self, body=-1, pos=(0.0, 0.0, 0.0), rot=_IDENTITY_QUAT, radius=0.1, half_height=0.5, ke=1.0e4, kd=10.0, mu=0.5,
+        density=1000.0,
+    ) -> int:
+        """Add a capsule along its local z axis: segment half length ``half_height``, ``radius``
+        (m); see ``add_shape_sphere`` for the other arguments."""
+        require_positive("shape", "radius", np.array([radius]), "m", self.shapes.count)
+        require_nonnegative("shape", "half height", np.array([half_height]), "m", self.shapes.count)
+        return self._add_shape(SHAPE_CAPSULE, body, pos, rot, (radius, half_height, 0.0), ke, kd, mu, density,
+                               lambda rho: mass_props.capsule_mass_properties(radius, half_height, rho))
+
+    def add_shape_mesh(self, body, vertices, faces, pos=(0.0, 0.0, 0.0), rot=_IDENTITY_QUAT, scale=1.0, ke=1.0e4,
+                       kd=10.0, mu=0.5, density=1000.0, name: str = "mesh") -> int:
+        """Add a closed triangle mesh (vertices (V, 3) in m before ``scale``, faces (F, 3))
+        in its frame at ``pos``/``rot`` on ``body`` (or static with -1).
+
+        The surface must bound a solid (closed, manifold, consistently wound, outward; see
+        ``wpsim.core.meshing.check_solid``; ``name`` labels errors). On a body, a positive
+        ``density`` adds the solid's volume-integral mass properties. Contact: the vertices
+        of the mesh's convex hull are its contact points against planes, spheres, capsules
+        and boxes (mesh-mesh contact and primitives pressing into a mesh face are not
+        detected); particles do not touch mesh shapes.
+        """
+        from wpsim.core.meshing import check_solid
+
+        v = self._place_vertices(vertices, (0.0, 0.0, 0.0), _IDENTITY_QUAT, scale)
+        f = as_array(f"{name} faces", faces, (3,), dtype=np.int64)
+        check_solid(v, f, name)
+        hull, mesh_mass = mass_props.mesh_hull_and_mass(v, f)
+        half = 0.5 * (v.max(axis=0) - v.min(axis=0))
+        index = self._add_shape(SHAPE_MESH, body, pos, rot, half, ke, kd, mu, density, mesh_mass, points=hull)
+        self.shape_meshes[index] = (v, f)
+        return index
+
+    def set_particle_contact(self, enabled=True, ke=1.0e3, kd=1.0, mu=0.5, max_neighbors=16):
+        """Enable particle-particle contact (same world only) with a compliant law.
+
+        ke (N/m), kd (N s/m), mu; max_neighbors bounds the contacts per particle per step
+        (an overflow is reported by the solver's health check).
+        """
+        for name, value in (("ke", ke), ("kd", kd), ("mu", mu)):
+            require_nonnegative("particle contact", name, np.array([value]), "")
+        if max_neighbors < 1:
+            raise ValueError("particle contact: max_neighbors must be >= 1")
+        self.particle_contact = bool(enabled)
+        self.pair_ke, self.pair_kd, self.pair_mu = float(ke), float(kd), float(mu)
+        self.particle_max_neighbors = int(max_neighbors)
+
+    # ------------------------------------------------------------------ worlds
+    def add_builder(self, other: ModelBuilder, offset=(0.0, 0.0, 0.0)) -> int:
+        """Append a copy of ``other`` as new world(s), translated by ``offset`` (m).
+
+        Returns the world index of the copy's world 0. Shapes that ``other`` shares across
+        its worlds (world -1) belong to the copy's world. Particles, static shapes and the
+        joint frames of articulation roots are translated. Settings of ``self`` are kept.
+        """
+        if other is self:
+            raise ValueError("cannot add a builder to itself")
+        if other.up_axis != self.up_axis:
+            raise ValueError("add_builder: the builders have different up axes")
+        world0 = self.num_worlds
+        if other.num_worlds > 1 and (other.shapes.array("world") == -1).any():
+            raise ValueError("add_builder: cannot copy shared shapes of a builder with several worlds")
+        shift, body_shift = self.particle_count, self.body_count
+        shape_shift, point_shift = self.shapes.count, self.shape_points.count
+        offset = np.asarray(offset, dtype=np.float64)
+        static_shape = other.shapes.array("body") < 0
+        root_joint = other.joints.array("parent") < 0
+
+        def translated(poses, rows):
+            out = poses.copy()
+            out[rows, :3] += offset
+            return out
+
+        def remap(name, arr):
+            if name == "indices":
+                return arr + shift
+            if name == "world":
+                return np.maximum(arr, 0) + world0
+            if name == "q" and arr.ndim == 2:  # particle positions
+                return arr + offset
+            if name == "transform":
+                return translated(arr, static_shape)
+            if name == "body":
+                return np.where(arr >= 0, arr + body_shift, arr)
+            if name in ("parent", "child"):
+                return np.where(arr >= 0, arr + body_shift, arr)
+            if name == "point_start":
+                return arr + point_shift
+            if name == "X_p":
+                return translated(arr, root_joint)
+            return arr
+
+        with self._all_or_nothing():
+            for table, source in zip(self._tables(), other._tables()):
+                table.extend_from(source, remap)
+        self.shape_meshes.update({shape_shift + i: mesh for i, mesh in other.shape_meshes.items()})
+        return world0
+
+    def replicate(self, other: ModelBuilder, num_worlds: int, spacing=(0.0, 0.0, 0.0)) -> list:
+        """Add ``num_worlds`` copies of ``other``, copy k offset by k * spacing (m); returns world indices."""
+        if num_worlds < 1:
+            raise ValueError("replicate: num_worlds must be >= 1")
+        return [self.add_builder(other, np.asarray(spacing, dtype=np.float64) * k) for k in range(num_worlds)]
+
+    # ------------------------------------------------------------------ finalize
+    def finalize(self, device=None, requires_grad: bool = False, dtype=wp.float32) -> Model:
+        """Create the Model on ``device`` at precision ``dtype`` (wp.float32 or wp.float64)."""
+        if dtype not in (wp.float32, wp.float64):
+            raise ValueError(f"dtype must be wp.float32 or wp.float64, got {dtype}")
+        p, s, t, h, e, c = self.particles, self.springs, self.triangles, self.hinges, self.tetrahedra, self.shapes
+        radius = p.array("radius")
+        arrays = {
+            "particle_q": p.array("q"),
+            "particle_qd": p.array("qd"),
+            "particle_mass": p.array("mass"),
+            "particle_radius": radius,
+            "particle_drag": p.array("drag"),
+            "particle_world": p.array("world"),
+            "gravity": [np.array(self.up_vector) * self.gravity],
+            "spring_indices": s.array("indices"),
+            "spring_ke": s.array("ke"),
+            "spring_kd": s.array("kd"),
+            "spring_rest_length": s.array("rest_length"),
+            "tri_indices": t.array("indices"),
+            "tri_rest_inv": t.array("rest_inv"),
+            "tri_rest_area": t.array("rest_area"),
+            "tri_mu": t.array("mu"),
+            "tri_lambda": t.array("lam"),
+            "tri_kd": t.array("kd"),
+            "bend_indices": h.array("indices"),
+            "bend_rest_angle": h.array("rest_angle"),
+            "bend_ke": h.array("ke"),
+            "bend_kd": h.array("kd"),
+            "tet_indices": e.array("indices"),
+            "tet_rest_inv": e.array("rest_inv"),
+            "tet_rest_volume": e.array("rest_volume"),
+            "tet_mu": e.array("mu"),
+            "tet_lambda": e.array("lam"),
+            "tet_kd": e.array("kd"),
+            "tet_fiber": e.array("fiber"),
+            "shape_kind": c.array("kind"),
+            "shape_body": c.array("body"),
+            "shape_world": c.array("world"),
+            "shape_transform": c.array("transform"),
+            "shape_size": c.array("size"),
+            "shape_ke": c.array("ke"),
+            "shape_kd": c.array("kd"),
+            "shape_mu": c.array("mu"),
+            "shape_point_start": c.array("point_start"),
+            "shape_point_count": c.array("point_count"),
+            "shape_points": self.shape_points.array("p"),
+            "pair_ke": [self.pair_ke],
+            "pair_kd": [self.pair_kd],
+            "pair_mu": [self.pair_mu],
+            "contact_pair": self._contact_pairs(),
+        }
+        rigid_arrays, rigid_scalars = self._rigid_layout()
+        arrays.update(rigid_arrays)
+        scalars = {
+            "num_worlds": max(self.num_worlds, 1),
+            "particle_count": p.count,
+            "spring_count": s.count,
+            "tri_count": t.count,
+            "bend_count": h.count,
+            "tet_count": e.count,
+            "shape_count": c.count,
+            "up_axis": self.up_axis,
+            "up_vector": self.up_vector,
+            "friction_smoothing": float(self.friction_smoothing),
+            "particle_max_neighbors": self.particle_max_neighbors if self.particle_contact and p.count else 0,
+            "particle_max_radius": float(radius.max()) if p.count else 0.0,
+            "contact_pair_count": len(arrays["contact_pair"]),
+            "shape_meshes": dict(self.shape_meshes),
+            **rigid_scalars,
+        }
+        return Model(arrays, scalars, device, dtype, requires_grad)

@@ -1,0 +1,74 @@
+"""Mass properties of solid primitives and their combination into a body (host side, SI)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from wpsim.core.geometry import quat_to_matrix
+
+
+ORIGIN = np.zeros(3)
+
+
+def sphere_mass_properties(radius: float, density: float):
+    """Mass (kg), centre of mass (m) and inertia about it (kg m^2, 3x3) of a solid sphere
+    centred at the origin (so are the other primitives')."""
+    m = density * 4.0 / 3.0 * math.pi * radius**3
+    return m, ORIGIN, np.eye(3) * (0.4 * m * radius**2)
+
+
+def box_mass_properties(half_extents, density: float):
+    """Mass, centre of mass and central inertia of a solid box with half extents (hx, hy, hz) (m)."""
+    hx, hy, hz = (float(h) for h in half_extents)
+    m = density * 8.0 * hx * hy * hz
+    return m, ORIGIN, np.diag([hy * hy + hz * hz, hx * hx + hz * hz, hx * hx + hy * hy]) * (m / 3.0)
+
+
+def capsule_mass_properties(radius: float, half_height: float, density: float):
+    """Mass, centre of mass and central inertia of a solid capsule along z (core segment
+    2 * half_height)."""
+    r, length = radius, 2.0 * half_height
+    m_cyl = density * math.pi * r * r * length
+    m_caps = density * 4.0 / 3.0 * math.pi * r**3
+    axial = m_cyl * r * r / 2.0 + m_caps * 0.4 * r * r
+    lateral = m_cyl * (length * length / 12.0 + r * r / 4.0) + m_caps * (
+        0.4 * r * r + length * length / 4.0 + 3.0 * length * r / 8.0
+    )
+    return m_cyl + m_caps, ORIGIN, np.diag([lateral, lateral, axial])
+
+
+def mesh_hull_and_mass(vertices: np.ndarray, faces: np.ndarray):
+    """Convex-hull vertices (H, 3) of a closed mesh and a function density -> (mass (kg),
+    centre of mass (m), inertia about it (kg m^2)) from trimesh's volume integrals."""
+    import trimesh
+
+    mesh = trimesh.Trimesh(vertices, faces, process=False)
+    hull = np.asarray(mesh.convex_hull.vertices, dtype=np.float64)
+
+    def properties(density: float):
+        mesh.density = float(density)
+        return float(mesh.mass), np.asarray(mesh.center_mass, np.float64), np.asarray(mesh.moment_inertia, np.float64)
+
+    return hull, properties
+
+
+def shifted_inertia(mass: float, inertia: np.ndarray, rot, offset) -> np.ndarray:
+    """Inertia (kg m^2) of a part about a point ``offset`` (m) from its centre of mass,
+    after rotating the part by quaternion ``rot`` (x, y, z, w)."""
+    R = quat_to_matrix(rot)
+    d = np.asarray(offset, dtype=np.float64)
+    return R @ inertia @ R.T + mass * (np.dot(d, d) * np.eye(3) - np.outer(d, d))
+
+
+def combine(mass_a: float, com_a, inertia_a, mass_b: float, com_b, inertia_b):
+    """Mass, centre of mass and inertia about it of two parts (inertias about own COMs,
+    same axes)."""
+    total = mass_a + mass_b
+    if total <= 0.0:
+        return 0.0, np.zeros(3), np.zeros((3, 3))
+    com = (mass_a * np.asarray(com_a) + mass_b * np.asarray(com_b)) / total
+    inertia = shifted_inertia(mass_a, inertia_a, (0, 0, 0, 1), np.asarray(com_a) - com)
+    inertia += shifted_inertia(mass_b, inertia_b, (0, 0, 0, 1), np.asarray(com_b) - com)
+    return total, com, inertia

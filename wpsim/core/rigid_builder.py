@@ -1,0 +1,330 @@
+"""Rigid bodies and joints for ``ModelBuilder``: tables, validation and the articulation
+layout (depth-first order, coordinate and mass-matrix offsets) computed at finalize."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from wpsim.core import geometry
+from wpsim.core import mass as mass_props
+from wpsim.core.tables import Column, Table
+from wpsim.core.validation import as_array, require_finite, require_pose
+
+JOINT_FREE, JOINT_BALL, JOINT_REVOLUTE, JOINT_PRISMATIC, JOINT_FIXED = 0, 1, 2, 3, 4
+JOINT_NAMES = {JOINT_FREE: "free", JOINT_BALL: "ball", JOINT_REVOLUTE: "revolute", JOINT_PRISMATIC: "prismatic",
+               JOINT_FIXED: "fixed"}
+COORD_COUNT = {JOINT_FREE: 7, JOINT_BALL: 4, JOINT_REVOLUTE: 1, JOINT_PRISMATIC: 1, JOINT_FIXED: 0}
+DOF_COUNT = {JOINT_FREE: 6, JOINT_BALL: 3, JOINT_REVOLUTE: 1, JOINT_PRISMATIC: 1, JOINT_FIXED: 0}
+_IDENTITY = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
+NO_LIMIT = 1.0e30
+"""Limit value meaning "unlimited" (rad or m)."""
+
+
+def _check_inertia(kind: str, index: int, mass: float, inertia: np.ndarray, strict: bool):
+    """Symmetric inertia, positive semidefinite (``strict``: positive definite with mass > 0)."""
+    if not np.allclose(inertia, inertia.T, atol=1e-12 + 1e-9 * np.abs(inertia).max()):
+        raise ValueError(f"{kind} {index}: inertia tensor is not symmetric")
+    eig = np.linalg.eigvalsh(inertia)
+    if strict and (mass <= 0.0 or eig.min() <= 0.0):
+        raise ValueError(
+            f"{kind} {index}: mass {mass:g} kg and inertia eigenvalues {np.round(eig, 12).tolist()} kg m^2 must be "
+            "positive (give mass/inertia or attach shapes with density)"
+        )
+    if eig.min() < -1e-12 * max(1.0, eig.max()):
+        raise ValueError(f"{kind} {index}: inertia tensor is not positive definite (eigenvalues {eig.tolist()})")
+
+
+class RigidBodyBuilder:
+    """Bodies, joints and their coordinates; mixed into ``ModelBuilder``."""
+
+    def _init_rigid(self):
+        self.articulation_self_contact = False
+        """Whether shapes of bodies in the same articulation collide (parent and child never do)."""
+        self.bodies = Table(
+            "body",
+            {
+                "mass": Column(check="nonnegative", unit="kg"),
+                "com": Column((3,), unit="m"),
+                "inertia": Column((3, 3), unit="kg m^2"),
+                "world": Column((), np.int64, None),
+            },
+        )
+        self.joints = Table(
+            "joint",
+            {
+                "type": Column((), np.int64, None),
+                "parent": Column((), np.int64, None),
+                "child": Column((), np.int64, None),
+                "X_p": Column((7,)),
+                "X_c": Column((7,)),
+                "axis": Column((3,)),
+            },
+        )
+        self.joint_coords = Table("joint coordinate", {"q": Column()})
+        nonneg = {"check": "nonnegative"}
+        self.joint_dofs = Table(
+            "joint dof",
+            {
+                "qd": Column(),
+                "armature": Column(unit="kg m^2", **nonneg),
+                "damping": Column(unit="N m s/rad", **nonneg),
+                "target_ke": Column(unit="N m/rad", **nonneg),
+                "target_kd": Column(unit="N m s/rad", **nonneg),
+                "limit_lower": Column(check=None),
+                "limit_upper": Column(check=None),
+                "limit_ke": Column(unit="N m/rad", **nonneg),
+                "limit_kd": Column(unit="N m s/rad", **nonneg),
+            },
+        )
+
+    @property
+    def body_count(self) -> int:
+        return self.bodies.count
+
+    # ------------------------------------------------------------------ bodies
+    def add_body(self, mass: float = 0.0, com=(0.0, 0.0, 0.0), inertia=None) -> int:
+        """Add a rigid body (world 0) and return its index.
+
+        mass (kg), com: centre of mass in the body frame (m), inertia: 3x3 tensor about the
+        centre of mass in body axes (kg m^2), or 3 principal moments. Shapes added with a
+        density add their mass properties. Its pose comes from its joint (``add_joint_*``).
+        """
+        index = self.bodies.count
+        inertia = np.zeros((3, 3)) if inertia is None else np.asarray(inertia, dtype=np.float64)
+        if inertia.shape == (3,):
+            inertia = np.diag(inertia)
+        if inertia.shape != (3, 3) or not np.isfinite(inertia).all():
+            raise ValueError(f"body {index}: inertia must be a finite 3x3 tensor or 3 principal moments")
+        _check_inertia("body", index, float(mass), inertia, strict=False)
+        return self.bodies.append(1, mass=[mass], com=[com], inertia=[inertia], world=[0])
+
+    def _add_shape_mass(self, body: int, mass: float, com, inertia: np.ndarray, pose: np.ndarray):
+        """Add a shape's mass properties (centre of mass ``com`` and central inertia in shape
+        axes) to its body; ``pose`` places the shape in the body frame."""
+        masses, coms, inertias = (self.bodies.array(n) for n in ("mass", "com", "inertia"))
+        rotated = mass_props.shifted_inertia(mass, inertia, pose[3:], (0.0, 0.0, 0.0))
+        centre = pose[:3] + geometry.quat_to_matrix(pose[3:]) @ np.asarray(com, dtype=np.float64)
+        masses[body], coms[body], inertias[body] = mass_props.combine(
+            masses[body], coms[body], inertias[body], mass, centre, rotated
+        )
+
+    # ------------------------------------------------------------------ joints
+    def _add_joint(self, jtype, parent, child, parent_pos, parent_rot, child_pos, child_rot, axis, q, qd,
+                   armature=0.0, damping=0.0, target_ke=0.0, target_kd=0.0, limit_lower=-NO_LIMIT,
+                   limit_upper=NO_LIMIT, limit_ke=1.0e4, limit_kd=10.0) -> int:
+        index = self.joints.count
+        kind = f"{JOINT_NAMES[jtype]} joint"
+        if not (isinstance(child, (int, np.integer)) and 0 <= child < self.bodies.count):
+            raise ValueError(f"{kind} {index}: child body {child} does not exist ({self.bodies.count} bodies)")
+        if not (isinstance(parent, (int, np.integer)) and -1 <= parent < self.bodies.count):
+            raise ValueError(f"{kind} {index}: unknown parent body {parent} (-1 = world, {self.bodies.count} bodies)")
+        children = self.joints.array("child")
+        if child in children:
+            raise ValueError(f"{kind} {index}: body {child} already has a joint ({int(np.flatnonzero(children == child)[0])})")
+        parents = dict(zip(children.tolist(), self.joints.array("parent").tolist()))
+        ancestor = parent
+        while ancestor >= 0:
+            if ancestor == child:
+                raise ValueError(f"{kind} {index}: parent body {parent} is a descendant of child body {child} (cycle)")
+            ancestor = parents.get(ancestor, -1)
+        worlds = self.bodies.array("world")
+        if parent >= 0 and worlds[parent] != worlds[child]:
+            raise ValueError(f"{kind} {index}: parent and child bodies are in different worlds")
+        axis = np.asarray(axis, dtype=np.float64)
+        if axis.shape != (3,) or not np.isfinite(axis).all() or np.linalg.norm(axis) < 1e-9:
+            raise ValueError(f"{kind} {index}: joint axis must be a non-zero 3-vector, got {axis.tolist()}")
+        dofs = DOF_COUNT[jtype]
+        lower = np.broadcast_to(np.asarray(limit_lower, dtype=np.float64), (dofs,))
+        upper = np.broadcast_to(np.asarray(limit_upper, dtype=np.float64), (dofs,))
+        if np.isnan(lower).any() or np.isnan(upper).any() or (lower > upper).any():
+            raise ValueError(f"{kind} {index}: joint limits lower {lower.tolist()} > upper {upper.tolist()}")
+        q = as_array(f"{kind} {index} coordinates", np.atleast_1d(np.asarray(q, dtype=np.float64)).reshape(-1, 1)[:, 0],
+                     (), COORD_COUNT[jtype])
+        require_finite(kind, "coordinates", q.reshape(1, -1), index)
+        rows = dict(X_p=[require_pose(kind, index, parent_pos, parent_rot)],
+                    X_c=[require_pose(kind, index, child_pos, child_rot)])
+        with self._all_or_nothing():
+            if dofs:
+                self.joint_dofs.append(
+                    dofs, qd=qd, armature=armature, damping=damping, target_ke=target_ke, target_kd=target_kd,
+                    limit_lower=np.clip(lower, -NO_LIMIT, NO_LIMIT), limit_upper=np.clip(upper, -NO_LIMIT, NO_LIMIT),
+                    limit_ke=limit_ke, limit_kd=limit_kd,
+                )
+            if len(q):
+                self.joint_coords.append(len(q), q=q)
+            self.joints.append(1, type=[jtype], parent=[parent], child=[child], axis=[axis / np.linalg.norm(axis)], **rows)
+        return index
+
+    def add_joint_revolute(self, parent: int, child: int, axis=(0.0, 0.0, 1.0), parent_pos=(0.0, 0.0, 0.0),
+                           parent_rot=_IDENTITY[3:], child_pos=(0.0, 0.0, 0.0), child_rot=_IDENTITY[3:],
+                           q: float = 0.0, qd: float = 0.0, **dof) -> int:
+        """Hinge of ``child`` on ``parent`` (-1 = world) about ``axis`` (joint frame).
+
+        The joint frame sits at parent_pos/parent_rot in the parent body frame and at
+        child_pos/child_rot in the child body frame. q (rad), qd (rad/s): initial angle and
+        rate. Per-dof options: armature (kg m^2), damping (N m s/rad), target_ke/target_kd
+        (PD drive gains), limit_lower/limit_upper (rad), limit_ke/limit_kd.
+        """
+        return self._add_joint(JOINT_REVOLUTE, parent, child, parent_pos, parent_rot, child_pos, child_rot, axis,
+                               [q], qd, **dof)
+
+    def add_joint_prismatic(self, parent: int, child: int, axis=(1.0, 0.0, 0.0), parent_pos=(0.0, 0.0, 0.0),
+                            parent_rot=_IDENTITY[3:], child_pos=(0.0, 0.0, 0.0), child_rot=_IDENTITY[3:],
+                            q: float = 0.0, qd: float = 0.0, **dof) -> int:
+        """Slider of ``child`` along ``axis`` (joint frame); q (m), qd (m/s); options as revolute
+        (units N, N/m, N s/m, m)."""
+        return self._add_joint(JOINT_PRISMATIC, parent, child, parent_pos, parent_rot, child_pos, child_rot, axis,
+                               [q], qd, **dof)
+
+    def add_joint_ball(self, parent: int, child: int, parent_pos=(0.0, 0.0, 0.0), parent_rot=_IDENTITY[3:],
+                       child_pos=(0.0, 0.0, 0.0), child_rot=_IDENTITY[3:], q=_IDENTITY[3:],
+                       qd=(0.0, 0.0, 0.0), armature=0.0, damping=0.0) -> int:
+        """Spherical joint; q: relative rotation quaternion (x, y, z, w), qd: angular
+        velocity in child axes (rad/s). No drive or limits."""
+        q = require_pose("ball joint", self.joints.count, (0, 0, 0), q)[3:]
+        return self._add_joint(JOINT_BALL, parent, child, parent_pos, parent_rot, child_pos, child_rot,
+                               (1.0, 0.0, 0.0), q, qd, armature=armature, damping=damping)
+
+    def add_joint_free(self, child: int, parent: int = -1, pos=(0.0, 0.0, 0.0), rot=_IDENTITY[3:],
+                       lin_vel=(0.0, 0.0, 0.0), ang_vel=(0.0, 0.0, 0.0), damping=0.0) -> int:
+        """Six-dof joint placing ``child`` at pos/rot (m, quaternion xyzw) in the parent
+        frame (world by default); initial velocity of the body origin (m/s, parent axes) and
+        angular velocity (rad/s, body axes)."""
+        pose = require_pose("free joint", self.joints.count, pos, rot)
+        return self._add_joint(JOINT_FREE, parent, child, (0, 0, 0), _IDENTITY[3:], (0, 0, 0), _IDENTITY[3:],
+                               (1.0, 0.0, 0.0), pose, np.concatenate([lin_vel, ang_vel]), damping=damping)
+
+    def add_joint_fixed(self, parent: int, child: int, parent_pos=(0.0, 0.0, 0.0), parent_rot=_IDENTITY[3:],
+                        child_pos=(0.0, 0.0, 0.0), child_rot=_IDENTITY[3:]) -> int:
+        """Weld ``child`` to ``parent`` (-1 = world) with the given joint frames."""
+        return self._add_joint(JOINT_FIXED, parent, child, parent_pos, parent_rot, child_pos, child_rot,
+                               (1.0, 0.0, 0.0), [], [])
+
+    # ------------------------------------------------------------------ finalize
+    def _rigid_layout(self) -> dict:
+        """Articulation layout and body/joint/dof arrays for ``Model`` (see kernels.articulation)."""
+        bodies, joints = self.bodies, self.joints
+        nb, nj = bodies.count, joints.count
+        child = joints.array("child")
+        parent = joints.array("parent")
+        jtype = joints.array("type")
+        body_joint = np.full(nb, -1, dtype=np.int64)
+        body_joint[child] = np.arange(nj)
+        has_children = np.zeros(nb, dtype=bool)
+        has_children[parent[parent >= 0]] = True
+        for b in range(nb):
+            if body_joint[b] < 0:
+                raise ValueError(f"body {b} has no joint: attach it with add_joint_free (floating) or another joint")
+            # a massless body may be welded to its parent or carry other bodies (an
+            # intermediate link of a universal joint): only a moving leaf must have mass
+            leaf_moving = jtype[body_joint[b]] != JOINT_FIXED and not has_children[b]
+            _check_inertia("body", b, float(bodies.array("mass")[b]), bodies.array("inertia")[b], strict=leaf_moving)
+        # depth-first order, articulation by articulation (roots in joint order)
+        kids = {b: [] for b in range(-1, nb)}
+        for j in range(nj):
+            kids[int(parent[j])].append(j)
+        dfs, dfs_end, art_start, art_of = [], np.zeros(nj, np.int64), [0], np.zeros(nj, np.int64)
+        for a, root in enumerate(kids[-1]):  # iterative depth-first walk (chains may be long)
+            stack = [(root, False)]
+            while stack:
+                j, done = stack.pop()
+                if done:
+                    dfs_end[j] = len(dfs)
+                    continue
+                art_of[j] = a
+                dfs.append(j)
+                stack.append((j, True))
+                stack.extend((k, False) for k in reversed(kids[int(child[j])]))
+            art_start.append(len(dfs))
+        dfs = np.asarray(dfs, dtype=np.int64)
+        dfs_pos = np.empty(nj, np.int64)
+        dfs_pos[dfs] = np.arange(nj)
+        q_count = np.array([COORD_COUNT[int(t)] for t in jtype], dtype=np.int64)
+        d_count = np.array([DOF_COUNT[int(t)] for t in jtype], dtype=np.int64)
+        # coordinates were appended in joint order; the model lays them out depth first
+        added_q = np.concatenate([[0], np.cumsum(q_count)])
+        added_d = np.concatenate([[0], np.cumsum(d_count)])
+        q_order = np.concatenate([np.arange(added_q[j], added_q[j + 1]) for j in dfs]) if nj else np.zeros(0, np.int64)
+        d_order = np.concatenate([np.arange(added_d[j], added_d[j + 1]) for j in dfs]) if nj else np.zeros(0, np.int64)
+        q_start = np.empty(nj, np.int64)
+        d_start = np.empty(nj, np.int64)
+        q_start[dfs] = np.concatenate([[0], np.cumsum(q_count[dfs])])[:-1] if nj else []
+        d_start[dfs] = np.concatenate([[0], np.cumsum(d_count[dfs])])[:-1] if nj else []
+        dof_joint = np.repeat(dfs, d_count[dfs])
+        art_dofs = [int(d_count[dfs[s:e]].sum()) for s, e in zip(art_start[:-1], art_start[1:])]
+        art_dof_start = np.concatenate([[0], np.cumsum(art_dofs)]).astype(np.int64)
+        art_H_start = np.concatenate([[0], np.cumsum(np.square(art_dofs))]).astype(np.int64)
+        dof = self.joint_dofs
+        arrays = {
+            "body_mass": bodies.array("mass"),
+            "body_com": bodies.array("com"),
+            "body_inertia": bodies.array("inertia"),
+            "body_world": bodies.array("world"),
+            "body_joint": body_joint,
+            "body_origin": self.joints.array("X_p")[body_joint[self._body_roots()], :3],
+            "joint_type": jtype,
+            "joint_parent": parent,
+            "joint_child": child,
+            "joint_X_p": joints.array("X_p"),
+            "joint_X_c": joints.array("X_c"),
+            "joint_axis": joints.array("axis"),
+            "joint_q_start": q_start,
+            "joint_qd_start": d_start,
+            "joint_articulation": art_of,
+            "joint_dfs_pos": dfs_pos,
+            "joint_dfs_end": dfs_end,
+            "dfs_joint": dfs,
+            "articulation_start": np.asarray(art_start, dtype=np.int64),
+            "articulation_dof_start": art_dof_start,
+            "articulation_H_start": art_H_start,
+            "dof_joint": dof_joint,
+            "joint_q": self.joint_coords.array("q")[q_order],
+            "joint_qd": dof.array("qd")[d_order],
+        }
+        for name in ("armature", "damping", "target_ke", "target_kd", "limit_lower", "limit_upper", "limit_ke", "limit_kd"):
+            arrays[f"joint_{name}"] = dof.array(name)[d_order]
+        scalars = {
+            "body_count": nb,
+            "joint_count": nj,
+            "joint_coord_count": int(q_count.sum()),
+            "joint_dof_count": int(d_count.sum()),
+            "articulation_count": len(art_start) - 1,
+            "max_articulation_dofs": max(art_dofs, default=0),
+            "articulation_H_size": int(art_H_start[-1]),
+        }
+        return arrays, scalars
+
+    def _body_roots(self) -> np.ndarray:
+        """Root body of each body's articulation (a body without a joint is its own root)."""
+        parent_of = dict(zip(self.joints.array("child").tolist(), self.joints.array("parent").tolist()))
+        roots = np.arange(self.bodies.count)
+        for b in range(self.bodies.count):
+            while parent_of.get(int(roots[b]), -1) >= 0:
+                roots[b] = parent_of[int(roots[b])]
+        return roots
+
+    def _contact_pairs(self) -> np.ndarray:
+        """Candidate shape pairs (N, 2): every body shape against every static shape of its
+        world and every shape on another body of its world, except a joint's parent and
+        child, and bodies of one articulation unless ``articulation_self_contact``."""
+        body, world = self.shapes.array("body"), self.shapes.array("world")
+        nb = max(self.bodies.count, 1)
+        parent, child = self.joints.array("parent"), self.joints.array("child")
+        linked = parent >= 0
+        joined = np.concatenate([parent[linked] * nb + child[linked], child[linked] * nb + parent[linked]])
+        roots = self._body_roots()
+        dynamic = np.flatnonzero(body >= 0)
+        static = np.flatnonzero(body < 0)
+        a, s_ = np.meshgrid(dynamic, static, indexing="ij")
+        keep = (world[s_] == -1) | (world[s_] == world[a])
+        pairs = [np.stack([a[keep], s_[keep]], axis=1)]
+        for w in np.unique(world[dynamic]):
+            mine = dynamic[world[dynamic] == w]
+            i, j = np.triu_indices(len(mine), k=1)
+            a, b = mine[i], mine[j]
+            ba, bb = body[a], body[b]
+            keep = (ba != bb) & ~np.isin(ba * nb + bb, joined)
+            if not self.articulation_self_contact:
+                keep &= roots[ba] != roots[bb]
+            pairs.append(np.stack([a[keep], b[keep]], axis=1))
+        return np.concatenate(pairs).astype(np.int64).reshape(-1, 2)

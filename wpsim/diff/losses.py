@@ -1,0 +1,69 @@
+"""Differentiable scalar losses of states; each returns (or adds into) a one-element array."""
+
+from __future__ import annotations
+
+import warp as wp
+
+from wpsim.kernels import losses
+from wpsim.kernels.generic import for_precision
+from wpsim.core.model import State
+
+
+def _scalar_type(arr: wp.array):
+    """Scalar precision of a scalar, vector or transform array."""
+    return getattr(arr.dtype, "_wp_scalar_type_", arr.dtype)
+
+
+def _loss_array(like: wp.array, loss: wp.array | None) -> wp.array:
+    if loss is not None:
+        return loss
+    return wp.zeros(1, dtype=_scalar_type(like), device=like.device, requires_grad=like.requires_grad)
+
+
+def squared_distance(
+    points: wp.array, targets: wp.array, axis_weights=(1.0, 1.0, 1.0), loss: wp.array | None = None
+) -> wp.array:
+    """sum_i sum_k axis_weights[k] (points[i] - targets[i])[k]^2 (m^2), added into ``loss``
+    (new if None). axis_weights (1, 1, 0) measures horizontal distance only (z up)."""
+    if points.shape != targets.shape:
+        raise ValueError(f"squared_distance: points {points.shape} and targets {targets.shape} differ in shape")
+    loss = _loss_array(points, loss)
+    real = _scalar_type(points)
+    wp.launch(for_precision(losses.squared_distance_loss, real), dim=points.shape[0],
+              inputs=[points, targets, wp.types.vector(3, real)(*axis_weights)], outputs=[loss], device=points.device)
+    return loss
+
+
+def linear_state_loss(state: State, weight_q: wp.array, weight_qd: wp.array, loss: wp.array | None = None) -> wp.array:
+    """sum_i weight_q[i] . x_i + weight_qd[i] . v_i, added into ``loss`` (new if None)."""
+    loss = _loss_array(state.particle_q, loss)
+    real = _scalar_type(state.particle_q)
+    wp.launch(for_precision(losses.linear_state_loss, real), dim=state.particle_q.shape[0],
+              inputs=[state.particle_q, state.particle_qd, weight_q, weight_qd], outputs=[loss],
+              device=state.particle_q.device)
+    return loss
+
+
+def joint_state_loss(state: State, weight_q: wp.array, weight_qd: wp.array, loss: wp.array | None = None) -> wp.array:
+    """sum_i weight_q[i] q_i + sum_j weight_qd[j] qd_j over joint coordinates and velocities,
+    added into ``loss`` (new if None)."""
+    loss = _loss_array(state.joint_q, loss)
+    kernel = for_precision(losses.weighted_sum_loss, state.joint_q.dtype)
+    for values, weights in ((state.joint_q, weight_q), (state.joint_qd, weight_qd)):
+        if values.shape != weights.shape:
+            raise ValueError(f"joint_state_loss: weights {weights.shape} differ from values {values.shape}")
+        wp.launch(kernel, dim=values.shape[0], inputs=[values, weights], outputs=[loss], device=values.device)
+    return loss
+
+
+def body_position_loss(state: State, bodies, targets: wp.array, loss: wp.array | None = None) -> wp.array:
+    """sum_i |origin of body bodies[i] - targets[i]|^2 (m^2) from ``state.body_q``, added into
+    ``loss`` (new if None). Call ``wpsim.eval_fk`` first for a state no step started from."""
+    index = wp.array(list(bodies), dtype=wp.int32, device=state.body_q.device)
+    if targets.shape[0] != index.shape[0]:
+        raise ValueError(f"body_position_loss: {index.shape[0]} bodies but {targets.shape[0]} targets")
+    real = _scalar_type(state.body_q)
+    loss = _loss_array(state.body_q, loss)
+    wp.launch(for_precision(losses.body_position_loss, real), dim=index.shape[0],
+              inputs=[state.body_q, index, targets], outputs=[loss], device=index.device)
+    return loss

@@ -1,0 +1,44 @@
+"""Plots written as PNG files (matplotlib, imported when a figure is drawn)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from wpsim.diff.grad_health import GradientReport
+from wpsim.io.files import atomic_write
+
+
+def save_figure(fig, path) -> Path:
+    """Save a matplotlib figure atomically (format from the extension)."""
+    return atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120, bbox_inches="tight"))
+
+
+def plot_gradient_norms(report: GradientReport, path, title: str | None = None):
+    """Write a PNG of the per-state adjoint norms (and tracked step contributions) against
+    the step index, log-scale y, atomically; returns the path. Zero norms are not drawn."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7.0, 4.0))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    states = np.arange(report.num_steps + 1)
+    series = [("|dL/dx_k| (loss/m)", states, report.adjoint_q_norm),
+              ("|dL/dv_k| (loss s/m)", states, report.adjoint_qd_norm)]
+    series += [(f"step k's part of |dL/d {name}|", states[:-1], values)
+               for name, values in report.step_contributions.items()]
+    for label, x, y in series:
+        y = np.where(np.asarray(y) > 0.0, y, np.nan)
+        ax.plot(x, y, label=label, linewidth=1.0)
+    ax.set_yscale("log")
+    ax.set_xlabel("state / step index k (steps)")
+    ax.set_ylabel("gradient norm (loss units per unit of the variable)")
+    if report.truncation_window:
+        ax.set_title(title or f"adjoint norms, truncation window {report.truncation_window} steps")
+    else:
+        ax.set_title(title or "adjoint norms")
+    ax.legend(fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
+    return save_figure(fig, path)

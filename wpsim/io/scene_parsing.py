@@ -1,0 +1,113 @@
+"""What the URDF and MJCF importers share: safe XML parsing, attribute parsing that names the
+file and element on error, rotations, and the all-or-nothing hand-over to a builder.
+
+Scene files are data: XML is parsed with ``defusedxml`` (no entity expansion, no external
+entities), nothing in a file is evaluated, and mesh paths are resolved relative to the file
+and must exist.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+
+class SceneFileError(ValueError):
+    """A scene file cannot be imported; the message names the file and the element."""
+
+
+@dataclass
+class ImportedScene:
+    """What an importer added to the builder, by the names in the file.
+
+    bodies / joints: name -> body / joint index; actuators: one dict per actuator with
+    ``name``, ``joint`` (its dof in the per-dof Control arrays is
+    ``model.joint_qd_start.numpy()[joint]``), ``kind`` ("motor", "position" or "velocity")
+    and ``gear``; timestep: the file's time step (s) if it gives one.
+    """
+
+    bodies: dict = field(default_factory=dict)
+    joints: dict = field(default_factory=dict)
+    actuators: list = field(default_factory=list)
+    timestep: float | None = None
+
+
+def parse_xml(path: Path, root_tag: str):
+    """The root element of the XML file at ``path``, which must be ``<root_tag>``."""
+    from defusedxml import ElementTree
+    from defusedxml.common import DefusedXmlException
+
+    if not path.is_file():
+        raise SceneFileError(f"{path}: no such file")
+    try:
+        root = ElementTree.parse(str(path)).getroot()
+    except DefusedXmlException as error:
+        raise SceneFileError(f"{path}: refused unsafe XML ({type(error).__name__})") from error
+    except Exception as error:  # ParseError and encoding errors
+        raise SceneFileError(f"{path}: malformed XML ({error})") from error
+    if root.tag != root_tag:
+        raise SceneFileError(f"{path}: the root element is <{root.tag}>, expected <{root_tag}>")
+    return root
+
+
+def describe(element) -> str:
+    """``<tag name="...">`` for messages."""
+    name = element.get("name")
+    return f"<{element.tag} name=\"{name}\">" if name else f"<{element.tag}>"
+
+
+def floats(path: Path, element, attribute: str, count: int | tuple, default=None, text: str | None = None):
+    """Attribute ``attribute`` of ``element`` (or ``text`` when given, e.g. a default) as
+    ``count`` finite floats (``count`` may be a tuple of accepted counts); ``default`` when
+    absent."""
+    text = element.get(attribute) if text is None else text
+    if text is None:
+        return None if default is None else np.asarray(default, dtype=np.float64)
+    try:
+        values = np.array([float(v) for v in text.split()], dtype=np.float64)
+    except ValueError:
+        raise SceneFileError(f"{path}: {describe(element)} {attribute}=\"{text}\" is not a list of numbers") from None
+    counts = count if isinstance(count, tuple) else (count,)
+    if len(values) not in counts or not np.isfinite(values).all():
+        want = " or ".join(str(c) for c in counts)
+        raise SceneFileError(f"{path}: {describe(element)} {attribute}=\"{text}\" must be {want} finite numbers")
+    return values
+
+
+def quat_from_euler(angles, sequence: str) -> np.ndarray:
+    """Quaternion (x, y, z, w) of Euler angles (rad); ``sequence`` in scipy's notation
+    (lower case: extrinsic, fixed axes; upper case: intrinsic, moving axes)."""
+    from scipy.spatial.transform import Rotation
+
+    return Rotation.from_euler(sequence, angles).as_quat()
+
+
+def resolve_mesh(path: Path, element, filename: str, directory: Path) -> Path:
+    """A mesh file named in the scene, relative to ``directory``; it must exist and must
+    not be a URL."""
+    if "://" in filename:
+        raise SceneFileError(f"{path}: {describe(element)} mesh \"{filename}\" is a URL; only local files are read")
+    mesh_path = (directory / filename).resolve()
+    if not mesh_path.is_file():
+        raise SceneFileError(f"{path}: {describe(element)} mesh file \"{filename}\" not found (looked for {mesh_path})")
+    return mesh_path
+
+
+def load_mesh(path: Path, element, mesh_path: Path, scale) -> tuple:
+    """(vertices (V, 3) m, faces (F, 3)) of a mesh file, scaled per axis; errors name the
+    scene file and element."""
+    from wpsim.io.mesh_files import load_surface
+
+    try:
+        mesh = load_surface(mesh_path)
+    except ValueError as error:
+        raise SceneFileError(f"{path}: {describe(element)}: {error}") from error
+    return np.asarray(mesh.vertices) * np.asarray(scale, dtype=np.float64), np.asarray(mesh.faces)
+
+
+def add_all_or_nothing(builder, build):
+    """Run ``build(builder)``; if it raises, remove everything it added."""
+    with builder._all_or_nothing():
+        return build(builder)

@@ -1,0 +1,469 @@
+"""Rigid-body scenes as USD with the UsdPhysics schema: export a model's bodies, shapes and
+joints, and import such a stage into a ``ModelBuilder``.
+
+Export (``export_physics``): the physics scene (gravity), one Xform per body at its initial
+pose with RigidBodyAPI and MassAPI (mass, centre of mass, principal inertia and axes),
+its shapes as child prims with CollisionAPI, static shapes under /World/static, and one
+joint prim per joint (Revolute, Prismatic, Spherical, Fixed; a free joint is a body without
+joint) with body0/body1, local frames, axis, limits and a DriveAPI for PD gains. What
+UsdPhysics has no attribute for is written as ``wpsim:`` attributes: contact stiffness,
+damping and friction of shapes, joint damping, armature, limit stiffness and damping, and
+the initial joint coordinates and velocities. The stage is written atomically.
+
+Import (``import_usd``): the same, from any stage using that subset (bodies and joints are
+named by prim path in the returned ``ImportedScene``; a MassAPI with only a mass scales
+the colliders' mass properties to it, an authored mass of 0 makes a body massless). Lengths are scaled by
+``metersPerUnit``, masses by ``kilogramsPerUnit``; the stage's up axis (Y or Z) becomes the
+builder's; revolute limits and angular drive gains are converted from degrees. Bodies
+without a joint are free; without ``wpsim:q`` a joint starts at coordinate 0. Rejected
+with a ``SceneFileError`` naming the file and prim: unreadable stages, scaled bodies,
+joints whose body0 is not the parent side of a tree, unknown joint axes, shapes that
+cannot be read. Nothing is added to the builder on error.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from wpsim.core.builder import SHAPE_MESH, ModelBuilder
+from wpsim.core.geometry import quat_between, quat_to_matrix
+from wpsim.io.files import atomic_write
+from wpsim.core.rigid_builder import (
+    JOINT_BALL,
+    JOINT_FIXED,
+    JOINT_FREE,
+    JOINT_PRISMATIC,
+    JOINT_REVOLUTE,
+    NO_LIMIT,
+)
+from wpsim.io.scene_parsing import ImportedScene, SceneFileError, add_all_or_nothing
+from wpsim.io.usd_export import define_shape
+
+_AXES = {"X": (1.0, 0.0, 0.0), "Y": (0.0, 1.0, 0.0), "Z": (0.0, 0.0, 1.0)}
+_DOF_ATTRS = ("damping", "armature", "limit_ke", "limit_kd")
+
+
+def _quat_wxyz(q) -> tuple:
+    x, y, z, w = (float(v) for v in q)
+    return w, x, y, z
+
+
+def _axis_token(axis: np.ndarray) -> tuple:
+    """(token, alignment quaternion turning the token's axis onto ``axis``)."""
+    for token, unit in _AXES.items():
+        if np.allclose(axis, unit, atol=1e-12):
+            return token, np.array([0.0, 0.0, 0.0, 1.0])
+    return "X", np.asarray(quat_between((1.0, 0.0, 0.0), axis), dtype=np.float64)
+
+
+def _quat_mul(a, b) -> np.ndarray:
+    ax, ay, az, aw = a
+    bx, by, bz, bw = b
+    return np.array([aw * bx + ax * bw + ay * bz - az * by, aw * by - ax * bz + ay * bw + az * bx,
+                     aw * bz + ax * by - ay * bx + az * bw, aw * bw - ax * bx - ay * by - az * bz])
+
+
+# ------------------------------------------------------------------ export
+def export_physics(model, path) -> Path:
+    """Write the rigid bodies, shapes and joints of ``model`` (its initial state) as a
+    UsdPhysics stage at ``path`` (.usd, .usda, .usdc); returns the path."""
+    from pxr import Gf, Sdf, Usd, UsdGeom, UsdPhysics, Vt
+
+    from wpsim.solvers.kinematics import eval_fk
+
+    path = Path(path)
+    if path.suffix not in (".usd", ".usda", ".usdc"):
+        raise ValueError(f"{path}: a USD stage must end in .usd, .usda or .usdc")
+    if model.up_axis == 0:
+        raise ValueError("USD stages are Y-up or Z-up; this model is X-up")
+    stage = Usd.Stage.CreateInMemory()
+    UsdGeom.SetStageUpAxis(stage, UsdGeom.Tokens.z if model.up_axis == 2 else UsdGeom.Tokens.y)
+    UsdGeom.SetStageMetersPerUnit(stage, 1.0)
+    UsdPhysics.SetStageKilogramsPerUnit(stage, 1.0)
+    root = UsdGeom.Xform.Define(stage, "/World")
+    stage.SetDefaultPrim(root.GetPrim())
+    scene = UsdPhysics.Scene.Define(stage, "/World/physicsScene")
+    g = model.gravity.numpy()[0].astype(np.float64)
+    down = -np.asarray(model.up_vector, dtype=np.float64)
+    scene.CreateGravityMagnitudeAttr(float(np.linalg.norm(g)))
+    scene.CreateGravityDirectionAttr(Gf.Vec3f(*(g / np.linalg.norm(g) if np.linalg.norm(g) > 0 else down)))
+    state = model.state(requires_grad=False)
+    eval_fk(model, state)
+    poses = state.body_q.numpy().astype(np.float64)
+    q0, qd0 = state.joint_q.numpy().astype(np.float64), state.joint_qd.numpy().astype(np.float64)
+
+    def double_attr(prim, name, values):
+        prim.CreateAttribute(f"wpsim:{name}", Sdf.ValueTypeNames.DoubleArray).Set(Vt.DoubleArray([float(v) for v in values]))
+
+    def int_attr(prim, name, value):
+        prim.CreateAttribute(f"wpsim:{name}", Sdf.ValueTypeNames.Int).Set(int(value))
+
+    kinds, bodies = model.shape_kind.numpy(), model.shape_body.numpy()
+    if (bodies < 0).any():  # defined first, so an importer meets static shapes in model order
+        UsdGeom.Scope.Define(stage, "/World/static")
+    masses, coms, inertias = model.body_mass.numpy(), model.body_com.numpy(), model.body_inertia.numpy()
+    body_paths = []
+    for b in range(model.body_count):
+        xform = UsdGeom.Xform.Define(stage, f"/World/body_{b}")
+        xform.AddTranslateOp(UsdGeom.XformOp.PrecisionDouble).Set(Gf.Vec3d(*poses[b, :3]))
+        xform.AddOrientOp(UsdGeom.XformOp.PrecisionDouble).Set(Gf.Quatd(*_quat_wxyz(poses[b, 3:])))
+        prim = xform.GetPrim()
+        UsdPhysics.RigidBodyAPI.Apply(prim)
+        mass = UsdPhysics.MassAPI.Apply(prim)
+        moments, axes = np.linalg.eigh(inertias[b].astype(np.float64))
+        if np.linalg.det(axes) < 0:
+            axes[:, 0] = -axes[:, 0]
+        from scipy.spatial.transform import Rotation
+
+        mass.CreateMassAttr(float(masses[b]))
+        mass.CreateCenterOfMassAttr(Gf.Vec3f(*coms[b].astype(float)))
+        mass.CreateDiagonalInertiaAttr(Gf.Vec3f(*moments))
+        mass.CreatePrincipalAxesAttr(Gf.Quatf(*_quat_wxyz(Rotation.from_matrix(axes).as_quat())))
+        body_paths.append(prim.GetPath())
+    rows = zip(kinds, bodies, model.shape_transform.numpy(), model.shape_size.numpy(), model.shape_ke.numpy(),
+               model.shape_kd.numpy(), model.shape_mu.numpy())
+    for s, (kind, body, transform, size, ke, kd, mu) in enumerate(rows):
+        parent = f"/World/body_{body}" if body >= 0 else "/World/static"
+        prim = define_shape(stage, f"{parent}/shape_{s}", int(kind), transform.astype(np.float64),
+                            size.astype(np.float64), model.shape_meshes.get(s)).GetPrim()
+        UsdPhysics.CollisionAPI.Apply(prim)
+        if kind == SHAPE_MESH:
+            UsdPhysics.MeshCollisionAPI.Apply(prim).CreateApproximationAttr(UsdPhysics.Tokens.convexHull)
+        for name, value in (("contact_ke", ke), ("contact_kd", kd), ("contact_mu", mu)):
+            prim.CreateAttribute(f"wpsim:{name}", Sdf.ValueTypeNames.Double).Set(float(value))
+    if model.joint_count:
+        UsdGeom.Scope.Define(stage, "/World/joints")
+    types, parents, children = model.joint_type.numpy(), model.joint_parent.numpy(), model.joint_child.numpy()
+    X_p, X_c, axes_ = model.joint_X_p.numpy(), model.joint_X_c.numpy(), model.joint_axis.numpy()
+    q_start, qd_start = model.joint_q_start.numpy(), model.joint_qd_start.numpy()
+    dof_arrays = {name: getattr(model, f"joint_{name}").numpy() for name in _DOF_ATTRS}
+    lower, upper = model.joint_limit_lower.numpy(), model.joint_limit_upper.numpy()
+    ke, kd = model.joint_target_ke.numpy(), model.joint_target_kd.numpy()
+    for j in range(model.joint_count):
+        jtype, child = int(types[j]), int(children[j])
+        qs, ds = int(q_start[j]), int(qd_start[j])
+        if jtype == JOINT_FREE:
+            prim = stage.GetPrimAtPath(body_paths[child])
+            double_attr(prim, "qd", qd0[ds:ds + 6])
+            int_attr(prim, "joint_index", j)
+            continue
+        token, align = _axis_token(axes_[j].astype(np.float64))
+        define = {JOINT_REVOLUTE: UsdPhysics.RevoluteJoint, JOINT_PRISMATIC: UsdPhysics.PrismaticJoint,
+                  JOINT_BALL: UsdPhysics.SphericalJoint, JOINT_FIXED: UsdPhysics.FixedJoint}[jtype]
+        joint = define.Define(stage, f"/World/joints/joint_{j}")
+        if parents[j] >= 0:
+            joint.CreateBody0Rel().SetTargets([body_paths[parents[j]]])
+        joint.CreateBody1Rel().SetTargets([body_paths[child]])
+        joint.CreateLocalPos0Attr(Gf.Vec3f(*X_p[j, :3].astype(float)))
+        joint.CreateLocalRot0Attr(Gf.Quatf(*_quat_wxyz(_quat_mul(X_p[j, 3:], align))))
+        joint.CreateLocalPos1Attr(Gf.Vec3f(*X_c[j, :3].astype(float)))
+        joint.CreateLocalRot1Attr(Gf.Quatf(*_quat_wxyz(_quat_mul(X_c[j, 3:], align))))
+        prim = joint.GetPrim()
+        int_attr(prim, "joint_index", j)
+        n_q = {JOINT_REVOLUTE: 1, JOINT_PRISMATIC: 1, JOINT_BALL: 4}.get(jtype, 0)
+        n_d = {JOINT_REVOLUTE: 1, JOINT_PRISMATIC: 1, JOINT_BALL: 3}.get(jtype, 0)
+        if n_d:
+            double_attr(prim, "q", q0[qs:qs + n_q])
+            double_attr(prim, "qd", qd0[ds:ds + n_d])
+            for name in _DOF_ATTRS:
+                double_attr(prim, name, dof_arrays[name][ds:ds + n_d])
+        if jtype in (JOINT_REVOLUTE, JOINT_PRISMATIC):
+            joint.CreateAxisAttr(token)
+            scale = 180.0 / math.pi if jtype == JOINT_REVOLUTE else 1.0
+            if lower[ds] > -NO_LIMIT:
+                joint.CreateLowerLimitAttr(float(lower[ds] * scale))
+            if upper[ds] < NO_LIMIT:
+                joint.CreateUpperLimitAttr(float(upper[ds] * scale))
+            if ke[ds] > 0 or kd[ds] > 0:
+                drive = UsdPhysics.DriveAPI.Apply(prim, "angular" if jtype == JOINT_REVOLUTE else "linear")
+                per_unit = math.pi / 180.0 if jtype == JOINT_REVOLUTE else 1.0
+                drive.CreateStiffnessAttr(float(ke[ds] * per_unit))
+                drive.CreateDampingAttr(float(kd[ds] * per_unit))
+
+    def export(tmp):
+        if not stage.GetRootLayer().Export(str(tmp)):
+            raise OSError(f"{path}: USD could not write the stage")
+
+    return atomic_write(path, export)
+
+
+# ------------------------------------------------------------------ import
+class _StageReader:
+    """Reads one stage into a builder (see the module docstring)."""
+
+    def __init__(self, path: Path, stage, builder: ModelBuilder):
+        from pxr import UsdGeom, UsdPhysics
+
+        self.path, self.stage, self.builder = path, stage, builder
+        self.mpu = UsdGeom.GetStageMetersPerUnit(stage)
+        self.kpu = UsdPhysics.GetStageKilogramsPerUnit(stage)
+        self.scene = ImportedScene()
+        self.body_of_path = {}
+
+    def fail(self, prim, message: str):
+        raise SceneFileError(f"{self.path}: prim {prim.GetPath()}: {message}")
+
+    def world_pose(self, prim) -> tuple:
+        """(position m, quaternion xyzw, scale (3,)) of a prim in the world."""
+        from pxr import Gf, Usd, UsdGeom
+
+        matrix = UsdGeom.Xformable(prim).ComputeLocalToWorldTransform(Usd.TimeCode.Default())
+        transform = Gf.Transform(matrix)
+        rot = transform.GetRotation().GetQuat()
+        imag = rot.GetImaginary()
+        return (np.array(transform.GetTranslation(), dtype=np.float64) * self.mpu,
+                np.array([imag[0], imag[1], imag[2], rot.GetReal()]), np.array(transform.GetScale(), dtype=np.float64))
+
+    def custom(self, prim, name: str, default=None):
+        attr = prim.GetAttribute(f"wpsim:{name}")
+        if not attr or attr.Get() is None:
+            return default
+        value = attr.Get()
+        return np.array(list(value), dtype=np.float64) if hasattr(value, "__len__") else float(value)
+
+    # ---------------------------------------------------------- bodies and shapes
+    def add_body(self, prim):
+        from pxr import UsdPhysics
+
+        pos, rot, scale = self.world_pose(prim)
+        if not np.allclose(scale, 1.0, atol=1e-6):
+            self.fail(prim, f"rigid bodies must not be scaled (scale {scale.tolist()})")
+        mass_api = UsdPhysics.MassAPI(prim)
+        mass_attr = mass_api.GetMassAttr() if mass_api else None
+        mass = mass_attr.Get() if mass_attr and mass_attr.HasAuthoredValue() else None
+        b = self.builder
+        com = np.array(mass_api.GetCenterOfMassAttr().Get() or (0.0, 0.0, 0.0), dtype=np.float64) if mass_api \
+            else np.zeros(3)
+        com = com * self.mpu if np.isfinite(com).all() else np.zeros(3)  # unauthored: (-inf, -inf, -inf)
+        moments = np.array(mass_api.GetDiagonalInertiaAttr().Get() or (0.0, 0.0, 0.0), dtype=np.float64) if mass_api \
+            else np.zeros(3)
+        self.target_mass = None  # set: scale the colliders' mass properties to this mass (kg)
+        density = 1000.0
+        if mass is not None and mass == 0.0:
+            density = 0.0  # an authored zero: massless (e.g. a welded marker)
+        if mass is not None and mass > 0.0 and (moments > 0.0).all():
+            axes = mass_api.GetPrincipalAxesAttr().Get()
+            axes = None if axes is None else np.array([*axes.GetImaginary(), axes.GetReal()], dtype=np.float64)
+            R = np.eye(3) if axes is None or np.linalg.norm(axes) < 1e-12 else quat_to_matrix(axes)
+            inertia = R @ np.diag(moments) @ R.T * self.kpu * self.mpu**2
+            try:
+                body = b.add_body(mass=float(mass) * self.kpu, com=com, inertia=inertia)
+            except ValueError as error:
+                self.fail(prim, str(error))
+            density = 0.0
+        else:
+            body = b.add_body()
+            if mass is not None and mass > 0.0:
+                self.target_mass = float(mass) * self.kpu
+        self.body_of_path[prim.GetPath()] = body
+        self.scene.bodies[str(prim.GetPath())] = body
+        return body, pos, rot, density
+
+    def scale_body_mass(self, prim, body: int):
+        """A body whose MassAPI gives only its mass: scale the colliders' mass properties to it."""
+        if self.target_mass is None:
+            return
+        masses, inertias = self.builder.bodies.array("mass"), self.builder.bodies.array("inertia")
+        if not masses[body] > 0.0:
+            self.fail(prim, "MassAPI gives a mass but no inertia, and the body has no colliders to derive it from")
+        inertias[body] *= self.target_mass / masses[body]
+        masses[body] = self.target_mass
+
+    def add_shapes(self, owner, body: int, body_pose: tuple | None, density: float):
+        """Collision shapes on ``owner`` (a body prim may be its own collider) and among its
+        descendants, stopping at other bodies."""
+        from pxr import UsdPhysics
+
+        if owner.HasAPI(UsdPhysics.RigidBodyAPI) and owner.HasAPI(UsdPhysics.CollisionAPI):
+            self.add_shape(owner, body, body_pose, density)
+        for prim in owner.GetChildren():
+            if prim.HasAPI(UsdPhysics.RigidBodyAPI):
+                continue
+            if prim.HasAPI(UsdPhysics.CollisionAPI):
+                self.add_shape(prim, body, body_pose, density)
+            self.add_shapes(prim, body, body_pose, density)
+
+    def add_shape(self, prim, body: int, body_pose: tuple | None, density: float):
+        from pxr import UsdGeom
+
+        pos, rot, scale = self.world_pose(prim)
+        if body_pose is not None:  # relative to the body
+            R = quat_to_matrix(body_pose[1])
+            pos = R.T @ (pos - body_pose[0])
+            rot = _quat_mul(np.array([-body_pose[1][0], -body_pose[1][1], -body_pose[1][2], body_pose[1][3]]), rot)
+        contact = dict(ke=self.custom(prim, "contact_ke", 1.0e4), kd=self.custom(prim, "contact_kd", 100.0),
+                       mu=self.custom(prim, "contact_mu", 0.5))
+        b = self.builder
+        try:
+            if prim.IsA(UsdGeom.Plane):
+                normal = _AXES[str(UsdGeom.Plane(prim).GetAxisAttr().Get())]
+                rot = _quat_mul(rot, quat_between((0.0, 0.0, 1.0), normal))
+                if body >= 0:
+                    self.fail(prim, "planes must be static")
+                return b.add_shape_plane(pos, rot, **contact)
+            if prim.IsA(UsdGeom.Sphere):
+                radius = UsdGeom.Sphere(prim).GetRadiusAttr().Get() * scale.max() * self.mpu
+                return b.add_shape_sphere(body, pos, rot, radius=radius, density=density, **contact)
+            if prim.IsA(UsdGeom.Cube):
+                half = 0.5 * UsdGeom.Cube(prim).GetSizeAttr().Get() * scale * self.mpu
+                return b.add_shape_box(body, pos, rot, *half, density=density, **contact)
+            if prim.IsA(UsdGeom.Capsule):
+                capsule = UsdGeom.Capsule(prim)
+                token = str(capsule.GetAxisAttr().Get())
+                axis = _AXES[token]
+                rot = _quat_mul(rot, quat_between((0.0, 0.0, 1.0), axis))
+                along = "XYZ".index(token)
+                radius = capsule.GetRadiusAttr().Get() * np.delete(scale, along).max() * self.mpu
+                half = 0.5 * capsule.GetHeightAttr().Get() * scale[along] * self.mpu
+                return b.add_shape_capsule(body, pos, rot, radius=radius, half_height=half, density=density,
+                                           **contact)
+            if prim.IsA(UsdGeom.Mesh):
+                mesh = UsdGeom.Mesh(prim)
+                points = np.array(mesh.GetPointsAttr().Get(), dtype=np.float64) * scale * self.mpu
+                counts = np.array(mesh.GetFaceVertexCountsAttr().Get())
+                if (counts != 3).any():
+                    self.fail(prim, "mesh colliders must be triangle meshes")
+                faces = np.array(mesh.GetFaceVertexIndicesAttr().Get()).reshape(-1, 3)
+                return b.add_shape_mesh(body, points, faces, pos, rot, density=density, name=f"{self.path}: "
+                                        f"{prim.GetPath()}", **contact)
+        except SceneFileError:
+            raise
+        except (ValueError, TypeError) as error:
+            self.fail(prim, str(error))
+        self.fail(prim, f"unsupported collision prim type {prim.GetTypeName()}")
+
+    # ---------------------------------------------------------- joints
+    def add_joint(self, prim):
+        from pxr import UsdPhysics
+
+        joint = UsdPhysics.Joint(prim)
+        targets0, targets1 = joint.GetBody0Rel().GetTargets(), joint.GetBody1Rel().GetTargets()
+        if len(targets1) != 1 or targets1[0] not in self.body_of_path:
+            self.fail(prim, "body1 must name one rigid body (the child)")
+        parent = self.body_of_path.get(targets0[0], None) if targets0 else -1
+        if parent is None:
+            self.fail(prim, f"body0 {targets0[0]} is not a rigid body")
+        child = self.body_of_path[targets1[0]]
+        pos0 = np.array(joint.GetLocalPos0Attr().Get() or (0, 0, 0), dtype=np.float64) * self.mpu
+        pos1 = np.array(joint.GetLocalPos1Attr().Get() or (0, 0, 0), dtype=np.float64) * self.mpu
+        rot0, rot1 = (np.array([*r.GetImaginary(), r.GetReal()]) if r is not None else np.array([0, 0, 0, 1.0])
+                      for r in (joint.GetLocalRot0Attr().Get(), joint.GetLocalRot1Attr().Get()))
+        frames = dict(parent_pos=pos0, parent_rot=rot0, child_pos=pos1, child_rot=rot1)
+        b = self.builder
+        try:
+            if prim.IsA(UsdPhysics.FixedJoint):
+                index = b.add_joint_fixed(parent, child, **frames)
+            elif prim.IsA(UsdPhysics.SphericalJoint):
+                q = self.custom(prim, "q", (0.0, 0.0, 0.0, 1.0))
+                index = b.add_joint_ball(parent, child, **frames, q=q, qd=self.custom(prim, "qd", (0.0, 0.0, 0.0)),
+                                         **{k: float(self.custom(prim, k, [0.0])[0]) for k in ("damping", "armature")})
+            elif prim.IsA(UsdPhysics.RevoluteJoint) or prim.IsA(UsdPhysics.PrismaticJoint):
+                index = self.add_single_dof(prim, parent, child, frames)
+            else:
+                self.fail(prim, f"unsupported joint type {prim.GetTypeName()}")
+        except SceneFileError:
+            raise
+        except ValueError as error:
+            self.fail(prim, str(error))
+        self.scene.joints[str(prim.GetPath())] = index
+
+    def add_single_dof(self, prim, parent: int, child: int, frames: dict) -> int:
+        from pxr import UsdPhysics
+
+        revolute = prim.IsA(UsdPhysics.RevoluteJoint)
+        schema = UsdPhysics.RevoluteJoint(prim) if revolute else UsdPhysics.PrismaticJoint(prim)
+        token = str(schema.GetAxisAttr().Get() or "X")
+        if token not in _AXES:
+            self.fail(prim, f"unknown joint axis {token!r}")
+        to_si = math.pi / 180.0 if revolute else self.mpu
+        dof = {k: float(self.custom(prim, k, [0.0])[0]) for k in _DOF_ATTRS if self.custom(prim, k) is not None}
+        for name, attr in (("limit_lower", schema.GetLowerLimitAttr()), ("limit_upper", schema.GetUpperLimitAttr())):
+            value = attr.Get() if attr else None
+            if value is not None and math.isfinite(value):
+                dof[name] = value * to_si
+        drive = UsdPhysics.DriveAPI(prim, "angular" if revolute else "linear")
+        if drive:  # stage units: torque per degree (mass * length^2 / time^2) or force per length
+            per_si = 180.0 / math.pi * self.kpu * self.mpu**2 if revolute else self.kpu
+            dof["target_ke"] = (drive.GetStiffnessAttr().Get() or 0.0) * per_si
+            dof["target_kd"] = (drive.GetDampingAttr().Get() or 0.0) * per_si
+        q = float(self.custom(prim, "q", [0.0])[0])
+        qd = float(self.custom(prim, "qd", [0.0])[0])
+        add = self.builder.add_joint_revolute if revolute else self.builder.add_joint_prismatic
+        return add(parent, child, axis=_AXES[token], q=q, qd=qd, **frames, **dof)
+
+
+def import_usd(path, builder: ModelBuilder | None = None) -> tuple:
+    """Add the rigid bodies, shapes and joints of the UsdPhysics stage at ``path`` to
+    ``builder`` (a new one with the stage's up axis if None); returns (builder,
+    ImportedScene). The stage's physics scene gravity replaces the builder's."""
+    from pxr import Usd, UsdGeom, UsdPhysics
+
+    path = Path(path)
+    if not path.is_file():
+        raise SceneFileError(f"{path}: no such file")
+    try:
+        stage = Usd.Stage.Open(str(path))
+    except Exception as error:  # pxr raises Tf errors of several kinds
+        raise SceneFileError(f"{path}: cannot be read as a USD stage ({error})") from error
+    if stage is None:
+        raise SceneFileError(f"{path}: cannot be read as a USD stage")
+    up = str(UsdGeom.GetStageUpAxis(stage)).lower()
+    builder = ModelBuilder(up_axis=up) if builder is None else builder
+    if builder.up_axis != {"x": 0, "y": 1, "z": 2}[up]:
+        raise SceneFileError(f"{path}: the stage is {up.upper()}-up, the builder is not")
+    reader = _StageReader(path, stage, builder)
+    prims = list(stage.Traverse())
+    gravity = None
+    for prim in prims:
+        if prim.IsA(UsdPhysics.Scene):
+            scene = UsdPhysics.Scene(prim)
+            direction = np.array(scene.GetGravityDirectionAttr().Get() or (0, 0, 0), dtype=np.float64)
+            magnitude = scene.GetGravityMagnitudeAttr().Get()
+            if magnitude == 0.0:
+                gravity = 0.0
+            elif magnitude is not None and np.isfinite(magnitude) and magnitude > 0 and np.linalg.norm(direction) > 0:
+                gravity = float(direction[builder.up_axis] / np.linalg.norm(direction) * magnitude * reader.mpu)
+
+    def build(b):
+        poses = {}
+        for prim in prims:  # bodies and static shapes in stage order
+            if prim.HasAPI(UsdPhysics.RigidBodyAPI):
+                body, pos, rot, density = reader.add_body(prim)
+                poses[body] = (pos, rot)
+                reader.add_shapes(prim, body, (pos, rot), density)
+                reader.scale_body_mass(prim, body)
+            elif prim.HasAPI(UsdPhysics.CollisionAPI) and not _in_body(prim):
+                reader.add_shape(prim, -1, None, 0.0)
+        joint_prims = [p for p in prims if p.IsA(UsdPhysics.Joint)]
+        jointed = {reader.body_of_path.get(t) for p in joint_prims for t in UsdPhysics.Joint(p).GetBody1Rel().GetTargets()}
+        free = [p for p in prims if p.GetPath() in reader.body_of_path and reader.body_of_path[p.GetPath()] not in jointed]
+        # joints (and free bodies) in the order an exporter numbered them, else stage order
+        order = sorted(joint_prims + free, key=lambda p: reader.custom(p, "joint_index", math.inf))
+        for prim in order:
+            if prim.IsA(UsdPhysics.Joint):
+                reader.add_joint(prim)
+            else:
+                body = reader.body_of_path[prim.GetPath()]
+                velocity = reader.custom(prim, "qd", np.zeros(6))
+                reader.scene.joints[f"{prim.GetPath()}:free"] = b.add_joint_free(
+                    body, pos=poses[body][0], rot=poses[body][1], lin_vel=velocity[:3], ang_vel=velocity[3:])
+
+    add_all_or_nothing(builder, build)
+    if gravity is not None:
+        builder.gravity = gravity
+    return builder, reader.scene
+
+
+def _in_body(prim) -> bool:
+    """Whether a prim lies inside a rigid body."""
+    from pxr import UsdPhysics
+
+    parent = prim.GetParent()
+    while parent and not parent.IsPseudoRoot():
+        if parent.HasAPI(UsdPhysics.RigidBodyAPI):
+            return True
+        parent = parent.GetParent()
+    return False

@@ -1,0 +1,85 @@
+"""Forward kinematics of articulated bodies and the per-step articulation scratch arrays."""
+
+from __future__ import annotations
+
+import warp as wp
+
+from wpsim.kernels import articulation
+from wpsim.kernels.generic import for_precision
+
+
+class ArticulationScratch:
+    """Per-step intermediate arrays of the joint-space dynamics (see kernels.articulation).
+
+    body_twist (B,) spatial, rad/s and m/s -- twist at the articulation origin
+    body_bias_acc (B,) spatial, rad/s^2 and m/s^2 -- velocity-product acceleration (base at -g)
+    dof_motion (D,) spatial -- world motion column of each dof
+    subtree_mass (B,) kg, subtree_h (B,) kg m, subtree_J (B,) kg m^2 -- composite inertia
+    subtree_bias (B,) spatial, N m and N -- subtree bias wrench
+    body_damping, subtree_damping (B, 3) mat33 -- contact damping blocks (ww N m s, wv N s,
+        vv N s/m) of each body and summed over its subtree
+    mass_matrix, factor (M,) -- dense joint-space mass matrix per articulation, its Cholesky factor
+    rhs (D,) N or N m -- generalized forces minus bias; qdd (D,) -- joint accelerations
+    adjoint (D,) -- scratch of the solve's backward
+
+    ``zero_damping``: another scratch whose (always zero) damping blocks this one shares,
+    for steps without penalty contact against static shapes: a recorded step then keeps
+    no damping blocks of its own (about half of an arm's per-step scratch).
+    """
+
+    def __init__(self, model, requires_grad: bool, zero_damping: ArticulationScratch | None = None):
+        def zeros(n, dtype, grad=requires_grad):
+            return wp.zeros(n, dtype=dtype, device=model.device, requires_grad=grad)
+
+        real = model.dtype
+        spatial = wp.types.vector(6, real)
+        nb, nd = model.body_count, model.joint_dof_count
+        entries = model.articulation_H_size
+        self.body_twist = zeros(nb, spatial)
+        self.body_bias_acc = zeros(nb, spatial)
+        self.dof_motion = zeros(nd, spatial)
+        self.subtree_mass = zeros(nb, real)
+        self.subtree_h = zeros(nb, wp.types.vector(3, real))
+        self.subtree_J = zeros(nb, wp.types.matrix((3, 3), real))
+        self.subtree_bias = zeros(nb, spatial)
+        mat33 = wp.types.matrix((3, 3), real)
+        if zero_damping is None:
+            self.body_damping = zeros((nb, 3), mat33)
+            self.subtree_damping = zeros((nb, 3), mat33)
+        else:
+            self.body_damping, self.subtree_damping = zero_damping.body_damping, zero_damping.subtree_damping
+        self.mass_matrix = zeros(entries, real)
+        self.rhs = zeros(nd, real)
+        self.qdd = zeros(nd, real)
+        self.factor = zeros(entries, real, False)
+        self.adjoint = zeros(nd, real, False)
+
+
+def launch_kinematics(model, state, scratch: ArticulationScratch):
+    """Fill ``state.body_q``/``body_qd`` and the scratch twists, bias accelerations and
+    motion columns from ``state.joint_q``/``joint_qd`` (recorded on an active tape)."""
+    wp.launch(
+        for_precision(articulation.articulation_kinematics, model.dtype),
+        dim=model.articulation_count,
+        inputs=[
+            model.articulation_start, model.dfs_joint, model.joint_type, model.joint_parent, model.joint_child,
+            model.joint_X_p, model.joint_X_c, model.joint_axis, model.joint_q_start, model.joint_qd_start,
+            model.body_origin, model.gravity, state.joint_q, state.joint_qd,
+        ],
+        outputs=[state.body_q, state.body_qd, scratch.body_twist, scratch.body_bias_acc, scratch.dof_motion],
+        device=model.device,
+    )
+
+
+def eval_fk(model, state):
+    """Fill the body poses and velocities of ``state`` from its joint coordinates and
+    velocities; returns ``state``.
+
+    A step fills these for the state it starts from; call this for a state no step starts
+    from (a new ``model.state()``, the last state of a rollout) before reading
+    ``body_q``/``body_qd``. Recorded on an active ``wp.Tape``, so losses on body poses are
+    differentiable; call it at most once per state while recording.
+    """
+    if model.body_count:
+        launch_kinematics(model, state, ArticulationScratch(model, requires_grad=state.joint_q.requires_grad))
+    return state
