@@ -19,8 +19,8 @@ import warp as wp
 
 wp.config.log_level = wp.LOG_WARNING
 
-from wpsim.apps.demo import DemoConfig, run_demo
 from wpsim.apps.console import example_main
+from wpsim.apps.demo import DemoConfig, run_demo
 
 
 def main(argv=None) -> int:

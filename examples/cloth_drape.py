@@ -25,10 +25,10 @@ import warp as wp
 wp.config.log_level = wp.LOG_WARNING
 
 from wpsim import ModelBuilder, SemiImplicitSolver
-from wpsim.diff import diagnostics
 from wpsim.apps.console import example_main, progress_line
-from wpsim.io.plots import save_figure
+from wpsim.diff import diagnostics
 from wpsim.io.files import write_json
+from wpsim.io.plots import save_figure
 from wpsim.io.usd_export import UsdRecorder
 
 SPHERE_CENTRE, SPHERE_RADIUS = np.array([0.0, 0.0, 0.25]), 0.25  # m

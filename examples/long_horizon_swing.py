@@ -41,15 +41,14 @@ import warp as wp
 wp.config.log_level = wp.LOG_WARNING
 
 from wpsim import ModelBuilder, SemiImplicitSolver
+from wpsim.apps.console import example_main, progress_line
 from wpsim.bench.process import tracked_peak
 from wpsim.diff import Rollout
-from wpsim.io.plots import plot_gradient_norms
 from wpsim.diff.losses import squared_distance
-from wpsim.opt.optimisers import adaptive_gradient_descent
-from wpsim.apps.console import example_main, progress_line
-from wpsim.io.plots import save_figure
 from wpsim.io.files import write_json
+from wpsim.io.plots import plot_gradient_norms, save_figure
 from wpsim.io.usd_export import UsdRecorder
+from wpsim.opt.optimisers import adaptive_gradient_descent
 
 LINKS = 8
 ROPE_LENGTH = 1.0  # m

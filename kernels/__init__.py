@@ -9,6 +9,7 @@ from . import (
     cloth,
     contact,
     diagnostics,
+    enums,
     fem,
     generic,
     gradients,
@@ -21,6 +22,6 @@ from . import (
 )
 
 __all__ = [
-    "articulation", "cloth", "contact", "diagnostics", "fem", "generic", "gradients", "implicit", "losses",
+    "articulation", "cloth", "contact", "diagnostics", "enums", "fem", "generic", "gradients", "implicit", "losses",
     "particles", "rigid_contact", "soft_contact", "springs",
 ]

@@ -23,13 +23,8 @@ positions.
 
 import warp as wp
 
+from .enums import JOINT_BALL, JOINT_FIXED, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
 from .generic import kernel, mat33, quat, transform, vec3
-
-JOINT_FREE = wp.constant(0)
-JOINT_BALL = wp.constant(1)
-JOINT_REVOLUTE = wp.constant(2)
-JOINT_PRISMATIC = wp.constant(3)
-JOINT_FIXED = wp.constant(4)
 
 vec6 = wp.types.vector(6, wp.Float)
 

@@ -7,13 +7,8 @@ of points within ``size[0]`` of the segment from ``(0, 0, -size[1])`` to ``(0, 0
 
 import warp as wp
 
+from .enums import SHAPE_BOX, SHAPE_PLANE, SHAPE_SPHERE
 from .generic import vec3
-
-SHAPE_PLANE = wp.constant(0)
-SHAPE_SPHERE = wp.constant(1)
-SHAPE_BOX = wp.constant(2)
-SHAPE_CAPSULE = wp.constant(3)
-SHAPE_MESH = wp.constant(4)
 
 
 @wp.func

@@ -3,7 +3,8 @@
 import warp as wp
 
 from .articulation import spatial, vec6
-from .contact import SHAPE_MESH, compliant_contact_force, shape_sdf
+from .contact import compliant_contact_force, shape_sdf
+from .enums import SHAPE_MESH
 from .generic import kernel, set_deterministic, transform, vec3
 from .rigid_contact import point_velocity
 

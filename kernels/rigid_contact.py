@@ -26,17 +26,8 @@ into ``body_f`` with atomics.
 import warp as wp
 
 from .articulation import spatial, vec6
-from .contact import (
-    SHAPE_BOX,
-    SHAPE_CAPSULE,
-    SHAPE_MESH,
-    SHAPE_PLANE,
-    SHAPE_SPHERE,
-    contact_velocity_slopes,
-    friction_force,
-    normal_force_and_slip,
-    shape_sdf,
-)
+from .contact import contact_velocity_slopes, friction_force, normal_force_and_slip, shape_sdf
+from .enums import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH, SHAPE_PLANE, SHAPE_SPHERE
 from .generic import kernel, mat33, set_deterministic, transform, vec3
 
 CAPSULE_BOX_SAMPLES = wp.constant(5)

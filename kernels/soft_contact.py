@@ -21,7 +21,8 @@ limit adds one more row on its own dof (no friction).
 """
 import warp as wp
 
-from .articulation import JOINT_PRISMATIC, JOINT_REVOLUTE, bottom, top, vec6
+from .articulation import bottom, top, vec6
+from .enums import JOINT_PRISMATIC, JOINT_REVOLUTE
 from .generic import kernel, transform, vec3
 from .rigid_contact import contact_plan, pair_poses, plan_contact
 

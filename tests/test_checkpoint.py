@@ -9,8 +9,8 @@ import warp as wp
 
 import wpsim
 from wpsim import bench
-from wpsim.bench import checkpoint as bench_checkpoint
 from wpsim.apps import scene_library
+from wpsim.bench import checkpoint as bench_checkpoint
 from wpsim.diff import Rollout
 from wpsim.diff.losses import joint_state_loss, linear_state_loss, squared_distance
 

@@ -10,9 +10,9 @@ import pytest
 import warp as wp
 
 import wpsim
-from wpsim.diff.diagnostics import energy_report, tet_volume_ratios
 from wpsim.apps.gradient_audit import _chain_scene, _cloth_scene, _contact_scene, _soft_scene
 from wpsim.core.geometry import grid_points
+from wpsim.diff.diagnostics import energy_report, tet_volume_ratios
 from wpsim.diff.losses import linear_state_loss
 
 

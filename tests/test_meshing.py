@@ -9,10 +9,10 @@ import trimesh
 import warp as wp
 
 import wpsim
-from wpsim.diff.diagnostics import tet_volume_ratios
-from wpsim.core.meshing import check_solid, tetrahedralize, winding_numbers
-from wpsim.io.mesh_files import load_surface, tetrahedralize_file
 from wpsim.core.geometry import boundary_faces
+from wpsim.core.meshing import check_solid, tetrahedralize, winding_numbers
+from wpsim.diff.diagnostics import tet_volume_ratios
+from wpsim.io.mesh_files import load_surface, tetrahedralize_file
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 

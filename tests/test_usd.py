@@ -2,10 +2,10 @@
 (metadata, prim types, one time sample per frame, values at a sample, variants)."""
 
 import json
-from pathlib import Path
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest

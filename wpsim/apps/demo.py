@@ -16,15 +16,15 @@ from pathlib import Path
 import numpy as np
 import warp as wp
 
-from wpsim.diff import diagnostics
 from wpsim.apps import scene_library
-from wpsim.diff.losses import squared_distance
-from wpsim.opt.optimisers import adaptive_gradient_descent
 from wpsim.apps.console import progress_line
-from wpsim.io.plots import save_figure
+from wpsim.diff import diagnostics
+from wpsim.diff.losses import squared_distance
 from wpsim.io.files import write_json
-from wpsim.solvers.rollout import simulate
+from wpsim.io.plots import save_figure
+from wpsim.opt.optimisers import adaptive_gradient_descent
 from wpsim.solvers import SemiImplicitSolver
+from wpsim.solvers.rollout import simulate
 
 
 @dataclass

@@ -18,10 +18,10 @@ import warp as wp
 
 from wpsim.core.builder import ModelBuilder
 from wpsim.core.geometry import grid_points
-from wpsim.diff.losses import joint_state_loss, linear_state_loss
-from wpsim.solvers.rollout import simulate
-from wpsim.solvers import ImplicitEulerSolver, SemiImplicitSolver, SoftContactOptions
 from wpsim.diff.gradcheck import check_gradient
+from wpsim.diff.losses import joint_state_loss, linear_state_loss
+from wpsim.solvers import ImplicitEulerSolver, SemiImplicitSolver, SoftContactOptions
+from wpsim.solvers.rollout import simulate
 
 TOLERANCE = 1e-4
 EPS = 1e-4

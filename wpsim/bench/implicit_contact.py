@@ -18,8 +18,8 @@ import time
 import numpy as np
 import warp as wp
 
-from wpsim.bench.records import progress, record
 from wpsim.bench.process import run_worker, tracked_peak, worker_main
+from wpsim.bench.records import progress, record
 from wpsim.core.builder import ModelBuilder
 from wpsim.diff.losses import joint_state_loss
 from wpsim.solvers import SemiImplicitSolver, SoftContactOptions

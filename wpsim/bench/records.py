@@ -15,7 +15,6 @@ from typing import Callable
 
 import warp as wp
 
-
 METRIC_UNITS = {
     "steps_per_s": "steps/s",
     "world_steps_per_s": "world-steps/s",

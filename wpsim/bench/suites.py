@@ -19,7 +19,6 @@ from wpsim.bench.implicit_integration import implicit_integration_suite
 from wpsim.bench.records import progress
 from wpsim.bench.scene_speed import forward_suite, rigid_suite
 
-
 SUITES: dict[str, Callable[..., list]] = {
     "forward": forward_suite,
     "checkpoint": checkpoint_suite,

@@ -21,8 +21,8 @@ from wpsim.core.validation import (
     require_pose,
     require_positive,
 )
+from wpsim.kernels.enums import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH, SHAPE_PLANE, SHAPE_SPHERE
 
-SHAPE_PLANE, SHAPE_SPHERE, SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH = 0, 1, 2, 3, 4
 _AXES = {"x": 0, "y": 1, "z": 2}
 _IDENTITY_QUAT = (0.0, 0.0, 0.0, 1.0)
 

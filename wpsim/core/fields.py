@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 import warp as wp
 
+from wpsim.kernels.enums import JOINT_NAMES, SHAPE_NAMES, kind_list
+
 
 @dataclass(frozen=True)
 class FieldSpec:
@@ -99,7 +101,7 @@ MODEL_FIELDS = (
     FieldSpec("tet_lambda", "real", "(E,)", "Pa", "second Lame parameter lambda"),
     FieldSpec("tet_kd", "real", "(E,)", "Pa s", "damping on the Green strain rate"),
     FieldSpec("tet_fiber", "vec3", "(E,)", "-", "unit actuation fibre direction in rest space; 0 = volumetric"),
-    FieldSpec("shape_kind", "int", "(C,)", "-", "0 plane, 1 sphere, 2 box, 3 capsule, 4 mesh", False),
+    FieldSpec("shape_kind", "int", "(C,)", "-", kind_list(SHAPE_NAMES), False),
     FieldSpec("shape_body", "int", "(C,)", "-", "body the shape is attached to; -1 = static world geometry", False),
     FieldSpec("shape_world", "int", "(C,)", "-", "world of the shape; -1 = shared by all worlds", False),
     FieldSpec("shape_transform", "transform", "(C,)", "m, quat xyzw", "shape frame in its body's frame (world if static)"),
@@ -123,7 +125,7 @@ MODEL_FIELDS = (
     FieldSpec("body_origin", "vec3", "(B,)", "m", "reference point of spatial quantities: the world position of the "
               "body's articulation root joint (a constant)", False),
     FieldSpec("body_joint", "int", "(B,)", "-", "the joint whose child the body is", False),
-    FieldSpec("joint_type", "int", "(J,)", "-", "0 free, 1 ball, 2 revolute, 3 prismatic, 4 fixed", False),
+    FieldSpec("joint_type", "int", "(J,)", "-", kind_list(JOINT_NAMES), False),
     FieldSpec("joint_parent", "int", "(J,)", "-", "parent body; -1 = world", False),
     FieldSpec("joint_child", "int", "(J,)", "-", "child body", False),
     FieldSpec("joint_X_p", "transform", "(J,)", "m, quat xyzw", "joint frame in the parent body frame (link offset)"),

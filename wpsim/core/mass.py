@@ -8,7 +8,6 @@ import numpy as np
 
 from wpsim.core.geometry import quat_to_matrix
 
-
 ORIGIN = np.zeros(3)
 
 

@@ -17,6 +17,8 @@ from wpsim.core.fields import (
     numpy_real,
     warp_dtype,
 )
+
+
 def _allocate(obj, specs, shapes, device, real, requires_grad):
     for spec in specs:
         dtype = warp_dtype(spec.kind, real)

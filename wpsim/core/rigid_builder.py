@@ -9,12 +9,17 @@ from wpsim.core import geometry
 from wpsim.core import mass as mass_props
 from wpsim.core.tables import Column, Table
 from wpsim.core.validation import as_array, require_finite, require_pose
+from wpsim.kernels.enums import (
+    JOINT_BALL,
+    JOINT_COORD_COUNT,
+    JOINT_DOF_COUNT,
+    JOINT_FIXED,
+    JOINT_FREE,
+    JOINT_NAMES,
+    JOINT_PRISMATIC,
+    JOINT_REVOLUTE,
+)
 
-JOINT_FREE, JOINT_BALL, JOINT_REVOLUTE, JOINT_PRISMATIC, JOINT_FIXED = 0, 1, 2, 3, 4
-JOINT_NAMES = {JOINT_FREE: "free", JOINT_BALL: "ball", JOINT_REVOLUTE: "revolute", JOINT_PRISMATIC: "prismatic",
-               JOINT_FIXED: "fixed"}
-COORD_COUNT = {JOINT_FREE: 7, JOINT_BALL: 4, JOINT_REVOLUTE: 1, JOINT_PRISMATIC: 1, JOINT_FIXED: 0}
-DOF_COUNT = {JOINT_FREE: 6, JOINT_BALL: 3, JOINT_REVOLUTE: 1, JOINT_PRISMATIC: 1, JOINT_FIXED: 0}
 _IDENTITY = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
 NO_LIMIT = 1.0e30
 """Limit value meaning "unlimited" (rad or m)."""
@@ -133,13 +138,13 @@ class RigidBodyBuilder:
         axis = np.asarray(axis, dtype=np.float64)
         if axis.shape != (3,) or not np.isfinite(axis).all() or np.linalg.norm(axis) < 1e-9:
             raise ValueError(f"{kind} {index}: joint axis must be a non-zero 3-vector, got {axis.tolist()}")
-        dofs = DOF_COUNT[jtype]
+        dofs = JOINT_DOF_COUNT[jtype]
         lower = np.broadcast_to(np.asarray(limit_lower, dtype=np.float64), (dofs,))
         upper = np.broadcast_to(np.asarray(limit_upper, dtype=np.float64), (dofs,))
         if np.isnan(lower).any() or np.isnan(upper).any() or (lower > upper).any():
             raise ValueError(f"{kind} {index}: joint limits lower {lower.tolist()} > upper {upper.tolist()}")
         q = as_array(f"{kind} {index} coordinates", np.atleast_1d(np.asarray(q, dtype=np.float64)).reshape(-1, 1)[:, 0],
-                     (), COORD_COUNT[jtype])
+                     (), JOINT_COORD_COUNT[jtype])
         require_finite(kind, "coordinates", q.reshape(1, -1), index)
         rows = dict(X_p=[require_pose(kind, index, parent_pos, parent_rot)],
                     X_c=[require_pose(kind, index, child_pos, child_rot)])
@@ -239,8 +244,8 @@ class RigidBodyBuilder:
         dfs = np.asarray(dfs, dtype=np.int64)
         dfs_pos = np.empty(nj, np.int64)
         dfs_pos[dfs] = np.arange(nj)
-        q_count = np.array([COORD_COUNT[int(t)] for t in jtype], dtype=np.int64)
-        d_count = np.array([DOF_COUNT[int(t)] for t in jtype], dtype=np.int64)
+        q_count = np.array(JOINT_COORD_COUNT, dtype=np.int64)[jtype]
+        d_count = np.array(JOINT_DOF_COUNT, dtype=np.int64)[jtype]
         # coordinates were appended in joint order; the model lays them out depth first
         added_q = np.concatenate([[0], np.cumsum(q_count)])
         added_d = np.concatenate([[0], np.cumsum(d_count)])

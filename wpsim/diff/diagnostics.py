@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import warp as wp
 
+from wpsim.core.model import Control, Model, State
 from wpsim.kernels import cloth, diagnostics, fem, springs
 from wpsim.kernels.generic import for_precision
-from wpsim.core.model import Control, Model, State
 
 
 def elastic_energy(model: Model, state: State, control: Control | None = None) -> wp.array:

@@ -23,8 +23,8 @@ import numpy as np
 import warp as wp
 
 from wpsim.core.health import SimulationError
-from wpsim.kernels.gradients import count_nonfinite, scale_to_norm, sum_squared_change, sum_squares
 from wpsim.kernels.generic import PRECISIONS, for_precision
+from wpsim.kernels.gradients import count_nonfinite, scale_to_norm, sum_squared_change, sum_squares
 
 _NO_INDEX = 2**31 - 1
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import warp as wp
 
+from wpsim.core.model import State
 from wpsim.kernels import losses
 from wpsim.kernels.generic import for_precision
-from wpsim.core.model import State
 
 
 def _scalar_type(arr: wp.array):

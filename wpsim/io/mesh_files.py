@@ -14,7 +14,6 @@ import numpy as np
 
 from wpsim.core.meshing import TetMesh, check_solid, tetrahedralize
 
-
 SURFACE_SUFFIXES = (".obj", ".stl", ".ply")
 
 

@@ -29,7 +29,6 @@ import numpy as np
 from wpsim.core.builder import ModelBuilder
 from wpsim.core.geometry import quat_between
 from wpsim.core.mass import box_mass_properties, capsule_mass_properties, sphere_mass_properties
-from wpsim.core.rigid_builder import JOINT_PRISMATIC, JOINT_REVOLUTE
 from wpsim.io.scene_parsing import (
     ImportedScene,
     SceneFileError,
@@ -41,6 +40,7 @@ from wpsim.io.scene_parsing import (
     quat_from_euler,
     resolve_mesh,
 )
+from wpsim.kernels.enums import JOINT_DOF_COUNT, JOINT_PRISMATIC, JOINT_REVOLUTE
 
 _IDENTITY = np.array([0.0, 0.0, 0.0, 1.0])
 
@@ -301,10 +301,8 @@ class _Reader:
     @staticmethod
     def set_gain(b: ModelBuilder, joint: int, column: str, value: float):
         """Set a drive gain of a 1-dof joint (its row in the builder's dof table)."""
-        from wpsim.core.rigid_builder import DOF_COUNT
-
         types = b.joints.array("type")
-        row = int(sum(DOF_COUNT[int(t)] for t in types[:joint]))
+        row = int(sum(JOINT_DOF_COUNT[int(t)] for t in types[:joint]))
         b.joint_dofs.array(column)[row] = value
 
 

@@ -29,12 +29,12 @@ from pathlib import Path
 
 import numpy as np
 
-from wpsim.core.builder import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH, SHAPE_PLANE, SHAPE_SPHERE
 from wpsim.core.geometry import boundary_faces
-from wpsim.solvers.kinematics import eval_fk
 from wpsim.core.model import Model, State
 from wpsim.core.tape import tape_paused
 from wpsim.io.files import atomic_write
+from wpsim.kernels.enums import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH, SHAPE_PLANE, SHAPE_SPHERE
+from wpsim.solvers.kinematics import eval_fk
 
 PLANE_HALF_SIZE = 10.0
 """Smallest half side (m) of the square drawn for an infinite ground plane; it grows to

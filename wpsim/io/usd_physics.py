@@ -28,19 +28,22 @@ from pathlib import Path
 
 import numpy as np
 
-from wpsim.core.builder import SHAPE_MESH, ModelBuilder
+from wpsim.core.builder import ModelBuilder
 from wpsim.core.geometry import quat_between, quat_to_matrix
+from wpsim.core.rigid_builder import NO_LIMIT
 from wpsim.io.files import atomic_write
-from wpsim.core.rigid_builder import (
+from wpsim.io.scene_parsing import ImportedScene, SceneFileError, add_all_or_nothing
+from wpsim.io.usd_export import define_shape
+from wpsim.kernels.enums import (
     JOINT_BALL,
+    JOINT_COORD_COUNT,
+    JOINT_DOF_COUNT,
     JOINT_FIXED,
     JOINT_FREE,
     JOINT_PRISMATIC,
     JOINT_REVOLUTE,
-    NO_LIMIT,
+    SHAPE_MESH,
 )
-from wpsim.io.scene_parsing import ImportedScene, SceneFileError, add_all_or_nothing
-from wpsim.io.usd_export import define_shape
 
 _AXES = {"X": (1.0, 0.0, 0.0), "Y": (0.0, 1.0, 0.0), "Z": (0.0, 0.0, 1.0)}
 _DOF_ATTRS = ("damping", "armature", "limit_ke", "limit_kd")
@@ -163,8 +166,7 @@ def export_physics(model, path) -> Path:
         joint.CreateLocalRot1Attr(Gf.Quatf(*_quat_wxyz(_quat_mul(X_c[j, 3:], align))))
         prim = joint.GetPrim()
         int_attr(prim, "joint_index", j)
-        n_q = {JOINT_REVOLUTE: 1, JOINT_PRISMATIC: 1, JOINT_BALL: 4}.get(jtype, 0)
-        n_d = {JOINT_REVOLUTE: 1, JOINT_PRISMATIC: 1, JOINT_BALL: 3}.get(jtype, 0)
+        n_q, n_d = JOINT_COORD_COUNT[jtype], JOINT_DOF_COUNT[jtype]
         if n_d:
             double_attr(prim, "q", q0[qs:qs + n_q])
             double_attr(prim, "qd", qd0[ds:ds + n_d])

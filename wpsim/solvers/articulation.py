@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import warp as wp
 
+from wpsim.core.tape import active_tape
 from wpsim.kernels import articulation, rigid_contact
 from wpsim.kernels.generic import for_precision
 from wpsim.solvers.kinematics import ArticulationScratch, launch_kinematics
-from wpsim.core.tape import active_tape
 
 
 class ArticulationStepper:

@@ -37,15 +37,15 @@ from dataclasses import dataclass
 import numpy as np
 import warp as wp
 
+from wpsim.core.fields import CONTROL_FIELDS, MODEL_FIELDS
 from wpsim.core.health import SimulationError
+from wpsim.core.model import Control, Model, State
+from wpsim.core.tape import tape_paused
 from wpsim.kernels import implicit
 from wpsim.kernels.generic import for_precision
-from wpsim.core.fields import CONTROL_FIELDS, MODEL_FIELDS
-from wpsim.core.model import Control, Model, State
 from wpsim.solvers.base import SolverBase
 from wpsim.solvers.forces import launch_forces
 from wpsim.solvers.krylov import Workspace, bicgstab
-from wpsim.core.tape import tape_paused
 
 ADJOINT_MODES = ("implicit", "unrolled")
 

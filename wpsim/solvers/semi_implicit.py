@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import warp as wp
 
+from wpsim.core.model import Control, Model, State
 from wpsim.kernels import particles
 from wpsim.kernels.generic import for_precision
-from wpsim.core.model import Control, Model, State
 from wpsim.solvers.articulation import ArticulationStepper
 from wpsim.solvers.base import SolverBase
-from wpsim.solvers.soft_contact import SoftContact, SoftContactOptions
 from wpsim.solvers.forces import launch_forces
+from wpsim.solvers.soft_contact import SoftContact, SoftContactOptions
 
 
 class SemiImplicitSolver(SolverBase):

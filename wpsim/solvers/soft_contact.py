@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import numpy as np
 import warp as wp
 
+from wpsim.core.tape import tape_paused
 from wpsim.kernels import rigid_contact, soft_contact
 from wpsim.kernels.generic import for_precision
-from wpsim.core.tape import tape_paused
 
 ADJOINTS = ("implicit", "unrolled")
 
