@@ -94,7 +94,7 @@ def test_arm_steps_identically_from_urdf_mjcf_and_the_builder_api():
 def test_quadruped_from_either_format_stands_on_its_drives():
     for builder, scene in (import_mjcf(ASSETS / "quadruped.xml"),
                            import_urdf(ASSETS / "quadruped.urdf", floating=True, drive_ke=200.0, mu=1.0)):
-        if not any(builder.shapes.array("kind") == 0):
+        if not any(builder.shapes.array("shape_kind") == 0):
             builder.add_ground_plane(ke=1.0e4, kd=100.0, mu=1.0)
         model = builder.finalize(dtype=wp.float64)
         assert model.body_count == 13 and model.joint_dof_count == 18

@@ -415,7 +415,7 @@ def test_mesh_shape_input_is_checked():
         b.add_shape_mesh(body, cube.vertices, cube.faces[:-1], name="gripper")
     with pytest.raises(ValueError, match="gripper: the enclosed volume"):
         b.add_shape_mesh(body, cube.vertices, cube.faces[:, ::-1], name="gripper")
-    assert b.shapes.count == 0 and b.bodies.array("mass")[0] == 0.0
+    assert b.shapes.count == 0 and b.bodies.array("body_mass")[0] == 0.0
 
 
 def test_float32_stacks_far_from_the_origin_behave_like_the_first():

@@ -223,4 +223,4 @@ def Xform "World"
     b.add_shape_box(marker, hx=0.1, hy=0.1, hz=0.1, density=0.0)
     b.add_joint_fixed(arm, marker)
     back = import_usd(export_physics(b.finalize(), tmp_path / "m.usda"))[0]
-    assert back.gravity == 0.0 and back.bodies.array("mass").tolist() == [1.0, 0.0]
+    assert back.gravity == 0.0 and back.bodies.array("body_mass").tolist() == [1.0, 0.0]

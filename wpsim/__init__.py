@@ -12,10 +12,9 @@ The sub-packages are the layers (a lower one never imports a higher one): ``kern
 neither ``pxr``, ``trimesh`` nor ``matplotlib``.
 """
 
-import importlib
-
 from wpsim import core, diff, kernels, solvers
 from wpsim.core import Control, HealthReport, Model, ModelBuilder, SimulationBlowUp, SimulationError, State
+from wpsim.core.lazy import lazy_submodules
 from wpsim.diff import Rollout, check_gradient
 from wpsim.solvers import ImplicitEulerSolver, SemiImplicitSolver, SoftContactOptions, eval_fk, simulate
 
@@ -42,15 +41,10 @@ __all__ = [
     "kernels",
     "simulate",
     "solvers",
-    *LAZY_PACKAGES,
+    "apps",
+    "bench",
+    "io",
+    "opt",
 ]
 
-
-def __getattr__(name: str):
-    if name in LAZY_PACKAGES:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(LAZY_PACKAGES))
+__getattr__, __dir__ = lazy_submodules(__name__, LAZY_PACKAGES, globals())

@@ -1,2 +1,7 @@
 """Applications: the ``wpsim`` command line, the demo, the gradient audit, the scene library
 and the command line shared by the examples."""
+
+from wpsim.core.lazy import lazy_submodules
+
+__all__ = ["cli", "console", "demo", "gradient_audit", "run_scene", "scene_library"]
+__getattr__, __dir__ = lazy_submodules(__name__, tuple(__all__), globals())

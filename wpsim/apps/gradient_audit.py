@@ -166,7 +166,7 @@ def _rigid_contact_scene() -> AuditScene:
     b.add_shape_box(box, hx=0.2, hy=0.15, hz=0.1, ke=ke, kd=20.0, mu=0.5, density=500.0)
     ball = b.add_body()
     b.add_shape_sphere(ball, radius=0.05, ke=ke, kd=20.0, mu=0.5, density=1000.0)
-    m_box, m_ball = b.bodies.array("mass")
+    m_box, m_ball = b.bodies.array("body_mass")
     ball_pen = m_ball * g / ke
     box_pen = (m_box + m_ball) * g / (4.0 * ke)
     b.add_joint_free(box, pos=(0.0, 0.0, 0.1 - box_pen), lin_vel=(0.8, 0.3, 0.0), ang_vel=(0.0, 0.0, 0.5))
@@ -184,7 +184,7 @@ def _mesh_contact_scene() -> AuditScene:
     b.add_ground_plane(ke=ke, kd=20.0, mu=0.5)
     body = b.add_body()
     b.add_shape_mesh(body, block.vertices, block.faces, ke=ke, kd=20.0, mu=0.4, density=400.0)
-    sink = b.bodies.array("mass")[0] * 9.81 / (4.0 * ke)
+    sink = b.bodies.array("body_mass")[0] * 9.81 / (4.0 * ke)
     b.add_joint_free(body, pos=(0.0, 0.0, 0.05 - sink), lin_vel=(0.7, -0.2, 0.0), ang_vel=(0.0, 0.0, 0.8))
     return AuditScene(b, 50, 1e-3)
 
@@ -238,7 +238,7 @@ def _coupled_scene() -> AuditScene:
     b.add_ground_plane(ke=ke, kd=20.0, mu=0.5)
     box = b.add_body()
     b.add_shape_box(box, hx=0.2, hy=0.15, hz=0.05, ke=ke, kd=2.0, mu=0.4, density=400.0)
-    m_box = b.bodies.array("mass")[0]
+    m_box = b.bodies.array("body_mass")[0]
     pen = m * g / ke
     sink = (m_box + 2 * m) * g / (4.0 * ke)
     b.add_joint_free(box, pos=(0.0, 0.0, 0.05 - sink), lin_vel=(0.6, 0.2, 0.0))

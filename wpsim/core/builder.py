@@ -11,7 +11,7 @@ from wpsim.core import geometry
 from wpsim.core import mass as mass_props
 from wpsim.core.model import Model
 from wpsim.core.rigid_builder import RigidBodyBuilder
-from wpsim.core.tables import Column, Table
+from wpsim.core.tables import Table
 from wpsim.core.validation import (
     as_array,
     lame_parameters,
@@ -25,10 +25,6 @@ from wpsim.kernels.enums import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH, SHAPE_PLAN
 
 _AXES = {"x": 0, "y": 1, "z": 2}
 _IDENTITY_QUAT = (0.0, 0.0, 0.0, 1.0)
-
-
-def _element_table(kind: str, arity: int, **params: Column) -> Table:
-    return Table(kind, {"indices": Column((arity,), np.int64, None), **params})
 
 
 class ModelBuilder(RigidBodyBuilder):
@@ -56,51 +52,13 @@ class ModelBuilder(RigidBodyBuilder):
         self.particle_contact = False
         self.pair_ke, self.pair_kd, self.pair_mu = 1.0e3, 1.0, 0.5
         self.particle_max_neighbors = 16
-        self.particles = Table(
-            "particle",
-            {
-                "q": Column((3,), unit="m"),
-                "qd": Column((3,), unit="m/s"),
-                "mass": Column(check="nonnegative", unit="kg"),
-                "radius": Column(check="nonnegative", unit="m"),
-                "drag": Column(check="nonnegative", unit="N s/m"),
-                "world": Column((), np.int64, None),
-            },
-        )
-        self.springs = _element_table(
-            "spring", 2, ke=Column(check="nonnegative", unit="N/m"), kd=Column(check="nonnegative", unit="N s/m"),
-            rest_length=Column(check="nonnegative", unit="m"),
-        )
-        self.triangles = _element_table(
-            "triangle", 3, rest_inv=Column((2, 2)), rest_area=Column(check="positive", unit="m^2"),
-            mu=Column(check="nonnegative", unit="N/m"), lam=Column(check="nonnegative", unit="N/m"),
-            kd=Column(check="nonnegative", unit="N s/m"),
-        )
-        self.hinges = _element_table(
-            "bending hinge", 4, rest_angle=Column(unit="rad"), ke=Column(check="nonnegative", unit="N m/rad^2"),
-            kd=Column(check="nonnegative", unit="N m s/rad^2"),
-        )
-        self.tetrahedra = _element_table(
-            "tetrahedron", 4, rest_inv=Column((3, 3)), rest_volume=Column(check="positive", unit="m^3"),
-            mu=Column(check="positive", unit="Pa"), lam=Column(unit="Pa"), kd=Column(check="nonnegative", unit="Pa s"),
-            fiber=Column((3,)),
-        )
-        self.shapes = Table(
-            "shape",
-            {
-                "kind": Column((), np.int64, None),
-                "body": Column((), np.int64, None),
-                "world": Column((), np.int64, None),
-                "transform": Column((7,)),
-                "size": Column((3,), check="nonnegative", unit="m"),
-                "ke": Column(check="nonnegative", unit="N/m"),
-                "kd": Column(check="nonnegative", unit="N s/m"),
-                "mu": Column(check="nonnegative"),
-                "point_start": Column((), np.int64, None),
-                "point_count": Column((), np.int64, None),
-            },
-        )
-        self.shape_points = Table("shape contact point", {"p": Column((3,), unit="m")})
+        self.particles = Table("particle")
+        self.springs = Table("spring")
+        self.triangles = Table("triangle")
+        self.hinges = Table("bending hinge")
+        self.tetrahedra = Table("tetrahedron")
+        self.shapes = Table("shape")
+        self.shape_points = Table("shape contact point")
         self.shape_meshes: dict[int, tuple] = {}
         """Triangle meshes of mesh shapes: shape index -> (vertices (V, 3) m, faces (F, 3))."""
         self._init_rigid()
@@ -113,7 +71,7 @@ class ModelBuilder(RigidBodyBuilder):
     @property
     def num_worlds(self) -> int:
         """1 + the largest world index used by a particle, body or world-owned shape (0 if empty)."""
-        worlds = [self.particles.array("world"), self.shapes.array("world"), self.bodies.array("world")]
+        worlds = [self.particles.array("particle_world"), self.shapes.array("shape_world"), self.bodies.array("body_world")]
         used = np.concatenate(worlds)
         return int(used.max()) + 1 if used.size and used.max() >= 0 else 0
 
@@ -127,12 +85,13 @@ class ModelBuilder(RigidBodyBuilder):
         q = as_array("particle positions", positions, (3,))
         n = len(q)
         first = self.particles.append(
-            n, q=q, qd=velocities, mass=masses, radius=radii, drag=drag, world=np.zeros(n, dtype=np.int64)
+            n, particle_q=q, particle_qd=velocities, particle_mass=masses, particle_radius=radii, particle_drag=drag,
+            particle_world=np.zeros(n, dtype=np.int64),
         )
         return np.arange(first, first + n)
 
     def _rest_positions(self) -> np.ndarray:
-        return self.particles.array("q")
+        return self.particles.array("particle_q")
 
     def _indices(self, kind: str, table: Table, indices, arity: int) -> np.ndarray:
         idx = as_array(f"{kind} indices", indices, (arity,), dtype=np.int64)
@@ -151,7 +110,7 @@ class ModelBuilder(RigidBodyBuilder):
         if rest_lengths is None:
             x = self._rest_positions()
             rest_lengths = np.linalg.norm(x[idx[:, 1]] - x[idx[:, 0]], axis=1)
-        return self.springs.append(len(idx), indices=idx, ke=ke, kd=kd, rest_length=rest_lengths)
+        return self.springs.append(len(idx), spring_indices=idx, spring_ke=ke, spring_kd=kd, spring_rest_length=rest_lengths)
 
     def add_triangles(self, triangles, mu, lam, kd=0.0) -> int:
         """Add cloth membrane triangles (T, 3) at their current (rest) shape.
@@ -160,7 +119,8 @@ class ModelBuilder(RigidBodyBuilder):
         """
         idx = self._indices("triangle", self.triangles, triangles, 3)
         rest_inv, area = geometry.triangle_rest_frames(self._rest_positions(), idx, self.triangles.count)
-        return self.triangles.append(len(idx), indices=idx, rest_inv=rest_inv, rest_area=area, mu=mu, lam=lam, kd=kd)
+        return self.triangles.append(len(idx), tri_indices=idx, tri_rest_inv=rest_inv, tri_rest_area=area, tri_mu=mu,
+                                     tri_lambda=lam, tri_kd=kd)
 
     def add_bending_hinges(self, hinges, ke, kd=0.0, rest_angles=None) -> int:
         """Add bending hinges (B, 4) = (opposite A, opposite B, edge start, edge end).
@@ -171,7 +131,7 @@ class ModelBuilder(RigidBodyBuilder):
         idx = self._indices("bending hinge", self.hinges, hinges, 4)
         if rest_angles is None:
             rest_angles = geometry.dihedral_angles(self._rest_positions(), idx)
-        return self.hinges.append(len(idx), indices=idx, rest_angle=rest_angles, ke=ke, kd=kd)
+        return self.hinges.append(len(idx), bend_indices=idx, bend_rest_angle=rest_angles, bend_ke=ke, bend_kd=kd)
 
     def add_tetrahedra(self, tets, mu, lam, kd=0.0, fiber=(0.0, 0.0, 0.0)) -> int:
         """Add positively oriented tetrahedra (E, 4) at their current (rest) shape.
@@ -187,7 +147,8 @@ class ModelBuilder(RigidBodyBuilder):
         if bad.size:
             raise ValueError(f"tetrahedron {self.tetrahedra.count + bad[0]}: fiber direction must be unit or zero")
         return self.tetrahedra.append(
-            len(idx), indices=idx, rest_inv=rest_inv, rest_volume=volume, mu=mu, lam=lam, kd=kd, fiber=fib
+            len(idx), tet_indices=idx, tet_rest_inv=rest_inv, tet_rest_volume=volume, tet_mu=mu, tet_lambda=lam,
+            tet_kd=kd, tet_fiber=fib,
         )
 
     # ------------------------------------------------------------------ meshes
@@ -307,15 +268,16 @@ class ModelBuilder(RigidBodyBuilder):
             raise ValueError(f"shape {index}: a plane must be static (body -1)")
         transform = require_pose("shape", index, pos, rot)
         require_nonnegative("shape", "density", np.array([density]), "kg/m^3", index)
-        world = self.bodies.array("world")[body] if body >= 0 else (-1 if kind == SHAPE_PLANE else 0)
+        world = self.bodies.array("body_world")[body] if body >= 0 else (-1 if kind == SHAPE_PLANE else 0)
         points = np.zeros((0, 3)) if points is None else points
         with self._all_or_nothing():
             self.shapes.append(
-                1, kind=[kind], body=[body], world=[world], transform=[transform], size=[size], ke=ke, kd=kd, mu=mu,
-                point_start=[self.shape_points.count], point_count=[len(points)],
+                1, shape_kind=[kind], shape_body=[body], shape_world=[world], shape_transform=[transform],
+                shape_size=[size], shape_ke=ke, shape_kd=kd, shape_mu=mu, shape_point_start=[self.shape_points.count],
+                shape_point_count=[len(points)],
             )
             if len(points):
-                self.shape_points.append(len(points), p=points)
+                self.shape_points.append(len(points), shape_points=points)
             if body >= 0 and density > 0:
                 m, com, inertia = mass_properties(density)
                 self._add_shape_mass(body, m, com, inertia, transform)
@@ -326,7 +288,7 @@ class ModelBuilder(RigidBodyBuilder):
         up = np.array(self.up_vector)
         rot = geometry.quat_between((0.0, 0.0, 1.0), up)
         index = self._add_shape(SHAPE_PLANE, -1, up * height, rot, (0.0, 0.0, 0.0), ke, kd, mu)
-        self.shapes.array("world")[index] = world
+        self.shapes.array("shape_world")[index] = world
         return index
 
     def add_shape_plane(self, pos=(0.0, 0.0, 0.0), rot=_IDENTITY_QUAT, ke: float = 1.0e4, kd: float = 10.0,
@@ -415,13 +377,13 @@ class ModelBuilder(RigidBodyBuilder):
         if other.up_axis != self.up_axis:
             raise ValueError("add_builder: the builders have different up axes")
         world0 = self.num_worlds
-        if other.num_worlds > 1 and (other.shapes.array("world") == -1).any():
+        if other.num_worlds > 1 and (other.shapes.array("shape_world") == -1).any():
             raise ValueError("add_builder: cannot copy shared shapes of a builder with several worlds")
         shift, body_shift = self.particle_count, self.body_count
         shape_shift, point_shift = self.shapes.count, self.shape_points.count
         offset = np.asarray(offset, dtype=np.float64)
-        static_shape = other.shapes.array("body") < 0
-        root_joint = other.joints.array("parent") < 0
+        static_shape = other.shapes.array("shape_body") < 0
+        root_joint = other.joints.array("joint_parent") < 0
 
         def translated(poses, rows):
             out = poses.copy()
@@ -429,21 +391,19 @@ class ModelBuilder(RigidBodyBuilder):
             return out
 
         def remap(name, arr):
-            if name == "indices":
+            if name.endswith("_indices"):  # particle indices of springs, triangles, hinges, tets
                 return arr + shift
-            if name == "world":
+            if name.endswith("_world"):
                 return np.maximum(arr, 0) + world0
-            if name == "q" and arr.ndim == 2:  # particle positions
+            if name == "particle_q":
                 return arr + offset
-            if name == "transform":
+            if name == "shape_transform":
                 return translated(arr, static_shape)
-            if name == "body":
+            if name in ("shape_body", "joint_parent", "joint_child"):
                 return np.where(arr >= 0, arr + body_shift, arr)
-            if name in ("parent", "child"):
-                return np.where(arr >= 0, arr + body_shift, arr)
-            if name == "point_start":
+            if name == "shape_point_start":
                 return arr + point_shift
-            if name == "X_p":
+            if name == "joint_X_p":
                 return translated(arr, root_joint)
             return arr
 
@@ -464,68 +424,32 @@ class ModelBuilder(RigidBodyBuilder):
         """Create the Model on ``device`` at precision ``dtype`` (wp.float32 or wp.float64)."""
         if dtype not in (wp.float32, wp.float64):
             raise ValueError(f"dtype must be wp.float32 or wp.float64, got {dtype}")
-        p, s, t, h, e, c = self.particles, self.springs, self.triangles, self.hinges, self.tetrahedra, self.shapes
-        radius = p.array("radius")
-        arrays = {
-            "particle_q": p.array("q"),
-            "particle_qd": p.array("qd"),
-            "particle_mass": p.array("mass"),
-            "particle_radius": radius,
-            "particle_drag": p.array("drag"),
-            "particle_world": p.array("world"),
-            "gravity": [np.array(self.up_vector) * self.gravity],
-            "spring_indices": s.array("indices"),
-            "spring_ke": s.array("ke"),
-            "spring_kd": s.array("kd"),
-            "spring_rest_length": s.array("rest_length"),
-            "tri_indices": t.array("indices"),
-            "tri_rest_inv": t.array("rest_inv"),
-            "tri_rest_area": t.array("rest_area"),
-            "tri_mu": t.array("mu"),
-            "tri_lambda": t.array("lam"),
-            "tri_kd": t.array("kd"),
-            "bend_indices": h.array("indices"),
-            "bend_rest_angle": h.array("rest_angle"),
-            "bend_ke": h.array("ke"),
-            "bend_kd": h.array("kd"),
-            "tet_indices": e.array("indices"),
-            "tet_rest_inv": e.array("rest_inv"),
-            "tet_rest_volume": e.array("rest_volume"),
-            "tet_mu": e.array("mu"),
-            "tet_lambda": e.array("lam"),
-            "tet_kd": e.array("kd"),
-            "tet_fiber": e.array("fiber"),
-            "shape_kind": c.array("kind"),
-            "shape_body": c.array("body"),
-            "shape_world": c.array("world"),
-            "shape_transform": c.array("transform"),
-            "shape_size": c.array("size"),
-            "shape_ke": c.array("ke"),
-            "shape_kd": c.array("kd"),
-            "shape_mu": c.array("mu"),
-            "shape_point_start": c.array("point_start"),
-            "shape_point_count": c.array("point_count"),
-            "shape_points": self.shape_points.array("p"),
-            "pair_ke": [self.pair_ke],
-            "pair_kd": [self.pair_kd],
-            "pair_mu": [self.pair_mu],
-            "contact_pair": self._contact_pairs(),
-        }
+        p = self.particles
+        arrays = {}
+        for table in (p, self.springs, self.triangles, self.hinges, self.tetrahedra, self.shapes, self.shape_points):
+            arrays.update(table.arrays())
+        arrays.update(
+            gravity=[np.array(self.up_vector) * self.gravity],
+            pair_ke=[self.pair_ke],
+            pair_kd=[self.pair_kd],
+            pair_mu=[self.pair_mu],
+            contact_pair=self._contact_pairs(),
+        )
         rigid_arrays, rigid_scalars = self._rigid_layout()
         arrays.update(rigid_arrays)
         scalars = {
             "num_worlds": max(self.num_worlds, 1),
             "particle_count": p.count,
-            "spring_count": s.count,
-            "tri_count": t.count,
-            "bend_count": h.count,
-            "tet_count": e.count,
-            "shape_count": c.count,
+            "spring_count": self.springs.count,
+            "tri_count": self.triangles.count,
+            "bend_count": self.hinges.count,
+            "tet_count": self.tetrahedra.count,
+            "shape_count": self.shapes.count,
             "up_axis": self.up_axis,
             "up_vector": self.up_vector,
             "friction_smoothing": float(self.friction_smoothing),
             "particle_max_neighbors": self.particle_max_neighbors if self.particle_contact and p.count else 0,
-            "particle_max_radius": float(radius.max()) if p.count else 0.0,
+            "particle_max_radius": float(p.array("particle_radius").max()) if p.count else 0.0,
             "contact_pair_count": len(arrays["contact_pair"]),
             "shape_meshes": dict(self.shape_meshes),
             **rigid_scalars,

@@ -16,7 +16,7 @@ Spatial vectors ("spatial") are (angular, linear), see ``wpsim.kernels.articulat
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import warp as wp
@@ -26,7 +26,14 @@ from wpsim.kernels.enums import JOINT_NAMES, SHAPE_NAMES, kind_list
 
 @dataclass(frozen=True)
 class FieldSpec:
-    """Declaration of one array field: name, element kind, shape, SI unit, meaning."""
+    """Declaration of one array field: name, element kind, shape, SI unit, meaning.
+
+    For Model fields, ``table`` names the ``ModelBuilder`` table whose column of the same
+    name collects the field (None: computed by ``finalize``), and ``check`` is what the
+    builder requires of every appended value: "finite", "nonnegative", "positive" (all three
+    imply finite) or None (values checked by the builder itself); integer fields are not
+    checked (indices are validated where they are added).
+    """
 
     name: str
     kind: str  # "real", "vec3", "spatial", "mat22", "mat33", "transform" or "int"
@@ -34,7 +41,26 @@ class FieldSpec:
     unit: str
     doc: str
     differentiable: bool = True
+    table: str | None = None
+    check: str | None = "finite"
 
+    @property
+    def label(self) -> str:
+        """The field's name without its element prefix ("spring_ke" -> "ke"), for messages
+        that already name the element ("spring 3: negative ke")."""
+        return self.name.split("_", 1)[-1]
+
+    @property
+    def trailing(self) -> tuple:
+        """Per-row shape of the field's host array: the shape's letters after the first,
+        then the element's own shape (e.g. (S, 2) int -> (2,), (C,) transform -> (7,))."""
+        rest = tuple(int(d) for d in self.shape.strip("(,)").replace(" ", "").split(",")[1:])
+        return rest + ELEMENT_SHAPES[self.kind]
+
+
+ELEMENT_SHAPES = {"int": (), "real": (), "vec3": (3,), "spatial": (6,), "mat22": (2, 2), "mat33": (3, 3),
+                  "transform": (7,)}
+"""Host shape of one element of each field kind (a transform is position then quaternion xyzw)."""
 
 
 def warp_dtype(kind: str, real):
@@ -56,11 +82,19 @@ def warp_dtype(kind: str, real):
     raise ValueError(f"unknown field kind {kind!r}")
 
 
+def built_by(table: str, *specs: FieldSpec) -> tuple:
+    """``specs`` as columns of the builder table ``table``."""
+    return tuple(replace(spec, table=table) for spec in specs)
+
+
+def table_columns(table: str) -> tuple:
+    """The Model field specs that the builder table ``table`` collects, in field order."""
+    return tuple(spec for spec in MODEL_FIELDS if spec.table == table)
+
 
 def numpy_real(real):
     """NumPy scalar type matching the Warp scalar type ``real``."""
     return np.float64 if real == wp.float64 else np.float32
-
 
 
 def field_table(title: str, specs) -> str:
@@ -71,89 +105,135 @@ def field_table(title: str, specs) -> str:
     return "\n".join(lines) + "\n"
 
 
-
 MODEL_FIELDS = (
-    FieldSpec("particle_q", "vec3", "(P,)", "m", "initial particle positions (copied into model.state())"),
-    FieldSpec("particle_qd", "vec3", "(P,)", "m/s", "initial particle velocities"),
-    FieldSpec("particle_mass", "real", "(P,)", "kg", "particle mass; 0 marks a fixed particle"),
-    FieldSpec("particle_radius", "real", "(P,)", "m", "contact radius"),
-    FieldSpec("particle_drag", "real", "(P,)", "N s/m", "linear drag coefficient: force -drag * v"),
-    FieldSpec("particle_world", "int", "(P,)", "-", "world index of each particle", False),
+    *built_by(
+        "particle",
+        FieldSpec("particle_q", "vec3", "(P,)", "m", "initial particle positions (copied into model.state())"),
+        FieldSpec("particle_qd", "vec3", "(P,)", "m/s", "initial particle velocities"),
+        FieldSpec("particle_mass", "real", "(P,)", "kg", "particle mass; 0 marks a fixed particle",
+                  check="nonnegative"),
+        FieldSpec("particle_radius", "real", "(P,)", "m", "contact radius", check="nonnegative"),
+        FieldSpec("particle_drag", "real", "(P,)", "N s/m", "linear drag coefficient: force -drag * v",
+                  check="nonnegative"),
+        FieldSpec("particle_world", "int", "(P,)", "-", "world index of each particle", False),
+    ),
     FieldSpec("gravity", "vec3", "(1,)", "m/s^2", "gravitational acceleration"),
-    FieldSpec("spring_indices", "int", "(S, 2)", "-", "particle pair of each spring", False),
-    FieldSpec("spring_ke", "real", "(S,)", "N/m", "spring stiffness"),
-    FieldSpec("spring_kd", "real", "(S,)", "N s/m", "spring damping"),
-    FieldSpec("spring_rest_length", "real", "(S,)", "m", "spring rest length"),
-    FieldSpec("tri_indices", "int", "(T, 3)", "-", "particles of each cloth triangle", False),
-    FieldSpec("tri_rest_inv", "mat22", "(T,)", "1/m", "inverse rest edge matrix in the triangle's 2D frame"),
-    FieldSpec("tri_rest_area", "real", "(T,)", "m^2", "rest area"),
-    FieldSpec("tri_mu", "real", "(T,)", "N/m", "membrane shear modulus (first Lame-style parameter)"),
-    FieldSpec("tri_lambda", "real", "(T,)", "N/m", "membrane area-stretch modulus (second Lame-style parameter)"),
-    FieldSpec("tri_kd", "real", "(T,)", "N s/m", "membrane damping on the strain rate"),
-    FieldSpec("bend_indices", "int", "(H, 4)", "-", "hinge particles: two opposite vertices, then the shared edge", False),
-    FieldSpec("bend_rest_angle", "real", "(H,)", "rad", "rest dihedral angle"),
-    FieldSpec("bend_ke", "real", "(H,)", "N m/rad^2", "bending stiffness"),
-    FieldSpec("bend_kd", "real", "(H,)", "N m s/rad^2", "bending damping"),
-    FieldSpec("tet_indices", "int", "(E, 4)", "-", "particles of each tetrahedron (positive orientation)", False),
-    FieldSpec("tet_rest_inv", "mat33", "(E,)", "1/m", "inverse rest edge matrix (rest shape)"),
-    FieldSpec("tet_rest_volume", "real", "(E,)", "m^3", "rest volume"),
-    FieldSpec("tet_mu", "real", "(E,)", "Pa", "first Lame parameter mu (shear modulus)"),
-    FieldSpec("tet_lambda", "real", "(E,)", "Pa", "second Lame parameter lambda"),
-    FieldSpec("tet_kd", "real", "(E,)", "Pa s", "damping on the Green strain rate"),
-    FieldSpec("tet_fiber", "vec3", "(E,)", "-", "unit actuation fibre direction in rest space; 0 = volumetric"),
-    FieldSpec("shape_kind", "int", "(C,)", "-", kind_list(SHAPE_NAMES), False),
-    FieldSpec("shape_body", "int", "(C,)", "-", "body the shape is attached to; -1 = static world geometry", False),
-    FieldSpec("shape_world", "int", "(C,)", "-", "world of the shape; -1 = shared by all worlds", False),
-    FieldSpec("shape_transform", "transform", "(C,)", "m, quat xyzw", "shape frame in its body's frame (world if static)"),
-    FieldSpec("shape_size", "vec3", "(C,)", "m",
-              "sphere (r,-,-), box half extents, capsule (r, half height, -), mesh bounding-box half extents"),
-    FieldSpec("shape_ke", "real", "(C,)", "N/m", "contact stiffness"),
-    FieldSpec("shape_kd", "real", "(C,)", "N s/m", "contact damping"),
-    FieldSpec("shape_mu", "real", "(C,)", "-", "Coulomb friction coefficient"),
-    FieldSpec("shape_point_start", "int", "(C,)", "-", "first contact point of a mesh shape in shape_points", False),
-    FieldSpec("shape_point_count", "int", "(C,)", "-", "contact points of a mesh shape (its convex hull's vertices)",
-              False),
-    FieldSpec("shape_points", "vec3", "(V,)", "m", "contact points of mesh shapes in their shape frames"),
+    *built_by(
+        "spring",
+        FieldSpec("spring_indices", "int", "(S, 2)", "-", "particle pair of each spring", False),
+        FieldSpec("spring_ke", "real", "(S,)", "N/m", "spring stiffness", check="nonnegative"),
+        FieldSpec("spring_kd", "real", "(S,)", "N s/m", "spring damping", check="nonnegative"),
+        FieldSpec("spring_rest_length", "real", "(S,)", "m", "spring rest length", check="nonnegative"),
+    ),
+    *built_by(
+        "triangle",
+        FieldSpec("tri_indices", "int", "(T, 3)", "-", "particles of each cloth triangle", False),
+        FieldSpec("tri_rest_inv", "mat22", "(T,)", "1/m", "inverse rest edge matrix in the triangle's 2D frame"),
+        FieldSpec("tri_rest_area", "real", "(T,)", "m^2", "rest area", check="positive"),
+        FieldSpec("tri_mu", "real", "(T,)", "N/m", "membrane shear modulus (first Lame-style parameter)",
+                  check="nonnegative"),
+        FieldSpec("tri_lambda", "real", "(T,)", "N/m", "membrane area-stretch modulus (second Lame-style parameter)",
+                  check="nonnegative"),
+        FieldSpec("tri_kd", "real", "(T,)", "N s/m", "membrane damping on the strain rate", check="nonnegative"),
+    ),
+    *built_by(
+        "bending hinge",
+        FieldSpec("bend_indices", "int", "(H, 4)", "-", "hinge particles: two opposite vertices, then the shared edge",
+                  False),
+        FieldSpec("bend_rest_angle", "real", "(H,)", "rad", "rest dihedral angle"),
+        FieldSpec("bend_ke", "real", "(H,)", "N m/rad^2", "bending stiffness", check="nonnegative"),
+        FieldSpec("bend_kd", "real", "(H,)", "N m s/rad^2", "bending damping", check="nonnegative"),
+    ),
+    *built_by(
+        "tetrahedron",
+        FieldSpec("tet_indices", "int", "(E, 4)", "-", "particles of each tetrahedron (positive orientation)", False),
+        FieldSpec("tet_rest_inv", "mat33", "(E,)", "1/m", "inverse rest edge matrix (rest shape)"),
+        FieldSpec("tet_rest_volume", "real", "(E,)", "m^3", "rest volume", check="positive"),
+        FieldSpec("tet_mu", "real", "(E,)", "Pa", "first Lame parameter mu (shear modulus)", check="positive"),
+        FieldSpec("tet_lambda", "real", "(E,)", "Pa", "second Lame parameter lambda"),
+        FieldSpec("tet_kd", "real", "(E,)", "Pa s", "damping on the Green strain rate", check="nonnegative"),
+        FieldSpec("tet_fiber", "vec3", "(E,)", "-", "unit actuation fibre direction in rest space; 0 = volumetric"),
+    ),
+    *built_by(
+        "shape",
+        FieldSpec("shape_kind", "int", "(C,)", "-", kind_list(SHAPE_NAMES), False),
+        FieldSpec("shape_body", "int", "(C,)", "-", "body the shape is attached to; -1 = static world geometry", False),
+        FieldSpec("shape_world", "int", "(C,)", "-", "world of the shape; -1 = shared by all worlds", False),
+        FieldSpec("shape_transform", "transform", "(C,)", "m, quat xyzw",
+                  "shape frame in its body's frame (world if static)"),
+        FieldSpec("shape_size", "vec3", "(C,)", "m",
+                  "sphere (r,-,-), box half extents, capsule (r, half height, -), mesh bounding-box half extents",
+                  check="nonnegative"),
+        FieldSpec("shape_ke", "real", "(C,)", "N/m", "contact stiffness", check="nonnegative"),
+        FieldSpec("shape_kd", "real", "(C,)", "N s/m", "contact damping", check="nonnegative"),
+        FieldSpec("shape_mu", "real", "(C,)", "-", "Coulomb friction coefficient", check="nonnegative"),
+        FieldSpec("shape_point_start", "int", "(C,)", "-", "first contact point of a mesh shape in shape_points",
+                  False),
+        FieldSpec("shape_point_count", "int", "(C,)", "-",
+                  "contact points of a mesh shape (its convex hull's vertices)", False),
+    ),
+    *built_by(
+        "shape contact point",
+        FieldSpec("shape_points", "vec3", "(V,)", "m", "contact points of mesh shapes in their shape frames"),
+    ),
     FieldSpec("pair_ke", "real", "(1,)", "N/m", "particle-particle contact stiffness"),
     FieldSpec("pair_kd", "real", "(1,)", "N s/m", "particle-particle contact damping"),
     FieldSpec("pair_mu", "real", "(1,)", "-", "particle-particle friction coefficient"),
     FieldSpec("contact_pair", "int", "(N, 2)", "-", "candidate rigid shape pairs (body shape, other shape)", False),
-    FieldSpec("body_mass", "real", "(B,)", "kg", "body mass"),
-    FieldSpec("body_com", "vec3", "(B,)", "m", "centre of mass in the body frame"),
-    FieldSpec("body_inertia", "mat33", "(B,)", "kg m^2", "inertia about the centre of mass, body axes"),
-    FieldSpec("body_world", "int", "(B,)", "-", "world index of each body", False),
+    *built_by(
+        "body",
+        FieldSpec("body_mass", "real", "(B,)", "kg", "body mass", check="nonnegative"),
+        FieldSpec("body_com", "vec3", "(B,)", "m", "centre of mass in the body frame"),
+        FieldSpec("body_inertia", "mat33", "(B,)", "kg m^2", "inertia about the centre of mass, body axes"),
+        FieldSpec("body_world", "int", "(B,)", "-", "world index of each body", False),
+    ),
     FieldSpec("body_origin", "vec3", "(B,)", "m", "reference point of spatial quantities: the world position of the "
               "body's articulation root joint (a constant)", False),
     FieldSpec("body_joint", "int", "(B,)", "-", "the joint whose child the body is", False),
-    FieldSpec("joint_type", "int", "(J,)", "-", kind_list(JOINT_NAMES), False),
-    FieldSpec("joint_parent", "int", "(J,)", "-", "parent body; -1 = world", False),
-    FieldSpec("joint_child", "int", "(J,)", "-", "child body", False),
-    FieldSpec("joint_X_p", "transform", "(J,)", "m, quat xyzw", "joint frame in the parent body frame (link offset)"),
-    FieldSpec("joint_X_c", "transform", "(J,)", "m, quat xyzw", "joint frame in the child body frame"),
-    FieldSpec("joint_axis", "vec3", "(J,)", "-", "unit axis of a revolute/prismatic joint in the joint frame", False),
+    *built_by(
+        "joint",
+        FieldSpec("joint_type", "int", "(J,)", "-", kind_list(JOINT_NAMES), False),
+        FieldSpec("joint_parent", "int", "(J,)", "-", "parent body; -1 = world", False),
+        FieldSpec("joint_child", "int", "(J,)", "-", "child body", False),
+        FieldSpec("joint_X_p", "transform", "(J,)", "m, quat xyzw",
+                  "joint frame in the parent body frame (link offset)"),
+        FieldSpec("joint_X_c", "transform", "(J,)", "m, quat xyzw", "joint frame in the child body frame"),
+        FieldSpec("joint_axis", "vec3", "(J,)", "-", "unit axis of a revolute/prismatic joint in the joint frame",
+                  False),
+    ),
     FieldSpec("joint_q_start", "int", "(J,)", "-", "first coordinate of each joint in joint_q", False),
     FieldSpec("joint_qd_start", "int", "(J,)", "-", "first dof of each joint in joint_qd", False),
     FieldSpec("joint_articulation", "int", "(J,)", "-", "articulation of each joint", False),
     FieldSpec("joint_dfs_pos", "int", "(J,)", "-", "position of each joint in depth-first order", False),
-    FieldSpec("joint_dfs_end", "int", "(J,)", "-", "end (exclusive) of the joint's subtree in depth-first order", False),
+    FieldSpec("joint_dfs_end", "int", "(J,)", "-", "end (exclusive) of the joint's subtree in depth-first order",
+              False),
     FieldSpec("dfs_joint", "int", "(J,)", "-", "joint at each depth-first position", False),
     FieldSpec("articulation_start", "int", "(A+1,)", "-", "first depth-first position of each articulation", False),
     FieldSpec("articulation_dof_start", "int", "(A+1,)", "-", "first dof of each articulation", False),
     FieldSpec("articulation_H_start", "int", "(A+1,)", "-", "offset of each articulation's dense mass matrix", False),
     FieldSpec("dof_joint", "int", "(D,)", "-", "joint of each dof", False),
-    FieldSpec("joint_q", "real", "(Q,)", "m, rad, quat", "initial joint coordinates (copied into model.state())"),
-    FieldSpec("joint_qd", "real", "(D,)", "m/s, rad/s", "initial joint velocities"),
-    FieldSpec("joint_armature", "real", "(D,)", "kg m^2 or kg", "armature added to the mass matrix diagonal"),
-    FieldSpec("joint_damping", "real", "(D,)", "N m s/rad or N s/m", "viscous joint damping (integrated implicitly)"),
-    FieldSpec("joint_target_ke", "real", "(D,)", "N m/rad or N/m", "PD drive position gain (revolute, prismatic)"),
-    FieldSpec("joint_target_kd", "real", "(D,)", "N m s/rad or N s/m", "PD drive velocity gain (implicit)"),
-    FieldSpec("joint_limit_lower", "real", "(D,)", "rad or m", "lower joint limit (revolute, prismatic)"),
-    FieldSpec("joint_limit_upper", "real", "(D,)", "rad or m", "upper joint limit"),
-    FieldSpec("joint_limit_ke", "real", "(D,)", "N m/rad or N/m", "limit spring stiffness"),
-    FieldSpec("joint_limit_kd", "real", "(D,)", "N m s/rad or N s/m", "limit damping"),
+    *built_by(
+        "joint coordinate",
+        FieldSpec("joint_q", "real", "(Q,)", "m, rad, quat", "initial joint coordinates (copied into model.state())"),
+    ),
+    *built_by(
+        "joint dof",
+        FieldSpec("joint_qd", "real", "(D,)", "m/s, rad/s", "initial joint velocities"),
+        FieldSpec("joint_armature", "real", "(D,)", "kg m^2 or kg", "armature added to the mass matrix diagonal",
+                  check="nonnegative"),
+        FieldSpec("joint_damping", "real", "(D,)", "N m s/rad or N s/m",
+                  "viscous joint damping (integrated implicitly)", check="nonnegative"),
+        FieldSpec("joint_target_ke", "real", "(D,)", "N m/rad or N/m", "PD drive position gain (revolute, prismatic)",
+                  check="nonnegative"),
+        FieldSpec("joint_target_kd", "real", "(D,)", "N m s/rad or N s/m", "PD drive velocity gain (implicit)",
+                  check="nonnegative"),
+        FieldSpec("joint_limit_lower", "real", "(D,)", "rad or m", "lower joint limit (revolute, prismatic)",
+                  check=None),
+        FieldSpec("joint_limit_upper", "real", "(D,)", "rad or m", "upper joint limit", check=None),
+        FieldSpec("joint_limit_ke", "real", "(D,)", "N m/rad or N/m", "limit spring stiffness", check="nonnegative"),
+        FieldSpec("joint_limit_kd", "real", "(D,)", "N m s/rad or N s/m", "limit damping", check="nonnegative"),
+    ),
 )
-
-
 
 STATE_FIELDS = (
     FieldSpec("particle_q", "vec3", "(P,)", "m", "particle positions"),
@@ -170,10 +250,8 @@ STATE_FIELDS = (
 )
 
 
-
 DYNAMIC_STATE_FIELDS = ("particle_q", "particle_qd", "joint_q", "joint_qd")
 """The state fields a step integrates; everything else in a State is derived from them."""
-
 
 
 CONTROL_FIELDS = (

@@ -114,6 +114,10 @@ class Model:
         self.requires_grad = requires_grad
         for key, value in scalars.items():
             setattr(self, key, value)
+        declared = {spec.name for spec in MODEL_FIELDS}
+        if set(arrays) != declared:
+            raise ValueError(f"Model arrays do not match the field specs: missing {sorted(declared - set(arrays))}, "
+                             f"undeclared {sorted(set(arrays) - declared)}")
         for spec in MODEL_FIELDS:
             host = arrays[spec.name]
             wp_type = warp_dtype(spec.kind, dtype)

@@ -7,7 +7,7 @@ import numpy as np
 
 from wpsim.core import geometry
 from wpsim.core import mass as mass_props
-from wpsim.core.tables import Column, Table
+from wpsim.core.tables import Table
 from wpsim.core.validation import as_array, require_finite, require_pose
 from wpsim.kernels.enums import (
     JOINT_BALL,
@@ -45,42 +45,10 @@ class RigidBodyBuilder:
     def _init_rigid(self):
         self.articulation_self_contact = False
         """Whether shapes of bodies in the same articulation collide (parent and child never do)."""
-        self.bodies = Table(
-            "body",
-            {
-                "mass": Column(check="nonnegative", unit="kg"),
-                "com": Column((3,), unit="m"),
-                "inertia": Column((3, 3), unit="kg m^2"),
-                "world": Column((), np.int64, None),
-            },
-        )
-        self.joints = Table(
-            "joint",
-            {
-                "type": Column((), np.int64, None),
-                "parent": Column((), np.int64, None),
-                "child": Column((), np.int64, None),
-                "X_p": Column((7,)),
-                "X_c": Column((7,)),
-                "axis": Column((3,)),
-            },
-        )
-        self.joint_coords = Table("joint coordinate", {"q": Column()})
-        nonneg = {"check": "nonnegative"}
-        self.joint_dofs = Table(
-            "joint dof",
-            {
-                "qd": Column(),
-                "armature": Column(unit="kg m^2", **nonneg),
-                "damping": Column(unit="N m s/rad", **nonneg),
-                "target_ke": Column(unit="N m/rad", **nonneg),
-                "target_kd": Column(unit="N m s/rad", **nonneg),
-                "limit_lower": Column(check=None),
-                "limit_upper": Column(check=None),
-                "limit_ke": Column(unit="N m/rad", **nonneg),
-                "limit_kd": Column(unit="N m s/rad", **nonneg),
-            },
-        )
+        self.bodies = Table("body")
+        self.joints = Table("joint")
+        self.joint_coords = Table("joint coordinate")
+        self.joint_dofs = Table("joint dof")
 
     @property
     def body_count(self) -> int:
@@ -101,12 +69,12 @@ class RigidBodyBuilder:
         if inertia.shape != (3, 3) or not np.isfinite(inertia).all():
             raise ValueError(f"body {index}: inertia must be a finite 3x3 tensor or 3 principal moments")
         _check_inertia("body", index, float(mass), inertia, strict=False)
-        return self.bodies.append(1, mass=[mass], com=[com], inertia=[inertia], world=[0])
+        return self.bodies.append(1, body_mass=[mass], body_com=[com], body_inertia=[inertia], body_world=[0])
 
     def _add_shape_mass(self, body: int, mass: float, com, inertia: np.ndarray, pose: np.ndarray):
         """Add a shape's mass properties (centre of mass ``com`` and central inertia in shape
         axes) to its body; ``pose`` places the shape in the body frame."""
-        masses, coms, inertias = (self.bodies.array(n) for n in ("mass", "com", "inertia"))
+        masses, coms, inertias = (self.bodies.array(n) for n in ("body_mass", "body_com", "body_inertia"))
         rotated = mass_props.shifted_inertia(mass, inertia, pose[3:], (0.0, 0.0, 0.0))
         centre = pose[:3] + geometry.quat_to_matrix(pose[3:]) @ np.asarray(com, dtype=np.float64)
         masses[body], coms[body], inertias[body] = mass_props.combine(
@@ -123,16 +91,16 @@ class RigidBodyBuilder:
             raise ValueError(f"{kind} {index}: child body {child} does not exist ({self.bodies.count} bodies)")
         if not (isinstance(parent, (int, np.integer)) and -1 <= parent < self.bodies.count):
             raise ValueError(f"{kind} {index}: unknown parent body {parent} (-1 = world, {self.bodies.count} bodies)")
-        children = self.joints.array("child")
+        children = self.joints.array("joint_child")
         if child in children:
             raise ValueError(f"{kind} {index}: body {child} already has a joint ({int(np.flatnonzero(children == child)[0])})")
-        parents = dict(zip(children.tolist(), self.joints.array("parent").tolist()))
+        parents = dict(zip(children.tolist(), self.joints.array("joint_parent").tolist()))
         ancestor = parent
         while ancestor >= 0:
             if ancestor == child:
                 raise ValueError(f"{kind} {index}: parent body {parent} is a descendant of child body {child} (cycle)")
             ancestor = parents.get(ancestor, -1)
-        worlds = self.bodies.array("world")
+        worlds = self.bodies.array("body_world")
         if parent >= 0 and worlds[parent] != worlds[child]:
             raise ValueError(f"{kind} {index}: parent and child bodies are in different worlds")
         axis = np.asarray(axis, dtype=np.float64)
@@ -146,18 +114,20 @@ class RigidBodyBuilder:
         q = as_array(f"{kind} {index} coordinates", np.atleast_1d(np.asarray(q, dtype=np.float64)).reshape(-1, 1)[:, 0],
                      (), JOINT_COORD_COUNT[jtype])
         require_finite(kind, "coordinates", q.reshape(1, -1), index)
-        rows = dict(X_p=[require_pose(kind, index, parent_pos, parent_rot)],
-                    X_c=[require_pose(kind, index, child_pos, child_rot)])
+        X_p = require_pose(kind, index, parent_pos, parent_rot)
+        X_c = require_pose(kind, index, child_pos, child_rot)
         with self._all_or_nothing():
             if dofs:
                 self.joint_dofs.append(
-                    dofs, qd=qd, armature=armature, damping=damping, target_ke=target_ke, target_kd=target_kd,
-                    limit_lower=np.clip(lower, -NO_LIMIT, NO_LIMIT), limit_upper=np.clip(upper, -NO_LIMIT, NO_LIMIT),
-                    limit_ke=limit_ke, limit_kd=limit_kd,
+                    dofs, joint_qd=qd, joint_armature=armature, joint_damping=damping, joint_target_ke=target_ke,
+                    joint_target_kd=target_kd, joint_limit_lower=np.clip(lower, -NO_LIMIT, NO_LIMIT),
+                    joint_limit_upper=np.clip(upper, -NO_LIMIT, NO_LIMIT), joint_limit_ke=limit_ke,
+                    joint_limit_kd=limit_kd,
                 )
             if len(q):
-                self.joint_coords.append(len(q), q=q)
-            self.joints.append(1, type=[jtype], parent=[parent], child=[child], axis=[axis / np.linalg.norm(axis)], **rows)
+                self.joint_coords.append(len(q), joint_q=q)
+            self.joints.append(1, joint_type=[jtype], joint_parent=[parent], joint_child=[child], joint_X_p=[X_p],
+                               joint_X_c=[X_c], joint_axis=[axis / np.linalg.norm(axis)])
         return index
 
     def add_joint_revolute(self, parent: int, child: int, axis=(0.0, 0.0, 1.0), parent_pos=(0.0, 0.0, 0.0),
@@ -210,9 +180,9 @@ class RigidBodyBuilder:
         """Articulation layout and body/joint/dof arrays for ``Model`` (see kernels.articulation)."""
         bodies, joints = self.bodies, self.joints
         nb, nj = bodies.count, joints.count
-        child = joints.array("child")
-        parent = joints.array("parent")
-        jtype = joints.array("type")
+        child = joints.array("joint_child")
+        parent = joints.array("joint_parent")
+        jtype = joints.array("joint_type")
         body_joint = np.full(nb, -1, dtype=np.int64)
         body_joint[child] = np.arange(nj)
         has_children = np.zeros(nb, dtype=bool)
@@ -223,7 +193,8 @@ class RigidBodyBuilder:
             # a massless body may be welded to its parent or carry other bodies (an
             # intermediate link of a universal joint): only a moving leaf must have mass
             leaf_moving = jtype[body_joint[b]] != JOINT_FIXED and not has_children[b]
-            _check_inertia("body", b, float(bodies.array("mass")[b]), bodies.array("inertia")[b], strict=leaf_moving)
+            _check_inertia("body", b, float(bodies.array("body_mass")[b]), bodies.array("body_inertia")[b],
+                           strict=leaf_moving)
         # depth-first order, articulation by articulation (roots in joint order)
         kids = {b: [] for b in range(-1, nb)}
         for j in range(nj):
@@ -246,7 +217,6 @@ class RigidBodyBuilder:
         dfs_pos[dfs] = np.arange(nj)
         q_count = np.array(JOINT_COORD_COUNT, dtype=np.int64)[jtype]
         d_count = np.array(JOINT_DOF_COUNT, dtype=np.int64)[jtype]
-        # coordinates were appended in joint order; the model lays them out depth first
         added_q = np.concatenate([[0], np.cumsum(q_count)])
         added_d = np.concatenate([[0], np.cumsum(d_count)])
         q_order = np.concatenate([np.arange(added_q[j], added_q[j + 1]) for j in dfs]) if nj else np.zeros(0, np.int64)
@@ -259,20 +229,14 @@ class RigidBodyBuilder:
         art_dofs = [int(d_count[dfs[s:e]].sum()) for s, e in zip(art_start[:-1], art_start[1:])]
         art_dof_start = np.concatenate([[0], np.cumsum(art_dofs)]).astype(np.int64)
         art_H_start = np.concatenate([[0], np.cumsum(np.square(art_dofs))]).astype(np.int64)
-        dof = self.joint_dofs
         arrays = {
-            "body_mass": bodies.array("mass"),
-            "body_com": bodies.array("com"),
-            "body_inertia": bodies.array("inertia"),
-            "body_world": bodies.array("world"),
+            **bodies.arrays(),
+            **joints.arrays(),
+            # coordinates and dofs were appended in joint order; the model lays them out depth first
+            **{name: column[q_order] for name, column in self.joint_coords.arrays().items()},
+            **{name: column[d_order] for name, column in self.joint_dofs.arrays().items()},
             "body_joint": body_joint,
-            "body_origin": self.joints.array("X_p")[body_joint[self._body_roots()], :3],
-            "joint_type": jtype,
-            "joint_parent": parent,
-            "joint_child": child,
-            "joint_X_p": joints.array("X_p"),
-            "joint_X_c": joints.array("X_c"),
-            "joint_axis": joints.array("axis"),
+            "body_origin": joints.array("joint_X_p")[body_joint[self._body_roots()], :3],
             "joint_q_start": q_start,
             "joint_qd_start": d_start,
             "joint_articulation": art_of,
@@ -283,11 +247,7 @@ class RigidBodyBuilder:
             "articulation_dof_start": art_dof_start,
             "articulation_H_start": art_H_start,
             "dof_joint": dof_joint,
-            "joint_q": self.joint_coords.array("q")[q_order],
-            "joint_qd": dof.array("qd")[d_order],
         }
-        for name in ("armature", "damping", "target_ke", "target_kd", "limit_lower", "limit_upper", "limit_ke", "limit_kd"):
-            arrays[f"joint_{name}"] = dof.array(name)[d_order]
         scalars = {
             "body_count": nb,
             "joint_count": nj,
@@ -301,7 +261,7 @@ class RigidBodyBuilder:
 
     def _body_roots(self) -> np.ndarray:
         """Root body of each body's articulation (a body without a joint is its own root)."""
-        parent_of = dict(zip(self.joints.array("child").tolist(), self.joints.array("parent").tolist()))
+        parent_of = dict(zip(self.joints.array("joint_child").tolist(), self.joints.array("joint_parent").tolist()))
         roots = np.arange(self.bodies.count)
         for b in range(self.bodies.count):
             while parent_of.get(int(roots[b]), -1) >= 0:
@@ -312,9 +272,9 @@ class RigidBodyBuilder:
         """Candidate shape pairs (N, 2): every body shape against every static shape of its
         world and every shape on another body of its world, except a joint's parent and
         child, and bodies of one articulation unless ``articulation_self_contact``."""
-        body, world = self.shapes.array("body"), self.shapes.array("world")
+        body, world = self.shapes.array("shape_body"), self.shapes.array("shape_world")
         nb = max(self.bodies.count, 1)
-        parent, child = self.joints.array("parent"), self.joints.array("child")
+        parent, child = self.joints.array("joint_parent"), self.joints.array("joint_child")
         linked = parent >= 0
         joined = np.concatenate([parent[linked] * nb + child[linked], child[linked] * nb + parent[linked]])
         roots = self._body_roots()

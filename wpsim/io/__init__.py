@@ -5,18 +5,7 @@ The modules are imported on first use (``wpsim.io.mjcf`` works after ``import wp
 that ``pxr``, ``trimesh`` and ``matplotlib`` load only when a file is read or written.
 """
 
-import importlib
+from wpsim.core.lazy import lazy_submodules
 
-MODULES = ("files", "mesh_files", "mjcf", "plots", "scene_parsing", "urdf", "usd_export", "usd_physics")
-
-__all__ = list(MODULES)
-
-
-def __getattr__(name: str):
-    if name in MODULES:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(MODULES))
+__all__ = ["files", "mesh_files", "mjcf", "plots", "scene_parsing", "urdf", "usd_export", "usd_physics"]
+__getattr__, __dir__ = lazy_submodules(__name__, tuple(__all__), globals())

@@ -288,20 +288,20 @@ class _Reader:
             if joint_name not in self.scene.joints:
                 self.fail(actuator, f"unknown joint \"{joint_name}\"")
             joint = self.scene.joints[joint_name]
-            if b.joints.array("type")[joint] not in (JOINT_REVOLUTE, JOINT_PRISMATIC):
+            if b.joints.array("joint_type")[joint] not in (JOINT_REVOLUTE, JOINT_PRISMATIC):
                 self.fail(actuator, "only hinge and slide joints can be actuated")
             gear = float(self.vector(actuator, "gear", (1, 6), (1.0,))[0])
             if actuator.tag == "position":
-                self.set_gain(b, joint, "target_ke", float(self.attr(actuator, "kp", 1.0)))
+                self.set_gain(b, joint, "joint_target_ke", float(self.attr(actuator, "kp", 1.0)))
             elif actuator.tag == "velocity":
-                self.set_gain(b, joint, "target_kd", float(self.attr(actuator, "kv", 1.0)))
+                self.set_gain(b, joint, "joint_target_kd", float(self.attr(actuator, "kv", 1.0)))
             self.scene.actuators.append({"name": actuator.get("name") or f"actuator{len(self.scene.actuators)}",
                                          "joint": joint, "kind": actuator.tag, "gear": gear})
 
     @staticmethod
     def set_gain(b: ModelBuilder, joint: int, column: str, value: float):
         """Set a drive gain of a 1-dof joint (its row in the builder's dof table)."""
-        types = b.joints.array("type")
+        types = b.joints.array("joint_type")
         row = int(sum(JOINT_DOF_COUNT[int(t)] for t in types[:joint]))
         b.joint_dofs.array(column)[row] = value
 

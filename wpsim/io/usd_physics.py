@@ -46,7 +46,9 @@ from wpsim.kernels.enums import (
 )
 
 _AXES = {"X": (1.0, 0.0, 0.0), "Y": (0.0, 1.0, 0.0), "Z": (0.0, 0.0, 1.0)}
-_DOF_ATTRS = ("damping", "armature", "limit_ke", "limit_kd")
+_DOF_ATTRS = {"damping": "joint_damping", "armature": "joint_armature", "limit_ke": "joint_limit_ke",
+              "limit_kd": "joint_limit_kd"}
+"""Per-dof settings kept as ``wpsim:`` attributes: joint keyword argument -> Model field."""
 
 
 def _quat_wxyz(q) -> tuple:
@@ -142,7 +144,7 @@ def export_physics(model, path) -> Path:
     types, parents, children = model.joint_type.numpy(), model.joint_parent.numpy(), model.joint_child.numpy()
     X_p, X_c, axes_ = model.joint_X_p.numpy(), model.joint_X_c.numpy(), model.joint_axis.numpy()
     q_start, qd_start = model.joint_q_start.numpy(), model.joint_qd_start.numpy()
-    dof_arrays = {name: getattr(model, f"joint_{name}").numpy() for name in _DOF_ATTRS}
+    dof_arrays = {name: getattr(model, field).numpy() for name, field in _DOF_ATTRS.items()}
     lower, upper = model.joint_limit_lower.numpy(), model.joint_limit_upper.numpy()
     ke, kd = model.joint_target_ke.numpy(), model.joint_target_kd.numpy()
     for j in range(model.joint_count):
@@ -268,7 +270,7 @@ class _StageReader:
         """A body whose MassAPI gives only its mass: scale the colliders' mass properties to it."""
         if self.target_mass is None:
             return
-        masses, inertias = self.builder.bodies.array("mass"), self.builder.bodies.array("inertia")
+        masses, inertias = self.builder.bodies.array("body_mass"), self.builder.bodies.array("body_inertia")
         if not masses[body] > 0.0:
             self.fail(prim, "MassAPI gives a mass but no inertia, and the body has no colliders to derive it from")
         inertias[body] *= self.target_mass / masses[body]
