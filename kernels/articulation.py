@@ -143,17 +143,17 @@ def articulation_kinematics(
     joint_qd_start: wp.array(dtype=int),
     body_origin: wp.array(dtype=vec3),
     gravity: wp.array(dtype=vec3),
-    joint_q: wp.array(dtype=wp.Float),
-    joint_qd: wp.array(dtype=wp.Float),
-    body_q: wp.array(dtype=transform),
-    body_qd: wp.array(dtype=vec6),
-    body_twist: wp.array(dtype=vec6),
-    body_bias_acc: wp.array(dtype=vec6),
-    dof_motion: wp.array(dtype=vec6),
+    joint_q_in: wp.array(dtype=wp.Float),
+    joint_qd_in: wp.array(dtype=wp.Float),
+    body_q_out: wp.array(dtype=transform),
+    body_qd_out: wp.array(dtype=vec6),
+    body_twist_out: wp.array(dtype=vec6),
+    body_bias_acc_out: wp.array(dtype=vec6),
+    dof_motion_out: wp.array(dtype=vec6),
 ):
     """Forward kinematics of one articulation per thread, root to leaves: body poses
-    (body_q), body velocities (body_qd: world angular velocity, world velocity of the body
-    origin), twists at the articulation origin, velocity-product accelerations (with the base
+    (body_q_out), body velocities (body_qd_out: world angular velocity, world velocity of the
+    body origin), twists at the articulation origin, velocity-product accelerations (with the base
     accelerating at -gravity, so gravity enters the bias forces) and the world motion
     column of every joint dof."""
     a = wp.tid()
@@ -167,16 +167,16 @@ def articulation_kinematics(
         v_parent = spatial(zero3, zero3)
         a_parent = spatial(zero3, -gravity[0])
         if parent >= 0:
-            X_j = body_q[parent] * X_j
-            v_parent = body_twist[parent]
-            a_parent = body_bias_acc[parent]
+            X_j = body_q_out[parent] * X_j
+            v_parent = body_twist_out[parent]
+            a_parent = body_bias_acc_out[parent]
         jtype = joint_type[j]
         qs = joint_q_start[j]
         ds = joint_qd_start[j]
-        X_motion = joint_motion(jtype, joint_axis[j], joint_q, qs)
+        X_motion = joint_motion(jtype, joint_axis[j], joint_q_in, qs)
         X_after = X_j * X_motion
         X_child = X_after * wp.transform_inverse(joint_X_c[j])
-        body_q[child] = X_child
+        body_q_out[child] = X_child
         # world motion columns of this joint's dofs
         R_before = wp.transform_get_rotation(X_j)
         R_after = wp.transform_get_rotation(X_after)
@@ -199,8 +199,8 @@ def articulation_kinematics(
                     s = spatial(a_w, wp.cross(p_after, a_w))
                 else:
                     s = spatial(zero3, wp.quat_rotate(R_before, e))
-            dof_motion[ds + k] = s
-            v_child = v_child + s * joint_qd[ds + k]
+            dof_motion_out[ds + k] = s
+            v_child = v_child + s * joint_qd_in[ds + k]
         a_child = a_parent
         for k in range(6):
             if k >= n_dof:
@@ -208,33 +208,33 @@ def articulation_kinematics(
             rate = v_parent
             if column_is_child_fixed(jtype, k):
                 rate = v_child
-            a_child = a_child + motion_cross(rate, dof_motion[ds + k]) * joint_qd[ds + k]
-        body_twist[child] = v_child
-        body_bias_acc[child] = a_child
+            a_child = a_child + motion_cross(rate, dof_motion_out[ds + k]) * joint_qd_in[ds + k]
+        body_twist_out[child] = v_child
+        body_bias_acc_out[child] = a_child
         w = top(v_child)
         offset = wp.transform_get_translation(X_child) - o
-        body_qd[child] = spatial(w, bottom(v_child) + wp.cross(w, offset))
+        body_qd_out[child] = spatial(w, bottom(v_child) + wp.cross(w, offset))
 
 
 @kernel
 def init_body_wrenches(
-    body_q: wp.array(dtype=transform),
     body_com: wp.array(dtype=vec3),
     body_origin: wp.array(dtype=vec3),
+    body_q_in: wp.array(dtype=transform),
     body_f_ext: wp.array(dtype=vec6),
-    body_f: wp.array(dtype=vec6),
-    body_damping: wp.array2d(dtype=mat33),
+    body_f_out: wp.array(dtype=vec6),
+    body_damping_out: wp.array2d(dtype=mat33),
 ):
     """Start each body's wrench (about its articulation origin) from the external wrench given as
     (torque, force at the centre of mass), both in world axes, and its contact damping
     blocks from zero."""
     b = wp.tid()
     f = body_f_ext[b]
-    c = wp.transform_point(body_q[b], body_com[b]) - body_origin[b]
-    body_f[b] = spatial(top(f) + wp.cross(c, bottom(f)), bottom(f))
+    c = wp.transform_point(body_q_in[b], body_com[b]) - body_origin[b]
+    body_f_out[b] = spatial(top(f) + wp.cross(c, bottom(f)), bottom(f))
     zero = wp.outer(c, c) * type(c[0])(0.0)
     for k in range(3):
-        body_damping[b, k] = zero
+        body_damping_out[b, k] = zero
 
 
 @wp.func
@@ -256,16 +256,16 @@ def subtree_inertia_and_bias(
     body_com: wp.array(dtype=vec3),
     body_inertia: wp.array(dtype=mat33),
     body_origin: wp.array(dtype=vec3),
-    body_q: wp.array(dtype=transform),
-    body_twist: wp.array(dtype=vec6),
-    body_bias_acc: wp.array(dtype=vec6),
-    body_f: wp.array(dtype=vec6),
-    body_damping: wp.array2d(dtype=mat33),
-    subtree_mass: wp.array(dtype=wp.Float),
-    subtree_h: wp.array(dtype=vec3),
-    subtree_J: wp.array(dtype=mat33),
-    subtree_bias: wp.array(dtype=vec6),
-    subtree_damping: wp.array2d(dtype=mat33),
+    body_q_in: wp.array(dtype=transform),
+    body_twist_in: wp.array(dtype=vec6),
+    body_bias_acc_in: wp.array(dtype=vec6),
+    body_f_in: wp.array(dtype=vec6),
+    body_damping_in: wp.array2d(dtype=mat33),
+    subtree_mass_out: wp.array(dtype=wp.Float),
+    subtree_h_out: wp.array(dtype=vec3),
+    subtree_J_out: wp.array(dtype=mat33),
+    subtree_bias_out: wp.array(dtype=vec6),
+    subtree_damping_out: wp.array2d(dtype=mat33),
 ):
     """One thread per body: the composite spatial inertia of the body's subtree, the sum
     of its bodies' bias wrenches I a + v x* I v - f (gravity, velocity products, applied and
@@ -286,22 +286,22 @@ def subtree_inertia_and_bias(
     for pos in range(joint_dfs_pos[j], joint_dfs_end[j]):
         d = joint_child[dfs_joint[pos]]
         m = body_mass[d]
-        h, J = body_world_inertia(body_q[d], m, body_com[d], body_inertia[d], body_origin[d])
-        v = body_twist[d]
-        f_sum += inertia_times(m, h, J, body_bias_acc[d]) + force_cross(v, inertia_times(m, h, J, v)) - body_f[d]
+        h, J = body_world_inertia(body_q_in[d], m, body_com[d], body_inertia[d], body_origin[d])
+        v = body_twist_in[d]
+        f_sum += inertia_times(m, h, J, body_bias_acc_in[d]) + force_cross(v, inertia_times(m, h, J, v)) - body_f_in[d]
         m_sum += m
         h_sum += h
         J_sum += J
-        ww += body_damping[d, 0]
-        wv += body_damping[d, 1]
-        vv += body_damping[d, 2]
-    subtree_mass[b] = m_sum
-    subtree_h[b] = h_sum
-    subtree_J[b] = J_sum
-    subtree_bias[b] = f_sum
-    subtree_damping[b, 0] = ww
-    subtree_damping[b, 1] = wv
-    subtree_damping[b, 2] = vv
+        ww += body_damping_in[d, 0]
+        wv += body_damping_in[d, 1]
+        vv += body_damping_in[d, 2]
+    subtree_mass_out[b] = m_sum
+    subtree_h_out[b] = h_sum
+    subtree_J_out[b] = J_sum
+    subtree_bias_out[b] = f_sum
+    subtree_damping_out[b, 0] = ww
+    subtree_damping_out[b, 1] = wv
+    subtree_damping_out[b, 2] = vv
 
 
 @wp.func
@@ -341,20 +341,20 @@ def assemble_joint_space(
     joint_limit_upper: wp.array(dtype=wp.Float),
     joint_limit_ke: wp.array(dtype=wp.Float),
     joint_limit_kd: wp.array(dtype=wp.Float),
-    dt: wp.Float,
-    joint_q: wp.array(dtype=wp.Float),
-    joint_qd: wp.array(dtype=wp.Float),
-    dof_motion: wp.array(dtype=vec6),
-    subtree_mass: wp.array(dtype=wp.Float),
-    subtree_h: wp.array(dtype=vec3),
-    subtree_J: wp.array(dtype=mat33),
-    subtree_bias: wp.array(dtype=vec6),
-    subtree_damping: wp.array2d(dtype=mat33),
+    joint_q_in: wp.array(dtype=wp.Float),
+    joint_qd_in: wp.array(dtype=wp.Float),
+    dof_motion_in: wp.array(dtype=vec6),
+    subtree_mass_in: wp.array(dtype=wp.Float),
+    subtree_h_in: wp.array(dtype=vec3),
+    subtree_J_in: wp.array(dtype=mat33),
+    subtree_bias_in: wp.array(dtype=vec6),
+    subtree_damping_in: wp.array2d(dtype=mat33),
     joint_f: wp.array(dtype=wp.Float),
     joint_target_q: wp.array(dtype=wp.Float),
     joint_target_qd: wp.array(dtype=wp.Float),
-    mass_matrix: wp.array(dtype=wp.Float),
-    rhs: wp.array(dtype=wp.Float),
+    dt: wp.Float,
+    mass_matrix_out: wp.array(dtype=wp.Float),
+    rhs_out: wp.array(dtype=wp.Float),
 ):
     """One thread per dof i: row i of the articulation's joint-space matrix
     H_ik = S_i^T (I_c + dt D_c) S_k (I_c: composite inertia, D_c: contact damping of the
@@ -368,7 +368,7 @@ def assemble_joint_space(
     d0 = articulation_dof_start[a]
     n = articulation_dof_start[a + 1] - d0
     row = articulation_H_start[a] + (i - d0) * n
-    s_i = dof_motion[i]
+    s_i = dof_motion_in[i]
     pos_j = joint_dfs_pos[j]
     for k in range(d0, d0 + n):
         jk = dof_joint[k]
@@ -380,49 +380,49 @@ def assemble_joint_space(
         elif pos_k <= pos_j and pos_j < joint_dfs_end[jk]:
             deeper = joint_child[j]
         if deeper >= 0:
-            s_k = dof_motion[k]
-            inertia = inertia_times(subtree_mass[deeper], subtree_h[deeper], subtree_J[deeper], s_k)
-            damping = damping_times(subtree_damping[deeper, 0], subtree_damping[deeper, 1],
-                                    subtree_damping[deeper, 2], s_k)
+            s_k = dof_motion_in[k]
+            inertia = inertia_times(subtree_mass_in[deeper], subtree_h_in[deeper], subtree_J_in[deeper], s_k)
+            damping = damping_times(subtree_damping_in[deeper, 0], subtree_damping_in[deeper, 1],
+                                    subtree_damping_in[deeper, 2], s_k)
             value = wp.dot(s_i, inertia + damping * dt)
         if k == i:
             value += joint_armature[i] + dt * (joint_damping[i] + joint_target_kd[i])
-        mass_matrix[row + k - d0] = value
+        mass_matrix_out[row + k - d0] = value
     jtype = joint_type[j]
-    qd = joint_qd[i]
+    qd = joint_qd_in[i]
     tau = joint_f[i] - joint_damping[i] * qd + joint_drive(
-        jtype, joint_q[joint_q_start[j]], qd, joint_target_q[i], joint_target_qd[i], joint_target_ke[i],
+        jtype, joint_q_in[joint_q_start[j]], qd, joint_target_q[i], joint_target_qd[i], joint_target_ke[i],
         joint_target_kd[i], joint_limit_lower[i], joint_limit_upper[i], joint_limit_ke[i], joint_limit_kd[i],
     )
-    rhs[i] = tau - wp.dot(s_i, subtree_bias[joint_child[j]])
+    rhs_out[i] = tau - wp.dot(s_i, subtree_bias_in[joint_child[j]])
 
 
 @kernel(enable_backward=False)
 def cholesky_solve(
     articulation_dof_start: wp.array(dtype=int),
     articulation_H_start: wp.array(dtype=int),
-    mass_matrix: wp.array(dtype=wp.Float),
-    rhs: wp.array(dtype=wp.Float),
-    factor: wp.array(dtype=wp.Float),
-    qdd: wp.array(dtype=wp.Float),
+    mass_matrix_in: wp.array(dtype=wp.Float),
+    rhs_in: wp.array(dtype=wp.Float),
+    factor_out: wp.array(dtype=wp.Float),
+    qdd_out: wp.array(dtype=wp.Float),
 ):
     """One thread per articulation: factor H = L L^T (lower triangle of H read) into
-    ``factor`` and solve H qdd = rhs. Not differentiated by the tape: the solver registers
-    ``cholesky_solve_adjoint`` as its backward."""
+    ``factor_out`` and solve H qdd_out = rhs_in. Not differentiated by the tape: the solver
+    registers ``cholesky_solve_adjoint`` as its backward."""
     a = wp.tid()
     d0 = articulation_dof_start[a]
     n = articulation_dof_start[a + 1] - d0
     base = articulation_H_start[a]
     for c in range(n):
         for r in range(c, n):
-            s = mass_matrix[base + r * n + c]
+            s = mass_matrix_in[base + r * n + c]
             for k in range(c):
-                s -= factor[base + r * n + k] * factor[base + c * n + k]
+                s -= factor_out[base + r * n + k] * factor_out[base + c * n + k]
             if r == c:
-                factor[base + c * n + c] = wp.sqrt(s)
+                factor_out[base + c * n + c] = wp.sqrt(s)
             else:
-                factor[base + r * n + c] = s / factor[base + c * n + c]
-    triangular_solves(n, base, d0, factor, rhs, qdd)
+                factor_out[base + r * n + c] = s / factor_out[base + c * n + c]
+    triangular_solves(n, base, d0, factor_out, rhs_in, qdd_out)
 
 
 @wp.func
@@ -446,30 +446,30 @@ def triangular_solves(n: int, base: int, d0: int, factor: wp.array(dtype=wp.Floa
 def cholesky_solve_adjoint(
     articulation_dof_start: wp.array(dtype=int),
     articulation_H_start: wp.array(dtype=int),
-    factor: wp.array(dtype=wp.Float),
-    qdd: wp.array(dtype=wp.Float),
-    adj_qdd: wp.array(dtype=wp.Float),
-    adjoint: wp.array(dtype=wp.Float),
-    adj_mass_matrix: wp.array(dtype=wp.Float),
-    adj_rhs: wp.array(dtype=wp.Float),
+    factor_in: wp.array(dtype=wp.Float),
+    qdd_in: wp.array(dtype=wp.Float),
+    adj_qdd_in: wp.array(dtype=wp.Float),
+    adjoint_out: wp.array(dtype=wp.Float),
+    adj_mass_matrix_out: wp.array(dtype=wp.Float),
+    adj_rhs_out: wp.array(dtype=wp.Float),
 ):
     """Backward of ``cholesky_solve``. The forward reads only the lower triangle of H (the
-    matrix it factors is H_rc for r >= c mirrored), so with lambda = H^-1 adj_qdd and
-    G = -lambda qdd^T: adj_rhs += lambda, adj_H_rc += G_rc + G_cr below the diagonal,
-    G_rr on it, nothing above."""
+    matrix it factors is H_rc for r >= c mirrored), so with lambda = H^-1 adj_qdd (into
+    adjoint_out) and G = -lambda qdd^T: adj_rhs += lambda, adj_H_rc += G_rc + G_cr below the
+    diagonal, G_rr on it, nothing above."""
     a = wp.tid()
     d0 = articulation_dof_start[a]
     n = articulation_dof_start[a + 1] - d0
     base = articulation_H_start[a]
-    triangular_solves(n, base, d0, factor, adj_qdd, adjoint)
+    triangular_solves(n, base, d0, factor_in, adj_qdd_in, adjoint_out)
     for r in range(n):
-        lam = adjoint[d0 + r]
-        adj_rhs[d0 + r] += lam
+        lam = adjoint_out[d0 + r]
+        adj_rhs_out[d0 + r] += lam
         for c in range(r + 1):
-            g = lam * qdd[d0 + c]
+            g = lam * qdd_in[d0 + c]
             if c < r:
-                g += adjoint[d0 + c] * qdd[d0 + r]
-            adj_mass_matrix[base + r * n + c] -= g
+                g += adjoint_out[d0 + c] * qdd_in[d0 + r]
+            adj_mass_matrix_out[base + r * n + c] -= g
 
 
 @wp.func
@@ -495,18 +495,18 @@ def integrate_joints(
     joint_q_start: wp.array(dtype=int),
     joint_qd_start: wp.array(dtype=int),
     body_world: wp.array(dtype=int),
-    joint_q: wp.array(dtype=wp.Float),
-    joint_qd: wp.array(dtype=wp.Float),
-    qdd: wp.array(dtype=wp.Float),
+    joint_q_in: wp.array(dtype=wp.Float),
+    joint_qd_in: wp.array(dtype=wp.Float),
+    qdd_in: wp.array(dtype=wp.Float),
     dt: wp.Float,
     step: int,
     max_coordinate: wp.Float,
     max_speed: wp.Float,
     joint_q_out: wp.array(dtype=wp.Float),
     joint_qd_out: wp.array(dtype=wp.Float),
-    world_fault_step: wp.array(dtype=int),
+    world_fault_step_out: wp.array(dtype=int),
 ):
-    """One thread per joint: semi-implicit Euler, qd' = qd + dt qdd, then q' from qd'
+    """One thread per joint: semi-implicit Euler, qd' = qd + dt qdd_in, then q' from qd'
     (quaternions turned by the exponential map and renormalised). Flags the world's fault
     step when a new value is non-finite or beyond max_coordinate / max_speed."""
     j = wp.tid()
@@ -515,23 +515,24 @@ def integrate_joints(
     ds = joint_qd_start[j]
     bad = int(0)
     for k in range(dof_count(jtype)):
-        v = joint_qd[ds + k] + dt * qdd[ds + k]
+        v = joint_qd_in[ds + k] + dt * qdd_in[ds + k]
         joint_qd_out[ds + k] = v
         if not wp.isfinite(v) or wp.abs(v) > max_speed:
             bad = 1
     if jtype == JOINT_REVOLUTE or jtype == JOINT_PRISMATIC:
-        joint_q_out[qs] = joint_q[qs] + dt * (joint_qd[ds] + dt * qdd[ds])
+        joint_q_out[qs] = joint_q_in[qs] + dt * (joint_qd_in[ds] + dt * qdd_in[ds])
     if jtype == JOINT_FREE:
         for k in range(3):
-            joint_q_out[qs + k] = joint_q[qs + k] + dt * (joint_qd[ds + k] + dt * qdd[ds + k])
+            joint_q_out[qs + k] = joint_q_in[qs + k] + dt * (joint_qd_in[ds + k] + dt * qdd_in[ds + k])
     if jtype == JOINT_BALL or jtype == JOINT_FREE:
         r = qs
         w = ds
         if jtype == JOINT_FREE:
             r = qs + 3
             w = ds + 3
-        rot = wp.quaternion(joint_q[r], joint_q[r + 1], joint_q[r + 2], joint_q[r + 3])
-        omega = wp.vector(joint_qd[w], joint_qd[w + 1], joint_qd[w + 2]) + wp.vector(qdd[w], qdd[w + 1], qdd[w + 2]) * dt
+        rot = wp.quaternion(joint_q_in[r], joint_q_in[r + 1], joint_q_in[r + 2], joint_q_in[r + 3])
+        omega = wp.vector(joint_qd_in[w], joint_qd_in[w + 1], joint_qd_in[w + 2])
+        omega = omega + wp.vector(qdd_in[w], qdd_in[w + 1], qdd_in[w + 2]) * dt
         new_rot = integrate_rotation(rot, omega, dt)
         for k in range(4):
             joint_q_out[r + k] = new_rot[k]
@@ -540,19 +541,19 @@ def integrate_joints(
         if not wp.isfinite(x) or wp.abs(x) > max_coordinate:
             bad = 1
     if bad != 0:
-        wp.atomic_min(world_fault_step, body_world[joint_child[j]], step)
+        wp.atomic_min(world_fault_step_out, body_world[joint_child[j]], step)
 
 
 @kernel(enable_backward=False)
 def cholesky_back_solve(
     articulation_dof_start: wp.array(dtype=int),
     articulation_H_start: wp.array(dtype=int),
-    factor: wp.array(dtype=wp.Float),
-    b: wp.array(dtype=wp.Float),
-    x: wp.array(dtype=wp.Float),
+    factor_in: wp.array(dtype=wp.Float),
+    rhs_in: wp.array(dtype=wp.Float),
+    solution_out: wp.array(dtype=wp.Float),
 ):
-    """One thread per articulation: x = (L L^T)^-1 b with the Cholesky factor L of an earlier
-    ``cholesky_solve``."""
+    """One thread per articulation: solution_out = (L L^T)^-1 rhs_in with the Cholesky factor L
+    of an earlier ``cholesky_solve``."""
     a = wp.tid()
     triangular_solves(articulation_dof_start[a + 1] - articulation_dof_start[a], articulation_H_start[a],
-                      articulation_dof_start[a], factor, b, x)
+                      articulation_dof_start[a], factor_in, rhs_in, solution_out)

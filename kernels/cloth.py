@@ -52,27 +52,27 @@ def eval_triangles(
     tri_mu: wp.array(dtype=wp.Float),
     tri_lambda: wp.array(dtype=wp.Float),
     tri_kd: wp.array(dtype=wp.Float),
-    particle_q: wp.array(dtype=vec3),
-    particle_qd: wp.array(dtype=vec3),
-    particle_f: wp.array(dtype=vec3),
+    particle_q_in: wp.array(dtype=vec3),
+    particle_qd_in: wp.array(dtype=vec3),
+    particle_f_out: wp.array(dtype=vec3),
 ):
     """Accumulate each triangle's membrane forces (N) onto its three particles."""
     t = wp.tid()
     i = tri_indices[t, 0]
     j = tri_indices[t, 1]
     k = tri_indices[t, 2]
-    x0 = particle_q[i]
-    v0 = particle_qd[i]
+    x0 = particle_q_in[i]
+    v0 = particle_qd_in[i]
     Dm_inv = tri_rest_inv[t]
-    F = wp.matrix_from_cols(particle_q[j] - x0, particle_q[k] - x0) * Dm_inv
-    F_dot = wp.matrix_from_cols(particle_qd[j] - v0, particle_qd[k] - v0) * Dm_inv
+    F = wp.matrix_from_cols(particle_q_in[j] - x0, particle_q_in[k] - x0) * Dm_inv
+    F_dot = wp.matrix_from_cols(particle_qd_in[j] - v0, particle_qd_in[k] - v0) * Dm_inv
     P = membrane_stress(F, F_dot, tri_mu[t], tri_lambda[t], tri_kd[t])
     H = P * wp.transpose(Dm_inv) * (-tri_rest_area[t])
     f1 = wp.vector(H[0, 0], H[1, 0], H[2, 0])
     f2 = wp.vector(H[0, 1], H[1, 1], H[2, 1])
-    wp.atomic_add(particle_f, i, -(f1 + f2))
-    wp.atomic_add(particle_f, j, f1)
-    wp.atomic_add(particle_f, k, f2)
+    wp.atomic_add(particle_f_out, i, -(f1 + f2))
+    wp.atomic_add(particle_f_out, j, f1)
+    wp.atomic_add(particle_f_out, k, f2)
 
 
 @wp.func
@@ -94,9 +94,9 @@ def eval_bending(
     bend_rest_angle: wp.array(dtype=wp.Float),
     bend_ke: wp.array(dtype=wp.Float),
     bend_kd: wp.array(dtype=wp.Float),
-    particle_q: wp.array(dtype=vec3),
-    particle_qd: wp.array(dtype=vec3),
-    particle_f: wp.array(dtype=vec3),
+    particle_q_in: wp.array(dtype=vec3),
+    particle_qd_in: wp.array(dtype=vec3),
+    particle_f_out: wp.array(dtype=vec3),
 ):
     """Accumulate each hinge's bending forces (N) onto its four particles."""
     b = wp.tid()
@@ -104,10 +104,10 @@ def eval_bending(
     i1 = bend_indices[b, 1]
     i2 = bend_indices[b, 2]
     i3 = bend_indices[b, 3]
-    x0 = particle_q[i0]
-    x1 = particle_q[i1]
-    x2 = particle_q[i2]
-    x3 = particle_q[i3]
+    x0 = particle_q_in[i0]
+    x1 = particle_q_in[i1]
+    x2 = particle_q_in[i2]
+    x3 = particle_q_in[i3]
     n1 = wp.cross(x2 - x0, x3 - x0)
     n2 = wp.cross(x3 - x1, x2 - x1)
     e = x3 - x2
@@ -125,14 +125,14 @@ def eval_bending(
         g3 = (a * wp.dot(x0 - x2, e) + c * wp.dot(x1 - x2, e)) / e_len
         theta = hinge_angle(n1, n2, e)
         theta_dot = (
-            wp.dot(g0, particle_qd[i0]) + wp.dot(g1, particle_qd[i1])
-            + wp.dot(g2, particle_qd[i2]) + wp.dot(g3, particle_qd[i3])
+            wp.dot(g0, particle_qd_in[i0]) + wp.dot(g1, particle_qd_in[i1])
+            + wp.dot(g2, particle_qd_in[i2]) + wp.dot(g3, particle_qd_in[i3])
         )
         scale = -(bend_ke[b] * (theta - bend_rest_angle[b]) + bend_kd[b] * theta_dot)
-        wp.atomic_add(particle_f, i0, g0 * scale)
-        wp.atomic_add(particle_f, i1, g1 * scale)
-        wp.atomic_add(particle_f, i2, g2 * scale)
-        wp.atomic_add(particle_f, i3, g3 * scale)
+        wp.atomic_add(particle_f_out, i0, g0 * scale)
+        wp.atomic_add(particle_f_out, i1, g1 * scale)
+        wp.atomic_add(particle_f_out, i2, g2 * scale)
+        wp.atomic_add(particle_f_out, i3, g3 * scale)
 
 
 @kernel
@@ -143,15 +143,19 @@ def triangle_energy(
     tri_mu: wp.array(dtype=wp.Float),
     tri_lambda: wp.array(dtype=wp.Float),
     particle_world: wp.array(dtype=int),
-    particle_q: wp.array(dtype=vec3),
-    energy: wp.array(dtype=wp.Float),
+    particle_q_in: wp.array(dtype=vec3),
+    energy_out: wp.array(dtype=wp.Float),
 ):
     """Accumulate each triangle's membrane elastic energy (J) into its world's entry."""
     t = wp.tid()
     i = tri_indices[t, 0]
-    x0 = particle_q[i]
-    F = wp.matrix_from_cols(particle_q[tri_indices[t, 1]] - x0, particle_q[tri_indices[t, 2]] - x0) * tri_rest_inv[t]
-    wp.atomic_add(energy, particle_world[i], tri_rest_area[t] * membrane_energy_density(F, tri_mu[t], tri_lambda[t]))
+    x0 = particle_q_in[i]
+    F = wp.matrix_from_cols(
+        particle_q_in[tri_indices[t, 1]] - x0, particle_q_in[tri_indices[t, 2]] - x0
+    ) * tri_rest_inv[t]
+    wp.atomic_add(
+        energy_out, particle_world[i], tri_rest_area[t] * membrane_energy_density(F, tri_mu[t], tri_lambda[t])
+    )
 
 
 @kernel
@@ -160,14 +164,14 @@ def bending_energy(
     bend_rest_angle: wp.array(dtype=wp.Float),
     bend_ke: wp.array(dtype=wp.Float),
     particle_world: wp.array(dtype=int),
-    particle_q: wp.array(dtype=vec3),
-    energy: wp.array(dtype=wp.Float),
+    particle_q_in: wp.array(dtype=vec3),
+    energy_out: wp.array(dtype=wp.Float),
 ):
     """Accumulate each hinge's bending energy (J) into its world's entry."""
     b = wp.tid()
     theta = dihedral_angle(
-        particle_q[bend_indices[b, 0]], particle_q[bend_indices[b, 1]],
-        particle_q[bend_indices[b, 2]], particle_q[bend_indices[b, 3]],
+        particle_q_in[bend_indices[b, 0]], particle_q_in[bend_indices[b, 1]],
+        particle_q_in[bend_indices[b, 2]], particle_q_in[bend_indices[b, 3]],
     )
     d = theta - bend_rest_angle[b]
-    wp.atomic_add(energy, particle_world[bend_indices[b, 0]], type(d)(0.5) * bend_ke[b] * d * d)
+    wp.atomic_add(energy_out, particle_world[bend_indices[b, 0]], type(d)(0.5) * bend_ke[b] * d * d)

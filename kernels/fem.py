@@ -78,16 +78,16 @@ def eval_tetrahedra(
     tet_lambda: wp.array(dtype=wp.Float),
     tet_kd: wp.array(dtype=wp.Float),
     tet_fiber: wp.array(dtype=vec3),
-    particle_q: wp.array(dtype=vec3),
-    particle_qd: wp.array(dtype=vec3),
+    particle_q_in: wp.array(dtype=vec3),
+    particle_qd_in: wp.array(dtype=vec3),
     tet_activation: wp.array(dtype=wp.Float),
-    particle_f: wp.array(dtype=vec3),
+    particle_f_out: wp.array(dtype=vec3),
 ):
     """Accumulate each tetrahedron's elastic, damping and active forces (N) onto its vertices."""
     t = wp.tid()
     Dm_inv = tet_rest_inv[t]
-    F = tet_deformation(t, tet_indices, Dm_inv, particle_q)
-    F_dot = tet_deformation(t, tet_indices, Dm_inv, particle_qd)
+    F = tet_deformation(t, tet_indices, Dm_inv, particle_q_in)
+    F_dot = tet_deformation(t, tet_indices, Dm_inv, particle_qd_in)
     Fa_inv, det_a = active_deformation_inverse(tet_activation[t], tet_fiber[t])
     P = neo_hookean_stress(F * Fa_inv, tet_mu[t], tet_lambda[t]) * wp.transpose(Fa_inv) * det_a
     strain_rate = wp.transpose(F) * F_dot
@@ -96,10 +96,10 @@ def eval_tetrahedra(
     f1 = wp.vector(H[0, 0], H[1, 0], H[2, 0])
     f2 = wp.vector(H[0, 1], H[1, 1], H[2, 1])
     f3 = wp.vector(H[0, 2], H[1, 2], H[2, 2])
-    wp.atomic_add(particle_f, tet_indices[t, 0], -(f1 + f2 + f3))
-    wp.atomic_add(particle_f, tet_indices[t, 1], f1)
-    wp.atomic_add(particle_f, tet_indices[t, 2], f2)
-    wp.atomic_add(particle_f, tet_indices[t, 3], f3)
+    wp.atomic_add(particle_f_out, tet_indices[t, 0], -(f1 + f2 + f3))
+    wp.atomic_add(particle_f_out, tet_indices[t, 1], f1)
+    wp.atomic_add(particle_f_out, tet_indices[t, 2], f2)
+    wp.atomic_add(particle_f_out, tet_indices[t, 3], f3)
 
 
 @kernel
@@ -111,25 +111,25 @@ def tetrahedron_energy(
     tet_lambda: wp.array(dtype=wp.Float),
     tet_fiber: wp.array(dtype=vec3),
     particle_world: wp.array(dtype=int),
-    particle_q: wp.array(dtype=vec3),
+    particle_q_in: wp.array(dtype=vec3),
     tet_activation: wp.array(dtype=wp.Float),
-    energy: wp.array(dtype=wp.Float),
+    energy_out: wp.array(dtype=wp.Float),
 ):
     """Accumulate each tetrahedron's elastic energy (J) into its world's entry."""
     t = wp.tid()
-    F = tet_deformation(t, tet_indices, tet_rest_inv[t], particle_q)
+    F = tet_deformation(t, tet_indices, tet_rest_inv[t], particle_q_in)
     Fa_inv, det_a = active_deformation_inverse(tet_activation[t], tet_fiber[t])
     psi = neo_hookean_energy_density(F * Fa_inv, tet_mu[t], tet_lambda[t])
-    wp.atomic_add(energy, particle_world[tet_indices[t, 0]], tet_rest_volume[t] * det_a * psi)
+    wp.atomic_add(energy_out, particle_world[tet_indices[t, 0]], tet_rest_volume[t] * det_a * psi)
 
 
 @kernel
 def tetrahedron_volume_ratio(
     tet_indices: wp.array2d(dtype=int),
     tet_rest_inv: wp.array(dtype=mat33),
-    particle_q: wp.array(dtype=vec3),
-    volume_ratio: wp.array(dtype=wp.Float),
+    particle_q_in: wp.array(dtype=vec3),
+    volume_ratio_out: wp.array(dtype=wp.Float),
 ):
     """Write det(F) (current over rest volume; <= 0 means inverted) of every tetrahedron."""
     t = wp.tid()
-    volume_ratio[t] = wp.determinant(tet_deformation(t, tet_indices, tet_rest_inv[t], particle_q))
+    volume_ratio_out[t] = wp.determinant(tet_deformation(t, tet_indices, tet_rest_inv[t], particle_q_in))

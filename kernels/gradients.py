@@ -10,47 +10,50 @@ set_deterministic(__name__)
 
 @kernel(enable_backward=False)
 def count_nonfinite(
-    values: wp.array(dtype=wp.Float),
+    values_in: wp.array(dtype=wp.Float),
     width: int,
     slot: int,
-    count: wp.array(dtype=int),
-    first: wp.array(dtype=int),
+    count_out: wp.array(dtype=int),
+    first_out: wp.array(dtype=int),
 ):
-    """Count elements (``width`` consecutive scalars each) holding NaN or Inf into count[slot];
-    first[slot] becomes the lowest such element index."""
+    """Count elements (``width`` consecutive scalars each) holding NaN or Inf into
+    count_out[slot]; first_out[slot] becomes the lowest such element index."""
     i = wp.tid()
     bad = int(0)
     for c in range(width):
-        if not wp.isfinite(values[i * width + c]):
+        if not wp.isfinite(values_in[i * width + c]):
             bad = bad + 1
     if bad > 0:
-        wp.atomic_add(count, slot, 1)
-        wp.atomic_min(first, slot, i)
+        wp.atomic_add(count_out, slot, 1)
+        wp.atomic_min(first_out, slot, i)
 
 
 @kernel(enable_backward=False)
-def sum_squares(values: wp.array(dtype=wp.Float), slot: int, out: wp.array(dtype=wp.float64)):
-    """out[slot] += sum_i values[i]^2 (accumulated in float64)."""
+def sum_squares(values_in: wp.array(dtype=wp.Float), slot: int, total_out: wp.array(dtype=wp.float64)):
+    """total_out[slot] += sum_i values_in[i]^2 (accumulated in float64)."""
     i = wp.tid()
-    x = wp.float64(values[i])
-    wp.atomic_add(out, slot, x * x)
+    x = wp.float64(values_in[i])
+    wp.atomic_add(total_out, slot, x * x)
 
 
 @kernel(enable_backward=False)
 def sum_squared_change(
-    values: wp.array(dtype=wp.Float), before: wp.array(dtype=wp.Float), slot: int, out: wp.array(dtype=wp.float64)
+    values_in: wp.array(dtype=wp.Float), before_in: wp.array(dtype=wp.Float), slot: int,
+    total_out: wp.array(dtype=wp.float64),
 ):
-    """out[slot] += sum_i (values[i] - before[i])^2 (accumulated in float64)."""
+    """total_out[slot] += sum_i (values_in[i] - before_in[i])^2 (accumulated in float64)."""
     i = wp.tid()
-    x = wp.float64(values[i] - before[i])
-    wp.atomic_add(out, slot, x * x)
+    x = wp.float64(values_in[i] - before_in[i])
+    wp.atomic_add(total_out, slot, x * x)
 
 
 @kernel(enable_backward=False)
-def scale_to_norm(sum_squares: wp.array(dtype=wp.float64), max_norm: wp.float64, values: wp.array(dtype=wp.Float)):
-    """values *= max_norm / norm where norm = sqrt(sum_squares[0]) is finite and above max_norm."""
+def scale_to_norm(sum_squares_in: wp.array(dtype=wp.float64), max_norm: wp.float64,
+                  values_out: wp.array(dtype=wp.Float)):
+    """values_out *= max_norm / norm (in place) where norm = sqrt(sum_squares_in[0]) is finite
+    and above max_norm."""
     i = wp.tid()
-    norm = wp.sqrt(sum_squares[0])
+    norm = wp.sqrt(sum_squares_in[0])
     if norm > max_norm and wp.isfinite(norm):
-        v = values[i]
-        values[i] = v * type(v)(max_norm / norm)
+        v = values_out[i]
+        values_out[i] = v * type(v)(max_norm / norm)

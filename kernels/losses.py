@@ -9,45 +9,47 @@ set_deterministic(__name__)
 
 @kernel
 def squared_distance_loss(
-    points: wp.array(dtype=vec3),
-    targets: wp.array(dtype=vec3),
+    points_in: wp.array(dtype=vec3),
+    targets_in: wp.array(dtype=vec3),
     axis_weights: vec3,
-    loss: wp.array(dtype=wp.Float),
+    loss_out: wp.array(dtype=wp.Float),
 ):
-    """loss += sum_k axis_weights[k] * (points[i] - targets[i])[k]^2 (m^2)."""
+    """loss_out += sum_k axis_weights[k] * (points_in[i] - targets_in[i])[k]^2 (m^2)."""
     i = wp.tid()
-    d = points[i] - targets[i]
-    wp.atomic_add(loss, 0, wp.dot(wp.cw_mul(d, d), axis_weights))
+    d = points_in[i] - targets_in[i]
+    wp.atomic_add(loss_out, 0, wp.dot(wp.cw_mul(d, d), axis_weights))
 
 
 @kernel
 def linear_state_loss(
-    particle_q: wp.array(dtype=vec3),
-    particle_qd: wp.array(dtype=vec3),
-    weight_q: wp.array(dtype=vec3),
-    weight_qd: wp.array(dtype=vec3),
-    loss: wp.array(dtype=wp.Float),
+    particle_q_in: wp.array(dtype=vec3),
+    particle_qd_in: wp.array(dtype=vec3),
+    weight_q_in: wp.array(dtype=vec3),
+    weight_qd_in: wp.array(dtype=vec3),
+    loss_out: wp.array(dtype=wp.Float),
 ):
-    """loss += sum_i weight_q[i] . x_i + weight_qd[i] . v_i (a generic probe of a state)."""
+    """loss_out += sum_i weight_q_in[i] . x_i + weight_qd_in[i] . v_i (a generic probe of a state)."""
     i = wp.tid()
-    wp.atomic_add(loss, 0, wp.dot(weight_q[i], particle_q[i]) + wp.dot(weight_qd[i], particle_qd[i]))
+    wp.atomic_add(loss_out, 0, wp.dot(weight_q_in[i], particle_q_in[i]) + wp.dot(weight_qd_in[i], particle_qd_in[i]))
 
 
 @kernel
-def weighted_sum_loss(values: wp.array(dtype=wp.Float), weights: wp.array(dtype=wp.Float), loss: wp.array(dtype=wp.Float)):
-    """loss += sum_i weights[i] * values[i]."""
+def weighted_sum_loss(
+    values_in: wp.array(dtype=wp.Float), weights_in: wp.array(dtype=wp.Float), loss_out: wp.array(dtype=wp.Float)
+):
+    """loss_out += sum_i weights_in[i] * values_in[i]."""
     i = wp.tid()
-    wp.atomic_add(loss, 0, weights[i] * values[i])
+    wp.atomic_add(loss_out, 0, weights_in[i] * values_in[i])
 
 
 @kernel
 def body_position_loss(
-    body_q: wp.array(dtype=transform),
-    bodies: wp.array(dtype=int),
-    targets: wp.array(dtype=vec3),
-    loss: wp.array(dtype=wp.Float),
+    body_q_in: wp.array(dtype=transform),
+    bodies_in: wp.array(dtype=int),
+    targets_in: wp.array(dtype=vec3),
+    loss_out: wp.array(dtype=wp.Float),
 ):
-    """loss += |origin of body bodies[i] - targets[i]|^2 (m^2)."""
+    """loss_out += |origin of body bodies_in[i] - targets_in[i]|^2 (m^2)."""
     i = wp.tid()
-    d = wp.transform_get_translation(body_q[bodies[i]]) - targets[i]
-    wp.atomic_add(loss, 0, wp.dot(d, d))
+    d = wp.transform_get_translation(body_q_in[bodies_in[i]]) - targets_in[i]
+    wp.atomic_add(loss_out, 0, wp.dot(d, d))

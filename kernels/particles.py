@@ -86,52 +86,52 @@ def eval_particle_forces(
     pair_ke: wp.array(dtype=wp.Float),
     pair_kd: wp.array(dtype=wp.Float),
     pair_mu: wp.array(dtype=wp.Float),
+    body_origin: wp.array(dtype=vec3),
+    particle_q_in: wp.array(dtype=vec3),
+    particle_qd_in: wp.array(dtype=vec3),
+    neighbor_count_in: wp.array(dtype=int),
+    neighbor_index_in: wp.array2d(dtype=int),
+    body_q_in: wp.array(dtype=transform),
+    body_qd_in: wp.array(dtype=vec6),
+    particle_f_ext: wp.array(dtype=vec3),
     friction_smoothing: wp.Float,
     dt: wp.Float,
-    particle_q: wp.array(dtype=vec3),
-    particle_qd: wp.array(dtype=vec3),
-    neighbor_count: wp.array(dtype=int),
-    neighbor_index: wp.array2d(dtype=int),
-    particle_f_ext: wp.array(dtype=vec3),
-    body_origin: wp.array(dtype=vec3),
-    body_q: wp.array(dtype=transform),
-    body_qd: wp.array(dtype=vec6),
-    particle_f: wp.array(dtype=vec3),
-    body_f: wp.array(dtype=vec6),
+    particle_f_out: wp.array(dtype=vec3),
+    body_f_out: wp.array(dtype=vec6),
 ):
-    """Write each particle's drag, external and contact force (N) into particle_f; add the
-    reactions of contacts with body shapes into body_f.
+    """Write each particle's drag, external and contact force (N) into particle_f_out; add the
+    reactions of contacts with body shapes into body_f_out.
 
     One thread per particle gathers its shape contacts and its particle-pair contacts from
-    the neighbour list, so particle forces need no atomics. This launch initialises particle_f; the
-    element kernels of the same step accumulate into it afterwards. ``dt`` (s) bounds the
-    friction slope for stability (see ``compliant_contact_force``).
+    the neighbour list, so particle forces need no atomics. This launch initialises
+    particle_f_out; the element kernels of the same step accumulate into it afterwards.
+    ``dt`` (s) bounds the friction slope for stability (see ``compliant_contact_force``).
     """
     i = wp.tid()
-    x = particle_q[i]
-    v = particle_qd[i]
+    x = particle_q_in[i]
+    v = particle_qd_in[i]
     r = particle_radius[i]
     own_rate = dt_over_mass(dt, particle_mass[i])
     zero = r * type(r)(0.0)
     f = particle_f_ext[i] - v * particle_drag[i]
     f = f + particle_shape_contacts(
         x, v, r, particle_world[i], shape_kind, shape_body, shape_world, shape_transform, shape_size,
-        shape_ke, shape_kd, shape_mu, friction_smoothing, own_rate, body_q, body_qd, body_origin, body_f,
+        shape_ke, shape_kd, shape_mu, friction_smoothing, own_rate, body_q_in, body_qd_in, body_origin, body_f_out,
     )
-    if neighbor_index.shape[1] > 0:
-        for k in range(neighbor_count[i]):
-            j = neighbor_index[i, k]
-            d = x - particle_q[j]
+    if neighbor_index_in.shape[1] > 0:
+        for k in range(neighbor_count_in[i]):
+            j = neighbor_index_in[i, k]
+            d = x - particle_q_in[j]
             dist = wp.length(d)
             pen = r + particle_radius[j] - dist
             if pen > zero and dist > zero:
                 # relative motion is resisted by the pair's combined inverse mass
                 rate = own_rate + dt_over_mass(dt, particle_mass[j])
                 f = f + compliant_contact_force(
-                    pen, d / dist, v - particle_qd[j], pair_ke[0], pair_kd[0], pair_mu[0], friction_smoothing, rate,
+                    pen, d / dist, v - particle_qd_in[j], pair_ke[0], pair_kd[0], pair_mu[0], friction_smoothing, rate,
                     zero,
                 )
-    particle_f[i] = f
+    particle_f_out[i] = f
 
 
 @wp.func
@@ -149,63 +149,63 @@ def integrate_particles(
     particle_mass: wp.array(dtype=wp.Float),
     particle_world: wp.array(dtype=int),
     gravity: wp.array(dtype=vec3),
-    particle_q: wp.array(dtype=vec3),
-    particle_qd: wp.array(dtype=vec3),
-    particle_f: wp.array(dtype=vec3),
+    particle_q_in: wp.array(dtype=vec3),
+    particle_qd_in: wp.array(dtype=vec3),
+    particle_f_in: wp.array(dtype=vec3),
     dt: wp.Float,
     step: int,
     max_coordinate: wp.Float,
     max_speed: wp.Float,
     particle_q_out: wp.array(dtype=vec3),
     particle_qd_out: wp.array(dtype=vec3),
-    world_fault_step: wp.array(dtype=int),
+    world_fault_step_out: wp.array(dtype=int),
 ):
     """Symplectic Euler: v' = v + dt (f/m + g), x' = x + dt v'; fixed particles (m = 0) stay.
 
-    Flags the particle's world in world_fault_step (earliest step index) when the new state
-    is non-finite or exceeds max_coordinate (m) / max_speed (m/s).
+    Flags the particle's world in world_fault_step_out (earliest step index) when the new
+    state is non-finite or exceeds max_coordinate (m) / max_speed (m/s).
     """
     i = wp.tid()
     m = particle_mass[i]
-    x = particle_q[i]
-    v = particle_qd[i]
+    x = particle_q_in[i]
+    v = particle_qd_in[i]
     zero = m * type(m)(0.0)
     if m > zero:
-        v = v + (particle_f[i] / m + gravity[0]) * dt
+        v = v + (particle_f_in[i] / m + gravity[0]) * dt
         x = x + v * dt
     else:
         v = v * zero
     particle_q_out[i] = x
     particle_qd_out[i] = v
-    flag_fault(x, v, particle_world[i], step, max_coordinate, max_speed, world_fault_step)
+    flag_fault(x, v, particle_world[i], step, max_coordinate, max_speed, world_fault_step_out)
 
 
 @kernel(enable_backward=False)
 def build_neighbor_lists(
-    grid: wp.uint64,
     particle_radius: wp.array(dtype=wp.Float),
     particle_world: wp.array(dtype=int),
-    particle_q: wp.array(dtype=vec3),
+    particle_q_in: wp.array(dtype=vec3),
+    grid: wp.uint64,
     query_radius: wp.Float,
-    neighbor_count: wp.array(dtype=int),
-    neighbor_index: wp.array2d(dtype=int),
-    overflow: wp.array(dtype=int),
+    neighbor_count_out: wp.array(dtype=int),
+    neighbor_index_out: wp.array2d(dtype=int),
+    overflow_out: wp.array(dtype=int),
 ):
     """Broad phase (not differentiated): list the same-world particles touching particle i."""
     i = wp.tid()
-    x = particle_q[i]
+    x = particle_q_in[i]
     r = particle_radius[i]
     world = particle_world[i]
-    capacity = neighbor_index.shape[1]
+    capacity = neighbor_index_out.shape[1]
     count = int(0)
     query = wp.hash_grid_query(grid, x, query_radius)
     j = int(0)
     while wp.hash_grid_query_next(query, j):
         if j != i and particle_world[j] == world:
-            if wp.length(x - particle_q[j]) < r + particle_radius[j]:
+            if wp.length(x - particle_q_in[j]) < r + particle_radius[j]:
                 if count < capacity:
-                    neighbor_index[i, count] = j
+                    neighbor_index_out[i, count] = j
                     count += 1
                 else:
-                    wp.atomic_max(overflow, 0, i + 1)
-    neighbor_count[i] = count
+                    wp.atomic_max(overflow_out, 0, i + 1)
+    neighbor_count_out[i] = count

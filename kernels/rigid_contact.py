@@ -498,17 +498,17 @@ def eval_rigid_contacts(
     shape_point_count: wp.array(dtype=int),
     shape_points: wp.array(dtype=vec3),
     body_mass: wp.array(dtype=wp.Float),
+    body_origin: wp.array(dtype=vec3),
+    body_q_in: wp.array(dtype=transform),
+    body_qd_in: wp.array(dtype=vec6),
     friction_smoothing: wp.Float,
     dt: wp.Float,
     gradient_width: wp.Float,
-    body_origin: wp.array(dtype=vec3),
-    body_q: wp.array(dtype=transform),
-    body_qd: wp.array(dtype=vec6),
-    body_f: wp.array(dtype=vec6),
-    body_damping: wp.array2d(dtype=mat33),
+    body_f_out: wp.array(dtype=vec6),
+    body_damping_out: wp.array2d(dtype=mat33),
 ):
-    """One thread per candidate shape pair: add its contact wrenches into body_f and, for
-    contacts with static geometry, their velocity slopes into body_damping (B, 3): the
+    """One thread per candidate shape pair: add its contact wrenches into body_f_out and, for
+    contacts with static geometry, their velocity slopes into body_damping_out (B, 3): the
     spatial damping blocks (ww, wv, vv) that the joint-space solve treats implicitly. ``dt``
     (s) bounds the friction slope of body-body contacts; ``gradient_width`` (m) > 0 selects
     the smoothed contact gradient."""
@@ -517,7 +517,7 @@ def eval_rigid_contacts(
     b = contact_pair[i, 1]
     ka = shape_kind[a]
     kb = shape_kind[b]
-    ba, bb, Xa, Xb = pair_poses(a, b, shape_body, shape_transform, body_q)
+    ba, bb, Xa, Xb = pair_poses(a, b, shape_body, shape_transform, body_q_in)
     half = type(dt)(0.5)
     ke = (shape_ke[a] + shape_ke[b]) * half
     kd = (shape_kd[a] + shape_kd[b]) * half
@@ -537,8 +537,8 @@ def eval_rigid_contacts(
         valid, pen, n, x = plan_contact(plan, flip, axis, side, k, ka, kb, sa, sb, Xa, Xb, shape_points,
                                         shape_point_start[a], shape_point_start[b])
         if valid:
-            add_contact(pen, n, x, first, second, ke, kd, mu, friction_smoothing, rate, gradient_width, body_q,
-                        body_qd, body_origin, body_f, body_damping)
+            add_contact(pen, n, x, first, second, ke, kd, mu, friction_smoothing, rate, gradient_width, body_q_in,
+                        body_qd_in, body_origin, body_f_out, body_damping_out)
 
 
 @wp.kernel(enable_backward=False)
@@ -546,11 +546,12 @@ def pair_slot_counts(
     contact_pair: wp.array2d(dtype=int),
     shape_kind: wp.array(dtype=int),
     shape_point_count: wp.array(dtype=int),
-    slots: wp.array(dtype=int),
+    slots_out: wp.array(dtype=int),
 ):
     """One thread per candidate pair: its number of contact slots (``plan_slot_count``)."""
     i = wp.tid()
     a = contact_pair[i, 0]
     b = contact_pair[i, 1]
     plan, flip = plan_by_kind(shape_kind[a], shape_kind[b])
-    slots[i] = plan_slot_count(plan, flip, shape_kind[a], shape_kind[b], shape_point_count[a], shape_point_count[b])
+    slots_out[i] = plan_slot_count(plan, flip, shape_kind[a], shape_kind[b], shape_point_count[a],
+                                   shape_point_count[b])

@@ -114,8 +114,7 @@ def shared_inverse_mass(
 
 @kernel
 def soft_contact_rows(
-    pair_shapes: wp.array2d(dtype=int),
-    pair_row_start: wp.array(dtype=int),
+    contact_pair: wp.array2d(dtype=int),
     shape_kind: wp.array(dtype=int),
     shape_body: wp.array(dtype=int),
     shape_transform: wp.array(dtype=transform),
@@ -131,16 +130,17 @@ def soft_contact_rows(
     dof_joint: wp.array(dtype=int),
     articulation_dof_start: wp.array(dtype=int),
     articulation_H_start: wp.array(dtype=int),
-    body_q: wp.array(dtype=transform),
-    joint_qd: wp.array(dtype=wp.Float),
-    dof_motion: wp.array(dtype=vec6),
-    mass_matrix: wp.array(dtype=wp.Float),
+    pair_row_start_in: wp.array(dtype=int),
+    body_q_in: wp.array(dtype=transform),
+    joint_qd_in: wp.array(dtype=wp.Float),
+    dof_motion_in: wp.array(dtype=vec6),
+    mass_matrix_in: wp.array(dtype=wp.Float),
     side_column: int,
-    row_jacobian: wp.array2d(dtype=wp.Float),
-    row_velocity: wp.array(dtype=wp.Float),
-    row_inverse_mass: wp.array(dtype=wp.Float),
-    row_distance: wp.array(dtype=wp.Float),
-    row_in_contact: wp.array(dtype=wp.Float),
+    row_jacobian_out: wp.array2d(dtype=wp.Float),
+    row_velocity_out: wp.array(dtype=wp.Float),
+    row_inverse_mass_out: wp.array(dtype=wp.Float),
+    row_distance_out: wp.array(dtype=wp.Float),
+    row_in_contact_out: wp.array(dtype=wp.Float),
 ):
     """One thread per candidate shape pair (shape a on a body, b static or on a body): for
     every contact slot of the pair (``rigid_contact.plan_contact``) and cone edge, the row's
@@ -151,11 +151,11 @@ def soft_contact_rows(
     to arrays: a loop accumulator used nonlinearly after its loop would get a wrong adjoint
     from Warp.)"""
     p = wp.tid()
-    a = pair_shapes[p, 0]
-    b = pair_shapes[p, 1]
+    a = contact_pair[p, 0]
+    b = contact_pair[p, 1]
     ka = shape_kind[a]
     kb = shape_kind[b]
-    body_a, body_b, X_a, X_b = pair_poses(a, b, shape_body, shape_transform, body_q)
+    body_a, body_b, X_a, X_b = pair_poses(a, b, shape_body, shape_transform, body_q_in)
     mu = (shape_mu[a] + shape_mu[b]) * type(shape_mu[a])(0.5)
     zero = mu * type(mu)(0.0)
     one = type(mu)(1.0)
@@ -163,8 +163,8 @@ def soft_contact_rows(
     sign_a = one  # +1 when a is the first shape (the normal points towards it)
     if flip:
         sign_a = -one
-    first_row = pair_row_start[p]
-    for slot in range((pair_row_start[p + 1] - first_row) // EDGES):
+    first_row = pair_row_start_in[p]
+    for slot in range((pair_row_start_in[p + 1] - first_row) // EDGES):
         valid, pen, n, x = plan_contact(plan, flip, axis, side, slot, ka, kb, shape_size[a], shape_size[b], X_a, X_b,
                                         shape_points, shape_point_start[a], shape_point_start[b])
         touching = zero
@@ -185,37 +185,37 @@ def soft_contact_rows(
                 direction = n + tangent * (mu * sign)
                 velocity, inverse_mass = side_jacobian(
                     body_a, sign_a, direction, x, r, 0, body_joint, body_origin, joint_articulation, joint_dfs_pos,
-                    joint_dfs_end, dof_joint, articulation_dof_start, articulation_H_start, joint_qd, dof_motion,
-                    mass_matrix, row_jacobian)
+                    joint_dfs_end, dof_joint, articulation_dof_start, articulation_H_start, joint_qd_in, dof_motion_in,
+                    mass_matrix_in, row_jacobian_out)
                 if body_b >= 0:
                     velocity_b, inverse_mass_b = side_jacobian(
                         body_b, -sign_a, direction, x, r, side_column, body_joint, body_origin, joint_articulation,
                         joint_dfs_pos, joint_dfs_end, dof_joint, articulation_dof_start, articulation_H_start,
-                        joint_qd, dof_motion, mass_matrix, row_jacobian)
+                        joint_qd_in, dof_motion_in, mass_matrix_in, row_jacobian_out)
                     velocity = velocity + velocity_b
                     inverse_mass = inverse_mass + inverse_mass_b
                     if joint_articulation[body_joint[body_b]] == joint_articulation[body_joint[body_a]]:
                         inverse_mass = shared_inverse_mass(
                             body_a, body_b, sign_a, direction, x, body_joint, body_origin, joint_articulation,
                             joint_dfs_pos, joint_dfs_end, dof_joint, articulation_dof_start, articulation_H_start,
-                            dof_motion, mass_matrix)
-            row_velocity[r] = velocity
-            row_inverse_mass[r] = inverse_mass
-            row_distance[r] = -pen
-            row_in_contact[r] = touching
+                            dof_motion_in, mass_matrix_in)
+            row_velocity_out[r] = velocity
+            row_inverse_mass_out[r] = inverse_mass
+            row_distance_out[r] = -pen
+            row_in_contact_out[r] = touching
 
 
 @kernel
 def soft_contact_row_parameters(
+    row_velocity_in: wp.array(dtype=wp.Float),
+    row_inverse_mass_in: wp.array(dtype=wp.Float),
+    row_distance_in: wp.array(dtype=wp.Float),
+    row_in_contact_in: wp.array(dtype=wp.Float),
     time_constant: wp.Float,
     damping_ratio: wp.Float,
     impedance: wp.Float,
-    row_velocity: wp.array(dtype=wp.Float),
-    row_inverse_mass: wp.array(dtype=wp.Float),
-    row_distance: wp.array(dtype=wp.Float),
-    row_in_contact: wp.array(dtype=wp.Float),
-    row_aref: wp.array(dtype=wp.Float),
-    row_weight: wp.array(dtype=wp.Float),
+    row_aref_out: wp.array(dtype=wp.Float),
+    row_weight_out: wp.array(dtype=wp.Float),
 ):
     """One thread per row: reference acceleration aref = -b J v - k dist and weight
     D = impedance / (1 - impedance) / A (0 for points not in contact), A the mean of A_rr
@@ -227,11 +227,11 @@ def soft_contact_row_parameters(
     one = type(impedance)(1.0)
     stiffness = one / (time_constant * time_constant)
     damping = type(impedance)(2.0) * damping_ratio / time_constant
-    row_aref[r] = -damping * row_velocity[r] - stiffness * row_distance[r]
+    row_aref_out[r] = -damping * row_velocity_in[r] - stiffness * row_distance_in[r]
     first = r - r % EDGES
-    inverse_mass = (row_inverse_mass[first] + row_inverse_mass[first + 1] + row_inverse_mass[first + 2]
-                    + row_inverse_mass[first + 3]) * type(one)(0.25)
-    row_weight[r] = row_in_contact[r] * impedance / (one - impedance) / (inverse_mass + type(one)(1.0e-12))
+    inverse_mass = (row_inverse_mass_in[first] + row_inverse_mass_in[first + 1] + row_inverse_mass_in[first + 2]
+                    + row_inverse_mass_in[first + 3]) * type(one)(0.25)
+    row_weight_out[r] = row_in_contact_in[r] * impedance / (one - impedance) / (inverse_mass + type(one)(1.0e-12))
 
 
 @wp.func
@@ -249,23 +249,24 @@ def row_times(r: int, pair: int, pair_dof: wp.array2d(dtype=int), pair_dof_count
 
 @kernel
 def soft_contact_violation(
-    row_pair: wp.array(dtype=int),
-    pair_dof: wp.array2d(dtype=int),
-    pair_dof_count: wp.array2d(dtype=int),
+    row_pair_in: wp.array(dtype=int),
+    pair_dof_in: wp.array2d(dtype=int),
+    pair_dof_count_in: wp.array2d(dtype=int),
+    row_jacobian_in: wp.array2d(dtype=wp.Float),
+    row_aref_in: wp.array(dtype=wp.Float),
+    row_weight_in: wp.array(dtype=wp.Float),
+    accel_in: wp.array(dtype=wp.Float),
     side_column: int,
-    row_jacobian: wp.array2d(dtype=wp.Float),
-    row_aref: wp.array(dtype=wp.Float),
-    row_weight: wp.array(dtype=wp.Float),
-    accel: wp.array(dtype=wp.Float),
-    row_violation: wp.array(dtype=wp.Float),
+    row_violation_out: wp.array(dtype=wp.Float),
 ):
     """One thread per row r: J_r a - aref_r (negative: the row pushes); 0 for rows not in
     contact (D_r = 0), which the solve does not read."""
     r = wp.tid()
-    x = row_aref[r] * type(row_aref[r])(0.0)
-    if row_weight[r] != x:
-        x = row_times(r, row_pair[r], pair_dof, pair_dof_count, side_column, row_jacobian, accel) - row_aref[r]
-    row_violation[r] = x
+    x = row_aref_in[r] * type(row_aref_in[r])(0.0)
+    if row_weight_in[r] != x:
+        x = row_times(r, row_pair_in[r], pair_dof_in, pair_dof_count_in, side_column, row_jacobian_in,
+                      accel_in) - row_aref_in[r]
+    row_violation_out[r] = x
 
 
 @wp.func
@@ -311,33 +312,33 @@ def soft_contact_newton_system(
     joint_articulation: wp.array(dtype=int),
     articulation_dof_start: wp.array(dtype=int),
     articulation_H_start: wp.array(dtype=int),
-    dof_island: wp.array(dtype=int),
-    island_dof_start: wp.array(dtype=int),
-    island_H_start: wp.array(dtype=int),
-    articulation_pair_start: wp.array(dtype=int),
-    articulation_pairs: wp.array(dtype=int),
-    pair_row_start: wp.array(dtype=int),
-    pair_dof: wp.array2d(dtype=int),
-    pair_dof_count: wp.array2d(dtype=int),
-    side_column: int,
-    mass_matrix: wp.array(dtype=wp.Float),
-    accel_free: wp.array(dtype=wp.Float),
-    row_jacobian: wp.array2d(dtype=wp.Float),
-    row_weight: wp.array(dtype=wp.Float),
-    row_violation: wp.array(dtype=wp.Float),
     joint_type: wp.array(dtype=int),
     joint_q_start: wp.array(dtype=int),
-    joint_q: wp.array(dtype=wp.Float),
-    joint_qd: wp.array(dtype=wp.Float),
     joint_limit_lower: wp.array(dtype=wp.Float),
     joint_limit_upper: wp.array(dtype=wp.Float),
+    dof_island_in: wp.array(dtype=int),
+    island_dof_start_in: wp.array(dtype=int),
+    island_H_start_in: wp.array(dtype=int),
+    articulation_pair_start_in: wp.array(dtype=int),
+    articulation_pairs_in: wp.array(dtype=int),
+    pair_row_start_in: wp.array(dtype=int),
+    pair_dof_in: wp.array2d(dtype=int),
+    pair_dof_count_in: wp.array2d(dtype=int),
+    mass_matrix_in: wp.array(dtype=wp.Float),
+    accel_free_in: wp.array(dtype=wp.Float),
+    row_jacobian_in: wp.array2d(dtype=wp.Float),
+    row_weight_in: wp.array(dtype=wp.Float),
+    row_violation_in: wp.array(dtype=wp.Float),
+    joint_q_in: wp.array(dtype=wp.Float),
+    joint_qd_in: wp.array(dtype=wp.Float),
+    accel_in: wp.array(dtype=wp.Float),
+    side_column: int,
     limits: int,
     time_constant: wp.Float,
     damping_ratio: wp.Float,
     impedance: wp.Float,
-    accel: wp.array(dtype=wp.Float),
-    gradient: wp.array(dtype=wp.Float),
-    hessian: wp.array(dtype=wp.Float),
+    gradient_out: wp.array(dtype=wp.Float),
+    hessian_out: wp.array(dtype=wp.Float),
 ):
     """One thread per dof i of an island (articulations coupled by contacts between their
     bodies, solved together): gradient_i = (H (a - a0))_i + sum_r J_ri D_r min(0, x_r) and
@@ -347,71 +348,72 @@ def soft_contact_newton_system(
     a revolute or prismatic dof beyond its lower (upper) limit adds a row J = e_i (-e_i) with
     the same reference acceleration and weight impedance / (1 - impedance) H_ii."""
     dof = wp.tid()
-    island = dof_island[dof]
-    i0 = island_dof_start[island]
-    n_island = island_dof_start[island + 1] - i0
-    base = island_H_start[island] + (dof - i0) * n_island
+    island = dof_island_in[dof]
+    i0 = island_dof_start_in[island]
+    n_island = island_dof_start_in[island + 1] - i0
+    base = island_H_start_in[island] + (dof - i0) * n_island
     art = joint_articulation[dof_joint[dof]]
     d0 = articulation_dof_start[art]
     n_dofs = articulation_dof_start[art + 1] - d0
     m_row = articulation_H_start[art] + (dof - d0) * n_dofs
-    zero = mass_matrix[m_row] * type(mass_matrix[m_row])(0.0)
+    zero = mass_matrix_in[m_row] * type(mass_matrix_in[m_row])(0.0)
     g = zero
     for k in range(n_island):
-        hessian[base + k] = zero
+        hessian_out[base + k] = zero
     for k in range(n_dofs):
-        g += mass_matrix[m_row + k] * (accel[d0 + k] - accel_free[d0 + k])
-        hessian[base + d0 - i0 + k] = mass_matrix[m_row + k]
-    for entry in range(articulation_pair_start[art], articulation_pair_start[art + 1]):
-        pair = articulation_pairs[entry]
-        for first in range(pair_row_start[pair], pair_row_start[pair + 1], EDGES):
-            if row_weight[first] != zero:  # slots not in contact (most) add nothing; edges share the weight
+        g += mass_matrix_in[m_row + k] * (accel_in[d0 + k] - accel_free_in[d0 + k])
+        hessian_out[base + d0 - i0 + k] = mass_matrix_in[m_row + k]
+    for entry in range(articulation_pair_start_in[art], articulation_pair_start_in[art + 1]):
+        pair = articulation_pairs_in[entry]
+        for first in range(pair_row_start_in[pair], pair_row_start_in[pair + 1], EDGES):
+            if row_weight_in[first] != zero:  # slots not in contact (most) add nothing; edges share the weight
                 for r in range(first, first + EDGES):
-                    c = row_coefficient(r, pair, dof, pair_dof, pair_dof_count, side_column, row_jacobian)
-                    g += c * row_force(row_weight[r], row_violation[r])
-                    w = row_active(row_weight[r], row_violation[r]) * c
+                    c = row_coefficient(r, pair, dof, pair_dof_in, pair_dof_count_in, side_column, row_jacobian_in)
+                    g += c * row_force(row_weight_in[r], row_violation_in[r])
+                    w = row_active(row_weight_in[r], row_violation_in[r]) * c
                     if w != zero:
                         for side in range(2):
-                            ds = pair_dof[pair, side]
-                            for k in range(pair_dof_count[pair, side]):
-                                wp.atomic_add(hessian, base + ds - i0 + k,
-                                              w * row_jacobian[r, side * side_column + k])
+                            ds = pair_dof_in[pair, side]
+                            for k in range(pair_dof_count_in[pair, side]):
+                                wp.atomic_add(hessian_out, base + ds - i0 + k,
+                                              w * row_jacobian_in[r, side * side_column + k])
     j = dof_joint[dof]
     if limits != 0 and (joint_type[j] == JOINT_REVOLUTE or joint_type[j] == JOINT_PRISMATIC):
-        q = joint_q[joint_q_start[j]]
+        q = joint_q_in[joint_q_start[j]]
         one = type(impedance)(1.0)
-        weight = impedance / (one - impedance) * mass_matrix[m_row + dof - d0]
+        weight = impedance / (one - impedance) * mass_matrix_in[m_row + dof - d0]
         stiffness = one / (time_constant * time_constant)
         damping = type(impedance)(2.0) * damping_ratio / time_constant
         if q < joint_limit_lower[dof]:
-            x = limit_violation(one, accel[dof], joint_qd[dof], q - joint_limit_lower[dof], stiffness, damping)
+            x = limit_violation(one, accel_in[dof], joint_qd_in[dof], q - joint_limit_lower[dof], stiffness, damping)
             g += row_force(weight, x)
-            wp.atomic_add(hessian, base + dof - i0, row_active(weight, x))
+            wp.atomic_add(hessian_out, base + dof - i0, row_active(weight, x))
         if q > joint_limit_upper[dof]:
-            x = limit_violation(-one, accel[dof], joint_qd[dof], joint_limit_upper[dof] - q, stiffness, damping)
+            x = limit_violation(-one, accel_in[dof], joint_qd_in[dof], joint_limit_upper[dof] - q, stiffness, damping)
             g -= row_force(weight, x)
-            wp.atomic_add(hessian, base + dof - i0, row_active(weight, x))
-    gradient[dof] = g
+            wp.atomic_add(hessian_out, base + dof - i0, row_active(weight, x))
+    gradient_out[dof] = g
 
 
 @kernel
-def newton_update(accel: wp.array(dtype=wp.Float), step: wp.array(dtype=wp.Float), accel_out: wp.array(dtype=wp.Float)):
-    """a_out = a - step."""
+def newton_update(accel_in: wp.array(dtype=wp.Float), step_in: wp.array(dtype=wp.Float),
+                  accel_out: wp.array(dtype=wp.Float)):
+    """accel_out = accel_in - step_in."""
     i = wp.tid()
-    accel_out[i] = accel[i] - step[i]
+    accel_out[i] = accel_in[i] - step_in[i]
 
 
 @kernel(enable_backward=False)
-def max_abs(values: wp.array(dtype=wp.Float), out: wp.array(dtype=wp.Float)):
-    """out[0] = max |values| (one thread; a convergence measure read by the host)."""
-    m = values[0] * type(values[0])(0.0)
-    for i in range(values.shape[0]):
-        m = wp.max(m, wp.abs(values[i]))
-    out[0] = m
+def max_abs(values_in: wp.array(dtype=wp.Float), result_out: wp.array(dtype=wp.Float)):
+    """result_out[0] = max |values_in| (one thread; a convergence measure read by the host)."""
+    m = values_in[0] * type(values_in[0])(0.0)
+    for i in range(values_in.shape[0]):
+        m = wp.max(m, wp.abs(values_in[i]))
+    result_out[0] = m
 
 
 @kernel(enable_backward=False)
-def negate(values: wp.array(dtype=wp.Float), out: wp.array(dtype=wp.Float)):
-    """out = -values."""
+def negate(values_in: wp.array(dtype=wp.Float), result_out: wp.array(dtype=wp.Float)):
+    """result_out = -values_in."""
     i = wp.tid()
-    out[i] = -values[i]
+    result_out[i] = -values_in[i]

@@ -25,20 +25,20 @@ def eval_springs(
     spring_ke: wp.array(dtype=wp.Float),
     spring_kd: wp.array(dtype=wp.Float),
     spring_rest_length: wp.array(dtype=wp.Float),
-    particle_q: wp.array(dtype=vec3),
-    particle_qd: wp.array(dtype=vec3),
-    particle_f: wp.array(dtype=vec3),
+    particle_q_in: wp.array(dtype=vec3),
+    particle_qd_in: wp.array(dtype=vec3),
+    particle_f_out: wp.array(dtype=vec3),
 ):
     """Accumulate each spring's equal and opposite forces (N) onto its two particles."""
     s = wp.tid()
     i = spring_indices[s, 0]
     j = spring_indices[s, 1]
     f = spring_force(
-        particle_q[i], particle_q[j], particle_qd[i], particle_qd[j],
+        particle_q_in[i], particle_q_in[j], particle_qd_in[i], particle_qd_in[j],
         spring_ke[s], spring_kd[s], spring_rest_length[s],
     )
-    wp.atomic_add(particle_f, i, f)
-    wp.atomic_sub(particle_f, j, f)
+    wp.atomic_add(particle_f_out, i, f)
+    wp.atomic_sub(particle_f_out, j, f)
 
 
 @kernel
@@ -47,11 +47,11 @@ def spring_energy(
     spring_ke: wp.array(dtype=wp.Float),
     spring_rest_length: wp.array(dtype=wp.Float),
     particle_world: wp.array(dtype=int),
-    particle_q: wp.array(dtype=vec3),
-    energy: wp.array(dtype=wp.Float),
+    particle_q_in: wp.array(dtype=vec3),
+    energy_out: wp.array(dtype=wp.Float),
 ):
     """Accumulate each spring's elastic energy 1/2 ke (l - rest)^2 (J) into its world's entry."""
     s = wp.tid()
     i = spring_indices[s, 0]
-    stretch = wp.length(particle_q[spring_indices[s, 1]] - particle_q[i]) - spring_rest_length[s]
-    wp.atomic_add(energy, particle_world[i], type(stretch)(0.5) * spring_ke[s] * stretch * stretch)
+    stretch = wp.length(particle_q_in[spring_indices[s, 1]] - particle_q_in[i]) - spring_rest_length[s]
+    wp.atomic_add(energy_out, particle_world[i], type(stretch)(0.5) * spring_ke[s] * stretch * stretch)

@@ -86,7 +86,7 @@ def centroids(model: Model, state: State, weights: wp.array) -> wp.array:
     out = wp.zeros(model.num_worlds, dtype=model.vec3, device=model.device, requires_grad=state.requires_grad)
     wp.launch(
         for_precision(diagnostics.weighted_centroid, model.dtype), dim=model.particle_count,
-        inputs=[weights, model.particle_world, state.particle_q], outputs=[out], device=model.device,
+        inputs=[model.particle_world, weights, state.particle_q], outputs=[out], device=model.device,
     )
     return out
 

@@ -52,10 +52,10 @@ def _grad(name: str, arr: wp.array) -> wp.array:
     return arr.grad
 
 
-def _launch(generic_kernel, values: wp.array, dim: int, inputs: list):
+def _launch(generic_kernel, values: wp.array, dim: int, inputs: list, outputs: list):
     """Launch a diagnostic kernel at the precision of the flat view ``values`` (not recorded)."""
-    wp.launch(for_precision(generic_kernel, values.dtype), dim=dim, inputs=inputs, device=values.device,
-              record_tape=False)
+    wp.launch(for_precision(generic_kernel, values.dtype), dim=dim, inputs=inputs, outputs=outputs,
+              device=values.device, record_tape=False)
 
 
 def _same_device(grads: list, what: str):
@@ -90,7 +90,7 @@ def _find_nonfinite(items: list) -> list:
     first = wp.full(len(items), _NO_INDEX, dtype=int, device=device)
     for slot, (name, g) in enumerate(items):
         flat = _flat(g, name)
-        _launch(count_nonfinite, flat, g.size, [flat, wp.types.type_size(g.dtype), slot, count, first])
+        _launch(count_nonfinite, flat, g.size, [flat, wp.types.type_size(g.dtype), slot], [count, first])
     counts, firsts = count.numpy(), first.numpy()
     return [NonFiniteGrad(name, int(c), g.size, int(f)) for (name, g), c, f in zip(items, counts, firsts) if c > 0]
 
@@ -224,9 +224,9 @@ def clip_grad_norm(arrays, max_norm: float, sync: bool = True) -> float | None:
     flats = [_flat(_grad(name, a), name, writable=True) for name, a in items.values()]  # each gradient once
     total = wp.zeros(1, dtype=wp.float64, device=_same_device(flats, "clip_grad_norm"))
     for flat in flats:
-        _launch(sum_squares, flat, flat.size, [flat, 0, total])
+        _launch(sum_squares, flat, flat.size, [flat, 0], [total])
     for flat in flats:
-        _launch(scale_to_norm, flat, flat.size, [total, wp.float64(max_norm), flat])
+        _launch(scale_to_norm, flat, flat.size, [total, wp.float64(max_norm)], [flat])
     return math.sqrt(float(total.numpy()[0])) if sync else None
 
 
@@ -289,7 +289,7 @@ class GradientMonitor:
         """Record the norms of the adjoint arrays ``q`` and ``qd`` (gradients) of state k."""
         for slot, g in ((k, q), (self.num_steps + 1 + k, qd)):
             flat = _flat(g, f"state[{k}] adjoint")
-            _launch(sum_squares, flat, flat.size, [flat, slot, self._norms])
+            _launch(sum_squares, flat, flat.size, [flat, slot], [self._norms])
 
     def before_step(self):
         """Snapshot the tracked gradients before a step's backward."""
@@ -299,7 +299,7 @@ class GradientMonitor:
     def after_step(self, k: int):
         """Record the norm of step k's change of each tracked gradient."""
         for i, ((_, flat), before) in enumerate(zip(self._track, self._before)):
-            _launch(sum_squared_change, flat, flat.size, [flat, before, i * self.num_steps + k, self._changes])
+            _launch(sum_squared_change, flat, flat.size, [flat, before, i * self.num_steps + k], [self._changes])
 
     def report(self, nonfinite: list, truncation_window=None, adjoint_clip=None) -> GradientReport:
         """The ``GradientReport`` (one device synchronisation)."""

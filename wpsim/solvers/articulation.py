@@ -49,7 +49,7 @@ class ArticulationStepper:
         wp.launch(
             for_precision(articulation.init_body_wrenches, real),
             dim=model.body_count,
-            inputs=[state_in.body_q, model.body_com, model.body_origin, control.body_f_ext],
+            inputs=[model.body_com, model.body_origin, state_in.body_q, control.body_f_ext],
             outputs=[state_in.body_f, scratch.body_damping],
             device=device,
         )
@@ -60,8 +60,8 @@ class ArticulationStepper:
                 inputs=[
                     model.contact_pair, model.shape_kind, model.shape_body, model.shape_transform, model.shape_size,
                     model.shape_ke, model.shape_kd, model.shape_mu, model.shape_point_start, model.shape_point_count,
-                    model.shape_points, model.body_mass, solver._friction_smoothing, real(dt),
-                    solver.contact_gradient_width, model.body_origin, state_in.body_q, state_in.body_qd,
+                    model.shape_points, model.body_mass, model.body_origin, state_in.body_q, state_in.body_qd,
+                    solver._friction_smoothing, real(dt), solver.contact_gradient_width,
                 ],
                 outputs=[state_in.body_f, scratch.body_damping],
                 device=device,
@@ -94,9 +94,10 @@ class ArticulationStepper:
                 model.dof_joint, model.joint_articulation, model.articulation_dof_start, model.articulation_H_start,
                 model.joint_type, model.joint_child, model.joint_dfs_pos, model.joint_dfs_end, model.joint_q_start,
                 model.joint_qd_start, model.joint_armature, model.joint_damping, model.joint_target_ke,
-                model.joint_target_kd, model.joint_limit_lower, model.joint_limit_upper, *self._limit_gains, real(dt), state_in.joint_q, state_in.joint_qd, scratch.dof_motion,
-                scratch.subtree_mass, scratch.subtree_h, scratch.subtree_J, scratch.subtree_bias,
-                scratch.subtree_damping, control.joint_f, control.joint_target_q, control.joint_target_qd,
+                model.joint_target_kd, model.joint_limit_lower, model.joint_limit_upper, *self._limit_gains,
+                state_in.joint_q, state_in.joint_qd, scratch.dof_motion, scratch.subtree_mass, scratch.subtree_h,
+                scratch.subtree_J, scratch.subtree_bias, scratch.subtree_damping, control.joint_f,
+                control.joint_target_q, control.joint_target_qd, real(dt),
             ],
             outputs=[scratch.mass_matrix, scratch.rhs],
             device=device,
@@ -138,8 +139,8 @@ def cholesky_solve(model, matrix: wp.array, rhs: wp.array, out: wp.array, factor
         wp.launch(
             for_precision(articulation.cholesky_solve_adjoint, model.dtype),
             dim=starts[0].shape[0] - 1,
-            inputs=[*starts, factor, out, out.grad, work],
-            outputs=[matrix.grad, rhs.grad],
+            inputs=[*starts, factor, out, out.grad],
+            outputs=[work, matrix.grad, rhs.grad],
             device=model.device,
             record_tape=False,
         )

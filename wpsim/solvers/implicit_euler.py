@@ -230,7 +230,7 @@ class ImplicitEulerSolver(SolverBase):
         self.last_solve = stats
         wp.launch(
             for_precision(implicit.finish_step, model.dtype), dim=model.particle_count,
-            inputs=[state_in.particle_q, v, model.particle_world, model.real(dt), self.step_count,
+            inputs=[model.particle_world, state_in.particle_q, v, model.real(dt), self.step_count,
                     self.max_coordinate, self.max_speed],
             outputs=[state_out.particle_q, state_out.particle_qd, self.world_fault_step],
             device=model.device,

@@ -102,7 +102,8 @@ class SemiImplicitSolver(SolverBase):
         wp.launch(
             for_precision(particles.build_neighbor_lists, model.dtype),
             dim=model.particle_count,
-            inputs=[wp.uint64(self._grid.id), model.particle_radius, model.particle_world, state.particle_q, model.real(cell)],
+            inputs=[model.particle_radius, model.particle_world, state.particle_q, wp.uint64(self._grid.id),
+                    model.real(cell)],
             outputs=[state.neighbor_count, state.neighbor_index, self.neighbor_overflow],
             device=model.device,
             record_tape=False,

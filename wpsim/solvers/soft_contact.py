@@ -80,7 +80,6 @@ class SoftContact:
         art_a = body_art[shape_body[pairs[:, 0]]]
         art_b = np.where(body_b >= 0, body_art[np.maximum(body_b, 0)] if len(body_art) else -1, -1)
         self.pair_count = len(pairs)
-        self.pair_shapes = self._ints(pairs.reshape(-1, 2))
         sizes = self._island_layout(contact_islands(model.articulation_count, art_a, art_b))
         self._row_layout(art_a, art_b)
         self.largest_island = int(sizes.max(initial=0))
@@ -146,8 +145,8 @@ class SoftContact:
         slots = wp.zeros(self.pair_count, dtype=wp.int32, device=self.model.device)
         if self.pair_count:
             wp.launch(rigid_contact.pair_slot_counts, dim=self.pair_count,
-                      inputs=[self.pair_shapes, self.model.shape_kind, self.model.shape_point_count], outputs=[slots],
-                      device=self.model.device, record_tape=False)
+                      inputs=[self.model.contact_pair, self.model.shape_kind, self.model.shape_point_count],
+                      outputs=[slots], device=self.model.device, record_tape=False)
         return slots.numpy().astype(np.int64)
 
     def active_contacts(self) -> int:
@@ -190,14 +189,14 @@ class SoftContact:
             return
         self._launch(
             soft_contact.soft_contact_rows, self.pair_count,
-            [self.pair_shapes, self.pair_row_start, m.shape_kind, m.shape_body, m.shape_transform, m.shape_size,
-             m.shape_mu, m.shape_point_start, m.shape_points, m.body_joint, m.body_origin, m.joint_articulation,
-             m.joint_dfs_pos, m.joint_dfs_end, m.dof_joint, m.articulation_dof_start, m.articulation_H_start,
+            [m.contact_pair, m.shape_kind, m.shape_body, m.shape_transform, m.shape_size, m.shape_mu,
+             m.shape_point_start, m.shape_points, m.body_joint, m.body_origin, m.joint_articulation, m.joint_dfs_pos,
+             m.joint_dfs_end, m.dof_joint, m.articulation_dof_start, m.articulation_H_start, self.pair_row_start,
              state_in.body_q, state_in.joint_qd, scratch.dof_motion, scratch.mass_matrix, self.side_column],
             [rows[k] for k in ("jacobian", "velocity", "inverse_mass", "distance", "in_contact")],
         )
         self._launch(soft_contact.soft_contact_row_parameters, self.row_count,
-                     [*self._params, *(rows[k] for k in ("velocity", "inverse_mass", "distance", "in_contact"))],
+                     [*(rows[k] for k in ("velocity", "inverse_mass", "distance", "in_contact")), *self._params],
                      [rows["aref"], rows["weight"]])
 
     def _system(self, scratch, state_in, rows, accel, grad: bool):
@@ -206,18 +205,18 @@ class SoftContact:
         violation = self._vector("violation", grad, self.row_count)
         if self.row_count:
             self._launch(soft_contact.soft_contact_violation, self.row_count,
-                         [self.row_pair, self.pair_dof, self.pair_dof_count, self.side_column, rows["jacobian"],
-                          rows["aref"], rows["weight"], accel],
+                         [self.row_pair, self.pair_dof, self.pair_dof_count, rows["jacobian"], rows["aref"],
+                          rows["weight"], accel, self.side_column],
                          [violation])
         gradient = self._vector("gradient", grad)
         hessian = self._array("hessian", self.hessian_size, grad)
         self._launch(soft_contact.soft_contact_newton_system, m.joint_dof_count,
                      [m.dof_joint, m.joint_articulation, m.articulation_dof_start, m.articulation_H_start,
-                      self.dof_island, self.island_dof_start, self.island_H_start, self.articulation_pair_start,
+                      m.joint_type, m.joint_q_start, m.joint_limit_lower, m.joint_limit_upper, self.dof_island,
+                      self.island_dof_start, self.island_H_start, self.articulation_pair_start,
                       self.articulation_pairs, self.pair_row_start, self.pair_dof, self.pair_dof_count,
-                      self.side_column, scratch.mass_matrix, scratch.qdd, rows["jacobian"], rows["weight"], violation,
-                      m.joint_type, m.joint_q_start, state_in.joint_q, state_in.joint_qd, m.joint_limit_lower,
-                      m.joint_limit_upper, int(self.options.joint_limits), *self._params, accel],
+                      scratch.mass_matrix, scratch.qdd, rows["jacobian"], rows["weight"], violation, state_in.joint_q,
+                      state_in.joint_qd, accel, self.side_column, int(self.options.joint_limits), *self._params],
                      [gradient, hessian])
         return gradient, hessian
 
