@@ -28,11 +28,12 @@ import warp as wp
 wp.config.log_level = wp.LOG_WARNING
 
 from wpsim import SemiImplicitSolver, eval_fk, simulate
-from wpsim.apps.console import example_main, progress_line
+from wpsim.apps.console import example_main
 from wpsim.diff.losses import body_position_loss
 from wpsim.io.files import write_json
 from wpsim.io.mjcf import import_mjcf
 from wpsim.io.plots import save_figure
+from wpsim.io.progress import progress_line
 from wpsim.io.usd_export import write_rollouts
 
 ASSET = Path(__file__).resolve().parents[1] / "assets" / "arm_2link.xml"

@@ -25,10 +25,11 @@ import warp as wp
 wp.config.log_level = wp.LOG_WARNING
 
 from wpsim import ModelBuilder, SemiImplicitSolver
-from wpsim.apps.console import example_main, progress_line
+from wpsim.apps.console import example_main
 from wpsim.diff import diagnostics
 from wpsim.io.files import write_json
 from wpsim.io.plots import save_figure
+from wpsim.io.progress import progress_line
 from wpsim.io.usd_export import UsdRecorder
 
 SPHERE_CENTRE, SPHERE_RADIUS = np.array([0.0, 0.0, 0.25]), 0.25  # m

@@ -41,12 +41,13 @@ import warp as wp
 wp.config.log_level = wp.LOG_WARNING
 
 from wpsim import ModelBuilder, SemiImplicitSolver
-from wpsim.apps.console import example_main, progress_line
+from wpsim.apps.console import example_main
 from wpsim.bench.process import tracked_peak
 from wpsim.diff import Rollout
 from wpsim.diff.losses import squared_distance
 from wpsim.io.files import write_json
 from wpsim.io.plots import plot_gradient_norms, save_figure
+from wpsim.io.progress import progress_line
 from wpsim.io.usd_export import UsdRecorder
 from wpsim.opt.optimisers import adaptive_gradient_descent
 

@@ -29,11 +29,12 @@ import warp as wp
 wp.config.log_level = wp.LOG_WARNING
 
 from wpsim import ModelBuilder, SemiImplicitSolver, simulate
-from wpsim.apps.console import example_main, progress_line
+from wpsim.apps.console import example_main
 from wpsim.core.validation import lame_parameters
 from wpsim.diff import diagnostics
 from wpsim.io.files import write_json
 from wpsim.io.plots import save_figure
+from wpsim.io.progress import progress_line
 from wpsim.io.usd_export import write_rollouts
 from wpsim.opt.optimisers import Adam
 

@@ -29,8 +29,8 @@ def cmd_demo(args) -> int:
 def cmd_gradcheck(args) -> int:
     """Run the gradient audit; exit status 1 if any family fails."""
     _quiet_warp()
-    from wpsim.apps.console import progress_line
     from wpsim.apps.gradient_audit import TOLERANCE, run_audit
+    from wpsim.io.progress import progress_line
 
     def progress(done, total, row):
         status = "ok" if row["ok"] else "FAIL"

@@ -1,19 +1,9 @@
-"""The terminal side of applications and examples: progress lines and the command line
-every example shares."""
+"""The command line every example shares."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-
-
-def progress_line(done: int, total: int, message: str, width: int = 24, stream=None) -> None:
-    """Print one progress line ``  12/60 [#####-----] message`` (one line per call, log friendly)."""
-    filled = int(round(width * done / max(total, 1)))
-    bar = "#" * filled + "-" * (width - filled)
-    print(f"{done:>{len(str(total))}}/{total} [{bar}] {message}", file=stream or sys.stdout, flush=True)
-
 
 
 def example_main(doc: str, name: str, test_help: str, run, check, argv=None) -> int:

@@ -17,11 +17,11 @@ import numpy as np
 import warp as wp
 
 from wpsim.apps import scene_library
-from wpsim.apps.console import progress_line
 from wpsim.diff import diagnostics
 from wpsim.diff.losses import squared_distance
 from wpsim.io.files import write_json
 from wpsim.io.plots import save_figure
+from wpsim.io.progress import progress_line
 from wpsim.opt.optimisers import adaptive_gradient_descent
 from wpsim.solvers import SemiImplicitSolver
 from wpsim.solvers.rollout import simulate

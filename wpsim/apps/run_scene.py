@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from wpsim.apps.console import progress_line
 from wpsim.core.builder import ModelBuilder
 from wpsim.io.mesh_files import SURFACE_SUFFIXES, tetrahedralize_file
+from wpsim.io.progress import progress_line
 from wpsim.io.usd_export import UsdRecorder
 from wpsim.solvers import ImplicitEulerSolver, SemiImplicitSolver
 

@@ -7,5 +7,5 @@ that ``pxr``, ``trimesh`` and ``matplotlib`` load only when a file is read or wr
 
 from wpsim.core.lazy import lazy_submodules
 
-__all__ = ["files", "mesh_files", "mjcf", "plots", "scene_parsing", "urdf", "usd_export", "usd_physics"]
+__all__ = ["files", "mesh_files", "mjcf", "plots", "progress", "scene_parsing", "urdf", "usd_export", "usd_physics"]
 __getattr__, __dir__ = lazy_submodules(__name__, tuple(__all__), globals())
