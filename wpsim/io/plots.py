@@ -42,3 +42,28 @@ def plot_gradient_norms(report: GradientReport, path, title: str | None = None):
     ax.legend(fontsize=8)
     ax.grid(True, which="both", alpha=0.3)
     return save_figure(fig, path)
+
+
+def plot_optimization_history(losses, traces: dict, path, title: str = "optimisation"):
+    """PNG of an optimisation run: the loss per iteration (log scale) and, below, each
+    parameter's value per iteration (label -> values, labels with units); returns the path."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    count = len(traces)
+    fig = Figure(figsize=(7.0, 3.0 + 1.6 * count))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1 + count, 1, sharex=True, squeeze=False)[:, 0]
+    iterations = np.arange(len(losses))
+    positive = np.where(np.asarray(losses, dtype=np.float64) > 0.0, losses, np.nan)
+    axes[0].plot(iterations, positive, marker=".", linewidth=1.0)
+    axes[0].set_yscale("log")
+    axes[0].set_ylabel("loss")
+    axes[0].set_title(title)
+    axes[0].grid(True, which="both", alpha=0.3)
+    for ax, (label, values) in zip(axes[1:], traces.items()):
+        ax.plot(iterations, values, marker=".", linewidth=1.0)
+        ax.set_ylabel(label, fontsize=8)
+        ax.grid(True, alpha=0.3)
+    axes[-1].set_xlabel("iteration")
+    return save_figure(fig, path)

@@ -1,6 +1,21 @@
-"""Optimisation as a library: optimisers over flat parameter vectors (more to come:
-declared parameters, system identification, trajectory optimisation, policies)."""
+"""Optimisation as a library: declared parameters (bounds, log-space, scaling, derived
+parameters), problems over differentiable rollouts, optimisers with progress and results."""
 
+from wpsim.opt.minimize import METHODS, minimize
 from wpsim.opt.optimisers import Adam, adaptive_gradient_descent
+from wpsim.opt.parameters import DerivedParameter, Parameter, ParameterSet
+from wpsim.opt.problem import NonFiniteLoss, Problem
+from wpsim.opt.result import OptimizationResult
 
-__all__ = ["Adam", "adaptive_gradient_descent"]
+__all__ = [
+    "METHODS",
+    "Adam",
+    "DerivedParameter",
+    "NonFiniteLoss",
+    "OptimizationResult",
+    "Parameter",
+    "ParameterSet",
+    "Problem",
+    "adaptive_gradient_descent",
+    "minimize",
+]

@@ -1,0 +1,165 @@
+"""``minimize``: run an optimiser on a ``Problem`` with progress, bookkeeping and a result.
+
+Methods:
+- "lbfgsb": scipy's L-BFGS-B (bounds honoured) on the tape gradient;
+- "adam": Adam steps on the optimiser's vector, projected onto the bounds;
+- "nelder-mead": scipy's Nelder-Mead (bounds honoured), the zero-order baseline: losses
+  only, no gradient.
+Every method works on the internal vector z (scaled, or log for log-space parameters),
+stops after ``iterations`` iterations or ``max_rollouts`` rollouts, keeps the best point
+seen, and leaves its values written into the problem's arrays. A NaN or Inf loss stops the
+run with a message naming the iteration and the values; the best result so far is kept.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from wpsim.opt.optimisers import Adam
+from wpsim.opt.problem import NonFiniteLoss, Problem
+from wpsim.opt.result import OptimizationResult
+
+METHODS = ("lbfgsb", "adam", "nelder-mead")
+
+
+class _Budget(Exception):
+    """Raised inside an evaluation when the rollout budget is spent."""
+
+
+class _Run:
+    """Evaluations of a problem in the optimiser's vector z: best point, history, progress."""
+
+    def __init__(self, problem: Problem, method: str, iterations: int, max_rollouts: int | None, progress: bool):
+        from wpsim.io.progress import ProgressBar
+
+        self.problem, self.params = problem, problem.params
+        self.max_rollouts = None if max_rollouts is None else problem.rollouts + int(max_rollouts)
+        self.best_x, self.best_loss = problem.x0, np.inf
+        self.history = []
+        self.last_grad_norm = None
+        self._cached = None  # (z, loss, grad_z) of the last gradient evaluation
+        self.bar = ProgressBar(iterations, method, enabled=progress, every=max(iterations // 20, 1))
+
+    def _spend(self):
+        if self.max_rollouts is not None and self.problem.rollouts >= self.max_rollouts:
+            raise _Budget
+
+    def _seen(self, x: np.ndarray, loss: float):
+        if loss < self.best_loss:
+            self.best_x, self.best_loss = x.copy(), loss
+
+    def loss(self, z: np.ndarray) -> float:
+        self._spend()
+        x = self.params.to_physical(z)
+        loss = self.problem.loss(x)
+        self._seen(x, loss)
+        return loss
+
+    def loss_and_grad(self, z: np.ndarray) -> tuple:
+        if self._cached is not None and np.array_equal(self._cached[0], z):
+            return self._cached[1], self._cached[2].copy()
+        self._spend()
+        x = self.params.to_physical(z)
+        loss, grad_x = self.problem.loss_and_grad(x)
+        grad_z = self.params.internal_gradient(x, grad_x)
+        self.last_grad_norm = float(np.linalg.norm(grad_z))
+        self._seen(x, loss)
+        self._cached = (np.array(z, copy=True), loss, grad_z)
+        return loss, grad_z.copy()
+
+    def iteration(self, z: np.ndarray, loss: float):
+        """Record one optimiser iteration ending at z with ``loss``."""
+        x = self.params.to_physical(z)
+        self.history.append({"iteration": len(self.history), "loss": float(loss), "grad_norm": self.last_grad_norm,
+                             "x": x.copy()})
+        if len(self.history) > 1:
+            shown = ", ".join(f"{v:.4g}" for v in x[:4]) + (", ..." if len(x) > 4 else "")
+            self.bar.update(f"loss {loss:.4g} [{shown}]")
+
+
+def _lbfgsb(run: _Run, z0: np.ndarray, iterations: int, tolerance: float):
+    from scipy.optimize import minimize as scipy_minimize
+
+    def callback(intermediate_result):
+        run.iteration(intermediate_result.x, intermediate_result.fun)
+
+    out = scipy_minimize(run.loss_and_grad, z0, jac=True, method="L-BFGS-B", bounds=run.params.internal_bounds(),
+                         callback=callback, options={"maxiter": iterations, "ftol": tolerance, "gtol": 1e-12})
+    return bool(out.success), str(out.message)
+
+
+def _nelder_mead(run: _Run, z0: np.ndarray, iterations: int, tolerance: float):
+    from scipy.optimize import minimize as scipy_minimize
+
+    def callback(intermediate_result):
+        run.iteration(intermediate_result.x, intermediate_result.fun)
+
+    bounds = run.params.internal_bounds()
+    out = scipy_minimize(run.loss, z0, method="Nelder-Mead", bounds=bounds if any(a is not None or b is not None
+                                                                                  for a, b in bounds) else None,
+                         callback=callback, options={"maxiter": iterations, "fatol": tolerance, "xatol": 1e-10})
+    return bool(out.success), str(out.message)
+
+
+def _adam(run: _Run, z0: np.ndarray, iterations: int, tolerance: float, lr: float):
+    bounds = np.array([(-np.inf if a is None else a, np.inf if b is None else b)
+                       for a, b in run.params.internal_bounds()])
+    adam, z = Adam(lr=lr), z0.copy()
+    loss, grad = run.loss_and_grad(z)
+    for _ in range(iterations):
+        if loss <= tolerance:
+            return True, f"loss {loss:.3g} at or below the tolerance {tolerance:g}"
+        z = np.clip(adam.step(z, grad), bounds[:, 0], bounds[:, 1])
+        loss, grad = run.loss_and_grad(z)
+        run.iteration(z, loss)
+    return True, f"{iterations} iterations done"
+
+
+def minimize(problem: Problem, method: str = "lbfgsb", iterations: int = 50, max_rollouts: int | None = None,
+             tolerance: float = 0.0, lr: float = 0.05, x0=None, progress: bool = True) -> OptimizationResult:
+    """Minimise ``problem`` with ``method`` (see the module docstring) from ``x0`` (physical
+    values, default the problem's initial ones).
+
+    iterations: optimiser iterations at most; max_rollouts: forward rollouts at most (the
+    budget a comparison between methods holds fixed); tolerance: stop once the loss change
+    (L-BFGS-B, Nelder-Mead) or the loss (Adam) falls below it; lr: Adam's step in optimiser
+    units (0.05: 5 % of a parameter's scale, or of its value in log-space); progress: show a
+    progress bar with the loss and the first parameter values.
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; expected one of {METHODS}")
+    if int(iterations) != iterations or iterations < 1:
+        raise ValueError(f"iterations must be an integer >= 1, got {iterations}")
+    params = problem.params
+    x_start = params.x0 if x0 is None else np.asarray(x0, dtype=np.float64)
+    if x_start.shape != params.x0.shape:
+        raise ValueError(f"x0 must have {params.size} entries ({', '.join(params.labels)}), got {x_start.shape}")
+    start, rollouts0, gradients0 = time.perf_counter(), problem.rollouts, problem.gradients
+    run = _Run(problem, method, iterations, max_rollouts, progress)
+    z0 = params.to_internal(x_start)
+    try:
+        loss0 = run.loss_and_grad(z0)[0] if method != "nelder-mead" else run.loss(z0)
+        run.iteration(z0, loss0)
+        if method == "lbfgsb":
+            success, message = _lbfgsb(run, z0, iterations, tolerance)
+        elif method == "adam":
+            success, message = _adam(run, z0, iterations, tolerance, lr)
+        else:
+            success, message = _nelder_mead(run, z0, iterations, tolerance)
+    except _Budget:
+        success, message = True, f"rollout budget of {max_rollouts} spent"
+    except NonFiniteLoss as error:
+        if not run.history:
+            raise
+        success, message = False, f"stopped at iteration {len(run.history)}: {error}"
+    finally:
+        run.bar.close()
+    params.write(run.best_x)
+    return OptimizationResult(
+        method=method, labels=list(params.labels), units=list(params.units), x0=x_start.copy(), x=run.best_x,
+        loss0=run.history[0]["loss"], loss=run.best_loss, history=run.history, rollouts=problem.rollouts - rollouts0,
+        gradients=problem.gradients - gradients0, wall_s=time.perf_counter() - start, success=success,
+        message=message, no_gradient=list(problem.no_gradient), warnings=list(problem.warnings),
+    )

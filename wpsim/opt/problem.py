@@ -1,0 +1,125 @@
+"""An optimisation problem: a loss over a differentiable rollout and the declared parameters
+it is minimised over, evaluated as a function of the flat parameter vector."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+from wpsim.core.health import SimulationError
+from wpsim.core.model import Control
+from wpsim.opt.parameters import ParameterSet
+
+ADJOINT_GROWTH_LIMIT = 1.0e3
+"""Growth of the per-state adjoint norm, from the latest state back, that triggers a warning."""
+
+
+class NonFiniteLoss(SimulationError):
+    """The loss or its gradient is NaN or Inf at some parameter values (named in the message)."""
+
+
+def adjoint_growth(report) -> dict | None:
+    """Where the adjoint of a rollout grows past ``ADJOINT_GROWTH_LIMIT`` (None if nowhere),
+    from a ``GradientReport``: the growth of state k is its combined adjoint norm (positions
+    and velocities) over that of the latest state with a non-zero adjoint (``reference``).
+    Returns {"reference", "first", "last" (states over the limit), "peak" (state), "growth"}."""
+    norms = np.hypot(report.adjoint_q_norm, report.adjoint_qd_norm)
+    live = np.flatnonzero(norms > 0.0)
+    if live.size == 0:
+        return None
+    reference = int(live[-1])
+    growth = norms[: reference + 1] / norms[reference]
+    over = np.flatnonzero(growth > ADJOINT_GROWTH_LIMIT)
+    if over.size == 0:
+        return None
+    peak = int(np.argmax(growth))
+    return {"reference": reference, "first": int(over[0]), "last": int(over[-1]), "peak": peak,
+            "growth": float(growth[peak])}
+
+
+class Problem:
+    """Minimise the loss of ``rollout`` from ``state0`` over ``parameters``.
+
+    Args:
+        rollout: a ``wpsim.diff.Rollout`` (full or checkpointed) whose ``loss_fn`` defines
+            the loss.
+        state0: the initial State (its arrays may be parameters: "state.<field>").
+        parameters: ``Parameter`` / ``DerivedParameter`` list (see ``wpsim.opt.parameters``).
+        control: the Control that "control.<field>" parameters name (default: the rollout's
+            single Control, if it has one).
+
+    ``loss(x)`` and ``loss_and_grad(x)`` take physical parameter values (``x0`` is the
+    initial vector). The first gradient also checks the adjoint: a parameter whose gradient
+    is exactly zero is reported in ``no_gradient`` (it has no path to the loss there), and
+    an adjoint that grows by more than ``ADJOINT_GROWTH_LIMIT`` back along the rollout is
+    reported in ``warnings`` with the state range and the remedies ``Rollout`` offers.
+    """
+
+    def __init__(self, rollout, state0, parameters, control: Control | None = None):
+        if control is None:
+            controls = {id(c): c for c in getattr(rollout, "_controls", None) or [] if c is not None}
+            control = next(iter(controls.values())) if len(controls) == 1 else None
+        self.rollout, self.state0 = rollout, state0
+        self.params = ParameterSet(parameters, {"model": rollout.model, "state": state0, "control": control})
+        self.rollouts = 0
+        """Forward rollouts run so far."""
+        self.gradients = 0
+        """Backward passes run so far."""
+        self.no_gradient: list = []
+        self.warnings: list = []
+
+    @property
+    def x0(self) -> np.ndarray:
+        """Initial physical parameter values."""
+        return self.params.x0.copy()
+
+    def _forward(self, x: np.ndarray) -> float:
+        self.params.write(x)
+        self.rollouts += 1
+        loss = self.rollout.forward(self.state0)
+        if not math.isfinite(loss):
+            raise NonFiniteLoss(f"the loss is {loss} at {self._values(x)}")
+        return loss
+
+    def _values(self, x: np.ndarray) -> str:
+        return ", ".join(f"{label} = {v:.6g} {unit}".rstrip() for label, v, unit in
+                         zip(self.params.labels, x, self.params.units))
+
+    def loss(self, x) -> float:
+        """The loss at physical parameter values ``x`` (one rollout, no backward)."""
+        return self._forward(np.asarray(x, dtype=np.float64))
+
+    def loss_and_grad(self, x) -> tuple:
+        """(loss, d loss / d x) at physical parameter values ``x`` (one rollout and its backward)."""
+        x = np.asarray(x, dtype=np.float64)
+        self.rollout.zero_grad()
+        self.params.zero_grad()
+        loss = self._forward(x)
+        first = self.gradients == 0
+        report = self.rollout.backward(diagnostics=first)
+        self.gradients += 1
+        grad = self.params.gradient(x)
+        if not np.isfinite(grad).all():
+            bad = [label for label, g in zip(self.params.labels, grad) if not math.isfinite(g)]
+            raise NonFiniteLoss(f"the gradient w.r.t. {', '.join(bad)} is not finite at {self._values(x)}")
+        if first:
+            self._check_first_gradient(grad, report)
+        return loss, grad
+
+    def _check_first_gradient(self, grad: np.ndarray, report):
+        self.no_gradient = [label for label, g in zip(self.params.labels, grad) if g == 0.0]
+        if self.no_gradient:
+            self._warn(f"no gradient path to the loss from {', '.join(self.no_gradient)} (gradient exactly 0 at the "
+                       "initial values): these parameters will not move under a gradient method")
+        growth = adjoint_growth(report)
+        if growth is not None:
+            self._warn(f"the adjoint of states {growth['first']}-{growth['last']} is more than "
+                       f"{ADJOINT_GROWTH_LIMIT:g}x that of state {growth['reference']} (up to {growth['growth']:.3g}x "
+                       f"at state {growth['peak']}): the gradient is dominated by those early steps and may be "
+                       "unreliable; consider Rollout(truncation_window=...) or Rollout(adjoint_clip=...)")
+
+    def _warn(self, message: str):
+        self.warnings.append(message)
+        warnings.warn(message, stacklevel=3)
