@@ -53,3 +53,16 @@ def body_position_loss(
     i = wp.tid()
     d = wp.transform_get_translation(body_q_in[bodies_in[i]]) - targets_in[i]
     wp.atomic_add(loss_out, 0, wp.dot(d, d))
+
+
+@kernel
+def weighted_squared_error_loss(
+    values_in: wp.array(dtype=wp.Float),
+    targets_in: wp.array(dtype=wp.Float),
+    weights_in: wp.array(dtype=wp.Float),
+    loss_out: wp.array(dtype=wp.Float),
+):
+    """loss_out += sum_i weights_in[i] * (values_in[i] - targets_in[i])^2."""
+    i = wp.tid()
+    d = values_in[i] - targets_in[i]
+    wp.atomic_add(loss_out, 0, weights_in[i] * d * d)

@@ -11,6 +11,7 @@ from pxr import Usd
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 OUTPUTS = {
     "arm_reach": ["reach.png", "reach.usd"],
+    "arm_sysid": ["tracking.png", "history.png", "rollouts.usd", "calibrated.usda", "sysid.json"],
     "bounce_to_target": ["loss.png", "trajectory.png", "rollout.usd"],
     "cloth_drape": ["drape.png", "drape.usd"],
     "long_horizon_swing": ["optimisation.png", "gradient_norms.png", "swing.usd"],

@@ -1,4 +1,4 @@
-"""The ``wpsim`` command line: demo, gradcheck, bench."""
+"""The ``wpsim`` command line: demo, gradcheck, bench, run, sysid."""
 
 from __future__ import annotations
 
@@ -67,14 +67,8 @@ def cmd_run(args) -> int:
     """Simulate a robot file, or a soft body from a mesh file dropped on the ground; write
     its USD stage."""
     _quiet_warp()
-    from wpsim.apps.run_scene import (
-        SoftSceneOptions,
-        check_run_options,
-        is_robot_file,
-        robot_scene,
-        simulate_to_usd,
-        soft_scene,
-    )
+    from wpsim.apps.run_scene import SoftSceneOptions, check_run_options, robot_scene, simulate_to_usd, soft_scene
+    from wpsim.io.robots import is_robot_file
 
     options = SoftSceneOptions(cell_size=args.cell, scale=args.scale, density=args.density,
                                young_modulus=args.young, drop_height=args.height)
@@ -101,6 +95,22 @@ def cmd_run(args) -> int:
     if "unconverged_steps" in summary:
         print(f"implicit solver: {summary['unconverged_steps']} of {args.steps} steps did not converge")
     return 0
+
+
+def cmd_sysid(args) -> int:
+    """Fit a robot's parameters to a measured run; print fitted vs initial values and write
+    the report, plots and the calibrated robot."""
+    _quiet_warp()
+    from wpsim.opt.sysid import identify
+
+    families = [f.strip() for f in args.fit.split(",") if f.strip()]
+    result = identify(args.robot, args.data, families, method=args.method, iterations=args.iterations,
+                      duration=args.duration, dt=args.dt, zero_order=args.zero_order, progress=not args.quiet,
+                      device=args.device)
+    paths = result.write(args.out)
+    print(result.summary())
+    print("wrote " + ", ".join(str(p) for p in paths.values()))
+    return 0 if result.fit.success else 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -143,6 +153,26 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--height", type=float, default=0.02, help="drop height in m (default: 0.02)")
     run.add_argument("--device", default=None, help="Warp device, e.g. cpu or cuda:0")
     run.set_defaults(func=cmd_run)
+
+    from wpsim.opt.minimize import METHODS
+    from wpsim.opt.sysid import FAMILIES
+
+    sysid = sub.add_parser("sysid", help="fit a robot's masses, damping, armature to a measured joint trajectory "
+                                         "with its applied torques (CSV or NPZ)")
+    sysid.add_argument("robot", help="robot file (.urdf, .xml MJCF, .usd UsdPhysics)")
+    sysid.add_argument("data", help="measured run: time, q:<joint>, qd:<joint>, tau:<joint> columns (.csv, .npz)")
+    sysid.add_argument("--fit", default="masses,damping,armature",
+                       help=f"comma-separated parameter families from {', '.join(FAMILIES)} (default: %(default)s)")
+    sysid.add_argument("--method", choices=METHODS, default="lbfgsb", help="optimiser (default: %(default)s)")
+    sysid.add_argument("--iterations", type=int, default=60, help="optimiser iterations (default: 60)")
+    sysid.add_argument("--duration", type=float, default=None, help="use the first DURATION s of the data")
+    sysid.add_argument("--dt", type=float, default=None, help="time step in s (default: the robot file's)")
+    sysid.add_argument("--zero-order", action="store_true",
+                       help="also fit with Nelder-Mead on the same rollout budget and report both")
+    sysid.add_argument("--out", default="wpsim_out/sysid", help="output folder (default: %(default)s)")
+    sysid.add_argument("--quiet", action="store_true", help="no progress bar")
+    sysid.add_argument("--device", default=None, help="Warp device, e.g. cpu or cuda:0")
+    sysid.set_defaults(func=cmd_sysid)
     return parser
 
 

@@ -15,10 +15,9 @@ import numpy as np
 from wpsim.core.builder import ModelBuilder
 from wpsim.io.mesh_files import SURFACE_SUFFIXES, tetrahedralize_file
 from wpsim.io.progress import progress_line
+from wpsim.io.robots import import_robot
 from wpsim.io.usd_export import UsdRecorder
 from wpsim.solvers import ImplicitEulerSolver, SemiImplicitSolver
-
-ROBOT_SUFFIXES = (".urdf", ".xml", ".mjcf", ".usd", ".usda", ".usdc")
 
 
 @dataclass
@@ -88,26 +87,13 @@ def check_run_options(options: SoftSceneOptions, out, fps: float):
             raise ValueError(f"{name} must be > 0, got {getattr(options, name)}")
 
 
-def is_robot_file(path) -> bool:
-    """Whether ``path`` names a rigid-body scene (URDF, MJCF or USD)."""
-    return Path(path).suffix.lower() in ROBOT_SUFFIXES
-
-
 def robot_scene(path, floating: bool = False) -> tuple:
-    """(ModelBuilder, ImportedScene) of a URDF (``floating``: free root links; a ground
-    plane is added), MJCF or UsdPhysics file."""
-    from wpsim.io.mjcf import import_mjcf
-    from wpsim.io.urdf import import_urdf
-    from wpsim.io.usd_physics import import_usd
-
-    suffix = Path(path).suffix.lower()
-    if suffix == ".urdf":
-        builder, scene = import_urdf(path, floating=floating)
+    """(ModelBuilder, ImportedScene) of a robot file (see ``wpsim.io.robots``); a URDF, which
+    describes no world, gets a ground plane."""
+    builder, scene = import_robot(path, floating=floating)
+    if Path(path).suffix.lower() == ".urdf":
         builder.add_ground_plane(ke=1.0e4, kd=100.0, mu=0.5)
-        return builder, scene
-    if suffix in (".usd", ".usda", ".usdc"):
-        return import_usd(path)
-    return import_mjcf(path)
+    return builder, scene
 
 
 def soft_scene(path, options: SoftSceneOptions) -> tuple:

@@ -56,6 +56,19 @@ def joint_state_loss(state: State, weight_q: wp.array, weight_qd: wp.array, loss
     return loss
 
 
+def joint_tracking_loss(state: State, target_q: wp.array, weights: wp.array, loss: wp.array | None = None) -> wp.array:
+    """sum_i weights[i] (q_i - target_q[i])^2 over the joint coordinates of ``state``, added
+    into ``loss`` (new if None); weights in loss units per rad^2 (or per m^2), 0 where a
+    coordinate is not measured."""
+    if target_q.shape != state.joint_q.shape or weights.shape != state.joint_q.shape:
+        raise ValueError(f"joint_tracking_loss: targets {target_q.shape} and weights {weights.shape} must match the "
+                         f"joint coordinates {state.joint_q.shape}")
+    loss = _loss_array(state.joint_q, loss)
+    wp.launch(for_precision(losses.weighted_squared_error_loss, state.joint_q.dtype), dim=state.joint_q.shape[0],
+              inputs=[state.joint_q, target_q, weights], outputs=[loss], device=state.joint_q.device)
+    return loss
+
+
 def body_position_loss(state: State, bodies, targets: wp.array, loss: wp.array | None = None) -> wp.array:
     """sum_i |origin of body bodies[i] - targets[i]|^2 (m^2) from ``state.body_q``, added into
     ``loss`` (new if None). Call ``wpsim.eval_fk`` first for a state no step started from."""

@@ -7,5 +7,8 @@ that ``pxr``, ``trimesh`` and ``matplotlib`` load only when a file is read or wr
 
 from wpsim.core.lazy import lazy_submodules
 
-__all__ = ["files", "mesh_files", "mjcf", "plots", "progress", "scene_parsing", "urdf", "usd_export", "usd_physics"]
+__all__ = [
+    "files", "measurements", "mesh_files", "mjcf", "plots", "progress", "robots", "scene_parsing", "urdf", "usd_export",
+    "usd_physics",
+]
 __getattr__, __dir__ = lazy_submodules(__name__, tuple(__all__), globals())

@@ -67,3 +67,31 @@ def plot_optimization_history(losses, traces: dict, path, title: str = "optimisa
         ax.grid(True, alpha=0.3)
     axes[-1].set_xlabel("iteration")
     return save_figure(fig, path)
+
+
+def plot_joint_tracking(time, measured, simulated: dict, joints: list, path, title: str = "joint trajectories"):
+    """PNG of measured joint angles (time (N,) s, measured (N, J)) against simulated ones
+    (label -> (N, J)), one panel per joint, and the error of each simulation; returns the path."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    count = len(joints)
+    fig = Figure(figsize=(8.0, 2.2 * (count + 1)))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(count + 1, 1, sharex=True, squeeze=False)[:, 0]
+    for j, (ax, joint) in enumerate(zip(axes, joints)):
+        ax.plot(time, measured[:, j], color="black", linewidth=2.0, alpha=0.5, label="measured")
+        for label, values in simulated.items():
+            ax.plot(time, values[:, j], linewidth=1.0, label=label)
+        ax.set_ylabel(f"{joint} (rad)", fontsize=8)
+        ax.grid(True, alpha=0.3)
+    axes[0].set_title(title)
+    axes[0].legend(fontsize=8)
+    for label, values in simulated.items():
+        error = np.sqrt(np.mean((values - measured) ** 2, axis=1))
+        axes[-1].semilogy(time, np.maximum(error, 1e-12), linewidth=1.0, label=label)
+    axes[-1].set_ylabel("RMS error (rad)", fontsize=8)
+    axes[-1].set_xlabel("time (s)")
+    axes[-1].grid(True, which="both", alpha=0.3)
+    axes[-1].legend(fontsize=8)
+    return save_figure(fig, path)

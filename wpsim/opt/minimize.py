@@ -40,7 +40,8 @@ class _Run:
         self.history = []
         self.last_grad_norm = None
         self._cached = None  # (z, loss, grad_z) of the last gradient evaluation
-        self.bar = ProgressBar(iterations, method, enabled=progress, every=max(iterations // 20, 1))
+        total = iterations if max_rollouts is None else min(iterations, int(max_rollouts))
+        self.bar = ProgressBar(total, method, enabled=progress, every=max(total // 20, 1))
 
     def _spend(self):
         if self.max_rollouts is not None and self.problem.rollouts >= self.max_rollouts:
@@ -87,7 +88,7 @@ def _lbfgsb(run: _Run, z0: np.ndarray, iterations: int, tolerance: float):
 
     out = scipy_minimize(run.loss_and_grad, z0, jac=True, method="L-BFGS-B", bounds=run.params.internal_bounds(),
                          callback=callback, options={"maxiter": iterations, "ftol": tolerance, "gtol": 1e-12})
-    return bool(out.success), str(out.message)
+    return out.status == 0, str(out.message)
 
 
 def _nelder_mead(run: _Run, z0: np.ndarray, iterations: int, tolerance: float):
@@ -100,7 +101,7 @@ def _nelder_mead(run: _Run, z0: np.ndarray, iterations: int, tolerance: float):
     out = scipy_minimize(run.loss, z0, method="Nelder-Mead", bounds=bounds if any(a is not None or b is not None
                                                                                   for a, b in bounds) else None,
                          callback=callback, options={"maxiter": iterations, "fatol": tolerance, "xatol": 1e-10})
-    return bool(out.success), str(out.message)
+    return out.status == 0, str(out.message)
 
 
 def _adam(run: _Run, z0: np.ndarray, iterations: int, tolerance: float, lr: float):
@@ -114,7 +115,7 @@ def _adam(run: _Run, z0: np.ndarray, iterations: int, tolerance: float, lr: floa
         z = np.clip(adam.step(z, grad), bounds[:, 0], bounds[:, 1])
         loss, grad = run.loss_and_grad(z)
         run.iteration(z, loss)
-    return True, f"{iterations} iterations done"
+    return False, f"iteration limit ({iterations}) reached"
 
 
 def minimize(problem: Problem, method: str = "lbfgsb", iterations: int = 50, max_rollouts: int | None = None,
@@ -139,27 +140,28 @@ def minimize(problem: Problem, method: str = "lbfgsb", iterations: int = 50, max
     start, rollouts0, gradients0 = time.perf_counter(), problem.rollouts, problem.gradients
     run = _Run(problem, method, iterations, max_rollouts, progress)
     z0 = params.to_internal(x_start)
+    stopped = False
     try:
         loss0 = run.loss_and_grad(z0)[0] if method != "nelder-mead" else run.loss(z0)
         run.iteration(z0, loss0)
         if method == "lbfgsb":
-            success, message = _lbfgsb(run, z0, iterations, tolerance)
+            converged, message = _lbfgsb(run, z0, iterations, tolerance)
         elif method == "adam":
-            success, message = _adam(run, z0, iterations, tolerance, lr)
+            converged, message = _adam(run, z0, iterations, tolerance, lr)
         else:
-            success, message = _nelder_mead(run, z0, iterations, tolerance)
+            converged, message = _nelder_mead(run, z0, iterations, tolerance)
     except _Budget:
-        success, message = True, f"rollout budget of {max_rollouts} spent"
+        converged, message = False, f"rollout budget of {max_rollouts} spent"
     except NonFiniteLoss as error:
         if not run.history:
             raise
-        success, message = False, f"stopped at iteration {len(run.history)}: {error}"
+        converged, message, stopped = False, f"stopped at iteration {len(run.history)}: {error}", True
     finally:
         run.bar.close()
     params.write(run.best_x)
     return OptimizationResult(
         method=method, labels=list(params.labels), units=list(params.units), x0=x_start.copy(), x=run.best_x,
         loss0=run.history[0]["loss"], loss=run.best_loss, history=run.history, rollouts=problem.rollouts - rollouts0,
-        gradients=problem.gradients - gradients0, wall_s=time.perf_counter() - start, success=success,
-        message=message, no_gradient=list(problem.no_gradient), warnings=list(problem.warnings),
+        gradients=problem.gradients - gradients0, wall_s=time.perf_counter() - start, success=not stopped,
+        converged=converged, message=message, no_gradient=list(problem.no_gradient), warnings=list(problem.warnings),
     )

@@ -39,7 +39,9 @@ class Parameter:
     lower, upper: bounds in the field's unit (scalars or one per entry).
     log: optimise log(x) (the values must stay > 0); relative steps then have one size.
     scale: physical size of one optimiser unit (linear space only; default |x0|, 1 where 0).
-    name: label in reports (default: the target with its index).
+    name: label in reports (default: the target; an index in brackets is appended unless
+        the parameter is a single named entry).
+    unit: unit in reports (default: the field's, e.g. "N m s/rad or N s/m" for joint_damping).
     """
 
     target: str
@@ -49,6 +51,7 @@ class Parameter:
     log: bool = False
     scale: object = None
     name: str | None = None
+    unit: str | None = None
 
 
 @dataclass
@@ -173,8 +176,11 @@ class _ArrayParameter(_Entries):
         width = binding.width
         base = p.name or p.target
         labels = [f"{base}[{r}]" if width == 1 else f"{base}[{r}, {c}]" for r in self.rows for c in range(width)]
+        if p.name and len(labels) == 1:
+            labels = [p.name]
         x0 = binding.host[self.rows].ravel().copy()
-        super().__init__(labels, [binding.spec.unit] * len(x0), x0, p.lower, p.upper, p.log, p.scale)
+        unit = binding.spec.unit if p.unit is None else p.unit
+        super().__init__(labels, [unit] * len(x0), x0, p.lower, p.upper, p.log, p.scale)
 
     def write(self, x: np.ndarray):
         self.binding.host[self.rows] = x.reshape(len(self.rows), -1)

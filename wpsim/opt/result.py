@@ -17,7 +17,9 @@ class OptimizationResult:
     loss0, loss: loss at x0 and at x; history: one dict per iteration ("iteration",
     "loss", "grad_norm" (of d loss / d z, the optimiser's vector; None without gradient),
     "x"); rollouts / gradients: forward rollouts and backward passes spent; wall_s: wall
-    time (s); success, message: how it ended; no_gradient, warnings: as the Problem reported.
+    time (s); success: False if a non-finite loss stopped the run; converged: whether the
+    optimiser's own stopping test was met (not an iteration or rollout limit); message: how
+    it ended; no_gradient, warnings: as the Problem reported.
     """
 
     method: str
@@ -32,6 +34,7 @@ class OptimizationResult:
     gradients: int = 0
     wall_s: float = 0.0
     success: bool = True
+    converged: bool = False
     message: str = ""
     no_gradient: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
@@ -47,7 +50,8 @@ class OptimizationResult:
         for label, a, b, unit in zip(self.labels, self.x0, self.x, self.units):
             lines.append(f"{label:<{width}}  {a:>12.6g}  {b:>12.6g}  {unit}")
         lines.append(f"loss {self.loss0:.6g} -> {self.loss:.6g} in {len(self.history) - 1} iterations, "
-                     f"{self.rollouts} rollouts, {self.gradients} gradients, {self.wall_s:.1f} s ({self.method})")
+                     f"{self.rollouts} rollouts, {self.gradients} gradients, {self.wall_s:.1f} s ({self.method}: "
+                     f"{self.message})")
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
@@ -68,6 +72,7 @@ class OptimizationResult:
             "gradients": self.gradients,
             "wall_s": self.wall_s,
             "success": self.success,
+            "converged": self.converged,
             "message": self.message,
             "no_gradient": list(self.no_gradient),
             "warnings": list(self.warnings),

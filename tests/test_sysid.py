@@ -1,0 +1,81 @@
+"""Rigid-body system identification (wpsim.opt.sysid) and ``wpsim sysid``: fits against the
+MuJoCo-generated runs of assets/, outputs, and bad input named in one line."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from wpsim.io.measurements import save_trajectory
+from wpsim.opt.sysid import identify
+
+ASSETS = Path(__file__).resolve().parents[1] / "assets"
+ROBOT, DATA = ASSETS / "arm_2link.xml", ASSETS / "arm_2link_sysid.csv"
+TRUTH = json.loads((ASSETS / "arm_2link_sysid_truth.json").read_text())["parameters"]
+
+
+def wpsim_cli(*args):
+    return subprocess.run([sys.executable, "-m", "wpsim.apps.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_identify_leaves_the_fit_in_the_model():
+    """(Recovery within 3 % of every parameter is asserted by examples/arm_sysid.py --test.)"""
+    result = identify(ROBOT, DATA, ["damping", "initial_state"], iterations=5, duration=0.2, mode="full",
+                      progress=False)
+    fitted = result.fit.values()
+    assert result.fit.loss < result.fit.loss0
+    assert result.rms(result.simulated_after) < result.rms(result.simulated_before)
+    assert result.run.model.joint_damping.numpy()[result.run.dofs] == pytest.approx(
+        [fitted["link1_joint.damping"], fitted["link2_joint.damping"]])
+    assert result.run.state0.joint_q.numpy()[result.run.coords] == pytest.approx(
+        [fitted["link1_joint.q0"], fitted["link2_joint.q0"]])
+    assert result.fit.units[result.fit.labels.index("link1_joint.qd0")] == "rad/s"
+
+
+def test_cli_writes_report_plots_and_calibrated_robot(tmp_path):
+    proc = wpsim_cli("sysid", ROBOT, DATA, "--fit", "damping", "--duration", "0.2", "--iterations", "3", "--out",
+                     tmp_path, "--zero-order", "--quiet")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "link1_joint.damping" in proc.stdout and "N m s/rad" in proc.stdout
+    assert "zero-order baseline (nelder-mead" in proc.stdout
+    report = json.loads((tmp_path / "sysid.json").read_text())
+    assert report["joints"] == ["link1_joint", "link2_joint"] and report["steps"] == 200
+    assert report["rms_error_rad"]["after"] < report["rms_error_rad"]["before"]
+    assert report["zero_order"]["rollouts"] <= report["fit"]["rollouts"]
+    for name in ("tracking.png", "history.png"):
+        assert (tmp_path / name).stat().st_size > 10_000
+    stage = (tmp_path / "calibrated.usda").read_text()
+    fitted = report["fit"]["parameters"][0]["fitted"]
+    assert "PhysicsRevoluteJoint" in stage and f"{fitted:.6g}"[:5] in stage
+
+
+def bad_data(tmp_path, **change):
+    time = np.arange(0.0, 0.05, 0.001)
+    columns = {"q:link1_joint": np.zeros_like(time), "tau:link1_joint": np.zeros_like(time)}
+    columns.update(change)
+    return save_trajectory(tmp_path / "bad.csv", time, columns)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (lambda t: [ASSETS / "missing.xml", DATA], "missing.xml"),
+        (lambda t: [ROBOT, t / "missing.csv"], "missing.csv: no such data file"),
+        (lambda t: [ROBOT, bad_data(t, **{"q:wrist": np.zeros(50)})],
+         "column 'q:wrist' names an unknown 1-dof joint of the robot 'wrist'"),
+        (lambda t: [ROBOT, DATA, "--fit", "masses,friction"], r"unknown parameter family \['friction'\]"),
+        (lambda t: [ROBOT, DATA, "--duration", "5"], "duration 5 s is not within the data's 2 s"),
+    ],
+)
+def test_cli_bad_input_is_one_line(tmp_path, args, message):
+    proc = wpsim_cli("sysid", *args(tmp_path), "--out", tmp_path / "out", "--quiet")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("wpsim sysid: error:")]
+    assert len(errors) == 1 and re.search(message, errors[0]), proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,193 @@
+"""Measured trajectories from CSV or NPZ files: validated, named channels on a time axis,
+resampled onto a simulation's time grid.
+
+A file holds a ``time`` column (s, strictly increasing) and channels named ``kind:name``:
+
+    q:<joint>              joint coordinate of a 1-dof joint (rad or m)
+    qd:<joint>             its velocity (rad/s or m/s)
+    tau:<joint>            generalized force applied to it (N m or N)
+    marker:<name>:x|y|z    position of a marker (m), three columns
+    activation:<name>      an actuation input (dimensionless)
+
+CSV: one header row of column names, then one row of numbers per sample. NPZ: one 1-D
+array per column name, all of the same length. Errors name the file, and the column and
+line (CSV; line 1 is the header) or array (NPZ): a missing or non-increasing time, a value
+that is not a finite number, a row with the wrong number of values, an unknown column kind.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+KINDS = {"q": "rad or m", "qd": "rad/s or m/s", "tau": "N m or N", "marker": "m", "activation": "-"}
+"""Channel kinds a column may have, with their units."""
+
+AXES = ("x", "y", "z")
+
+
+class MeasurementError(ValueError):
+    """A measurement file cannot be used; the message names the file and where."""
+
+
+def _check_name(path, column: str):
+    if column == "time":
+        return
+    kind, _, rest = column.partition(":")
+    if kind not in KINDS or not rest:
+        raise MeasurementError(f"{path}: column {column!r} is neither 'time' nor 'kind:name' with kind one of "
+                               f"{', '.join(KINDS)}")
+    if kind == "marker" and rest.rpartition(":")[2] not in AXES:
+        raise MeasurementError(f"{path}: marker column {column!r} must end in :x, :y or :z")
+
+
+@dataclass
+class Trajectory:
+    """Samples of named channels: ``time`` (N,) s and ``columns`` name -> (N,) values."""
+
+    path: str
+    time: np.ndarray
+    columns: dict
+
+    def names(self, kind: str) -> list:
+        """The names of the channels of one kind, in file order (marker names once each)."""
+        names = []
+        for column in self.columns:
+            k, _, rest = column.partition(":")
+            name = rest.rpartition(":")[0] if k == "marker" else rest
+            if k == kind and name not in names:
+                names.append(name)
+        return names
+
+    def channel(self, kind: str, name: str) -> np.ndarray:
+        """(N,) values of ``kind:name``, or (N, 3) positions of a marker."""
+        if kind == "marker":
+            return np.stack([self._column(f"marker:{name}:{axis}") for axis in AXES], axis=1)
+        return self._column(f"{kind}:{name}")
+
+    def _column(self, column: str) -> np.ndarray:
+        if column not in self.columns:
+            raise MeasurementError(f"{self.path}: no column {column!r} (columns: {', '.join(self.columns)})")
+        return self.columns[column]
+
+    def require(self, kind: str, known, what: str):
+        """Check that every channel of ``kind`` names one of ``known`` (e.g. the robot's 1-dof
+        joints); ``what`` names them in the message."""
+        known = list(known)
+        for name in self.names(kind):
+            if name not in known:
+                raise MeasurementError(f"{self.path}: column '{kind}:{name}' names an unknown {what} {name!r} "
+                                       f"(known: {', '.join(known) or 'none'})")
+
+    def resample(self, times, hold=("tau", "activation")) -> Trajectory:
+        """The channels at ``times`` (s): linear interpolation, or for the kinds in ``hold``
+        the latest sample at or before each time (inputs held over a step). The times must
+        lie within the file's time span."""
+        times = np.asarray(times, dtype=np.float64)
+        span = (self.time[0], self.time[-1])
+        slack = 1e-9 * max(1.0, abs(span[1]))
+        if times.min() < span[0] - slack or times.max() > span[1] + slack:
+            raise MeasurementError(f"{self.path}: the data covers {span[0]:g}-{span[1]:g} s, but "
+                                   f"{times.min():g}-{times.max():g} s are needed")
+        latest = np.clip(np.searchsorted(self.time, times + slack, side="right") - 1, 0, len(self.time) - 1)
+        out = {}
+        for column, values in self.columns.items():
+            held = column.partition(":")[0] in hold
+            out[column] = values[latest] if held else np.interp(times, self.time, values)
+        return Trajectory(self.path, times, out)
+
+
+def _from_csv(path: Path) -> tuple:
+    text = path.read_text(encoding="utf-8-sig", errors="strict")
+    rows = list(csv.reader(io.StringIO(text)))
+    rows = [r for r in rows if r and any(cell.strip() for cell in r)]
+    if not rows:
+        raise MeasurementError(f"{path}: the file is empty (a header row and samples are needed)")
+    header = [cell.strip() for cell in rows[0]]
+    values = {name: [] for name in header}
+    for line, row in enumerate(rows[1:], start=2):
+        if len(row) != len(header):
+            raise MeasurementError(f"{path}, line {line}: {len(row)} values for {len(header)} columns")
+        for name, cell in zip(header, row):
+            try:
+                values[name].append(float(cell))
+            except ValueError:
+                raise MeasurementError(f"{path}, line {line}, column {name!r}: {cell.strip()!r} is not a number") \
+                    from None
+    return header, values, "line", 2
+
+
+def _from_npz(path: Path) -> tuple:
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {name: data[name] for name in data.files}
+    except Exception as error:  # numpy raises several kinds on a damaged or foreign file
+        raise MeasurementError(f"{path}: cannot be read as an NPZ archive ({type(error).__name__})") from None
+    for name, arr in arrays.items():
+        if arr.ndim != 1 or arr.dtype.kind not in "fiu":
+            raise MeasurementError(f"{path}: array {name!r} must be 1-D numbers, got shape {arr.shape} {arr.dtype}")
+    return list(arrays), {k: v.astype(np.float64).tolist() for k, v in arrays.items()}, "sample", 0
+
+
+def load_trajectory(path) -> Trajectory:
+    """A validated ``Trajectory`` from a ``.csv`` or ``.npz`` file (see the module docstring)."""
+    path = Path(path)
+    if path.suffix.lower() not in (".csv", ".npz"):
+        raise MeasurementError(f"{path}: unsupported data format {path.suffix!r}; expected .csv or .npz")
+    if not path.is_file():
+        raise MeasurementError(f"{path}: no such data file")
+    try:
+        header, values, where, first = _from_csv(path) if path.suffix.lower() == ".csv" else _from_npz(path)
+    except UnicodeDecodeError as error:
+        raise MeasurementError(f"{path}: not a UTF-8 text file ({error.reason} at byte {error.start})") from None
+    if len(set(header)) != len(header):
+        raise MeasurementError(f"{path}: column {next(h for h in header if header.count(h) > 1)!r} appears twice")
+    for column in header:
+        _check_name(path, column)
+    if "time" not in header:
+        raise MeasurementError(f"{path}: no 'time' column (columns: {', '.join(header)})")
+    lengths = {len(v) for v in values.values()}
+    if len(lengths) != 1:
+        raise MeasurementError(f"{path}: columns of different lengths {sorted(lengths)}")
+    columns = {name: np.asarray(values[name], dtype=np.float64) for name in header}
+    for name, arr in columns.items():
+        bad = np.flatnonzero(~np.isfinite(arr))
+        if bad.size:
+            raise MeasurementError(f"{path}, {where} {first + int(bad[0])}, column {name!r}: value {arr[bad[0]]} is "
+                                   "not finite")
+    time = columns.pop("time")
+    if len(time) < 2:
+        raise MeasurementError(f"{path}: {len(time)} sample(s); at least 2 are needed")
+    step = np.flatnonzero(np.diff(time) <= 0.0)
+    if step.size:
+        k = int(step[0]) + 1
+        raise MeasurementError(f"{path}, {where} {first + k}: time {time[k]:g} s is not after the previous sample's "
+                               f"{time[k - 1]:g} s")
+    if not columns:
+        raise MeasurementError(f"{path}: only a time column, no channels")
+    return Trajectory(str(path), time, columns)
+
+
+def save_trajectory(path, time, columns: dict):
+    """Write ``time`` (N,) s and ``columns`` (name -> (N,) values, names as in the module
+    docstring) as a CSV file, atomically, full float precision; returns the path."""
+    from wpsim.io.files import atomic_write
+
+    time = np.asarray(time, dtype=np.float64)
+    for name in columns:
+        _check_name(path, name)
+    table = np.column_stack([time] + [np.asarray(v, dtype=np.float64) for v in columns.values()])
+    if not np.isfinite(table).all():
+        raise MeasurementError(f"{path}: refusing to write non-finite values")
+
+    def write(tmp):
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["time", *columns])
+            writer.writerows([[repr(float(v)) for v in row] for row in table])
+
+    return atomic_write(path, write)

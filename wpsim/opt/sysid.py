@@ -1,0 +1,288 @@
+"""Rigid-body system identification: fit the parameters of a robot file to a measured joint
+trajectory and the torques applied during it.
+
+The measured run (``wpsim.io.measurements``: ``q:``, optional ``qd:`` and ``tau:`` columns
+named after the robot's 1-dof joints) is resampled onto the simulation grid (the robot
+file's time step unless another is given). The rollout starts from the first sample (rates
+from ``qd:`` columns, else a one-sided difference of the angles), applies the measured
+torques step by step, and its loss is the mean squared joint-angle error (rad^2) over every
+measured joint and step. Families of parameters (``FAMILIES``):
+
+- "masses": the mass of every body with mass, its inertia scaled with it (a change of
+  density; the centre of mass stays); log-space;
+- "damping", "armature": of every 1-dof joint (N m s/rad, kg m^2 for hinges), >= 0;
+- "initial_state": the measured joints' starting angles and rates (to absorb noise in the
+  first sample).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import warp as wp
+
+from wpsim.diff import Rollout
+from wpsim.diff.losses import joint_tracking_loss
+from wpsim.io.measurements import MeasurementError, Trajectory
+from wpsim.kernels.enums import JOINT_DOF_COUNT, JOINT_REVOLUTE
+from wpsim.opt.parameters import DerivedParameter, Parameter
+from wpsim.opt.problem import Problem
+from wpsim.solvers import SemiImplicitSolver, simulate
+
+FAMILIES = ("masses", "damping", "armature", "initial_state")
+TYPICAL = {"joint_damping": 0.1, "joint_armature": 0.01}
+"""Scale (physical size of one optimiser unit) of joint parameters whose initial value is
+smaller: N m s/rad and kg m^2 for hinges."""
+UNITS = {"damping": {True: "N m s/rad", False: "N s/m"}, "armature": {True: "kg m^2", False: "kg"},
+         "q0": {True: "rad", False: "m"}, "qd0": {True: "rad/s", False: "m/s"}}
+"""Units of the joint families for a hinge (True) or a slider (False)."""
+
+
+@dataclass
+class RobotRun:
+    """A robot model set up to replay a measured run.
+
+    model: the Model (float64, with gradients); joints: the measured 1-dof joints' names;
+    coords / dofs: their joint-coordinate and dof indices; hinges: whether each is revolute
+    (else prismatic); dt (s) and steps: the grid;
+    measured: (steps + 1, joints) angles on the grid (rad or m); controls: one Control per
+    step with the measured torques; state0: the initial State; body_names: body index ->
+    name.
+    """
+
+    model: object
+    joints: list
+    coords: np.ndarray
+    dofs: np.ndarray
+    hinges: list
+    dt: float
+    steps: int
+    measured: np.ndarray
+    controls: list
+    state0: object
+    body_names: dict
+
+
+def prepare_run(builder, scene, data: Trajectory, dt: float | None = None, duration: float | None = None,
+                device=None) -> RobotRun:
+    """A ``RobotRun`` of the imported robot (``builder``, ``scene``) replaying ``data``."""
+    dt = dt or scene.timestep
+    if not dt or dt <= 0.0:
+        raise ValueError("no time step: the robot file gives none; pass dt")
+    model = builder.finalize(device=device, requires_grad=True, dtype=wp.float64)
+    types, q_start, qd_start = (a.numpy() for a in (model.joint_type, model.joint_q_start, model.joint_qd_start))
+    one_dof = {name: j for name, j in scene.joints.items() if JOINT_DOF_COUNT[int(types[j])] == 1}
+    for kind in ("q", "qd", "tau"):
+        data.require(kind, one_dof, "1-dof joint of the robot")
+    joints = data.names("q")
+    if not joints:
+        raise MeasurementError(f"{data.path}: no 'q:<joint>' column to fit to")
+    span = data.time[-1] - data.time[0]
+    duration = span if duration is None else float(duration)
+    if not 0.0 < duration <= span + 1e-9:
+        raise MeasurementError(f"{data.path}: duration {duration:g} s is not within the data's {span:g} s")
+    steps = int(np.floor(duration / dt + 1e-9))
+    grid = data.resample(data.time[0] + dt * np.arange(steps + 1))
+    coords = np.array([q_start[one_dof[j]] for j in joints])
+    hinges = [int(types[one_dof[j]]) == JOINT_REVOLUTE for j in joints]
+    dofs = np.array([qd_start[one_dof[j]] for j in joints])
+    measured = np.stack([grid.channel("q", j) for j in joints], axis=1)
+    state0 = model.state()
+    q, qd = state0.joint_q.numpy(), state0.joint_qd.numpy()
+    q[coords] = measured[0]
+    measured_rates = data.names("qd")
+    qd[dofs] = [grid.channel("qd", j)[0] if j in measured_rates else (measured[1, i] - measured[0, i]) / dt
+                for i, j in enumerate(joints)]
+    state0.joint_q.assign(q)
+    state0.joint_qd.assign(qd)
+    torques = {name: grid.channel("tau", name) for name in data.names("tau")}
+    controls = []
+    for k in range(steps):
+        control = model.control()
+        f = np.zeros(model.joint_dof_count)
+        for name, values in torques.items():
+            f[qd_start[one_dof[name]]] = values[k]
+        control.joint_f.assign(f)
+        controls.append(control)
+    body_names = {index: name for name, index in scene.bodies.items()}
+    return RobotRun(model, joints, coords, dofs, hinges, dt, steps, measured, controls, state0, body_names)
+
+
+def tracking_rollout(run: RobotRun, mode: str = "checkpoint") -> Rollout:
+    """A rollout of ``run`` whose loss is the mean squared error (rad^2) of the measured
+    joints' angles over steps 1..steps."""
+    model = run.model
+    weights = np.zeros(model.joint_coord_count)
+    weights[run.coords] = 1.0 / (run.steps * len(run.joints))
+    weights = wp.array(weights, dtype=wp.float64, device=model.device)
+    targets = []
+    for k in range(run.steps + 1):
+        q = np.zeros(model.joint_coord_count)
+        q[run.coords] = run.measured[k]
+        targets.append(wp.array(q, dtype=wp.float64, device=model.device))
+
+    def loss_fn(k, state, loss):
+        if k > 0:
+            joint_tracking_loss(state, targets[k], weights, loss=loss)
+
+    return Rollout(SemiImplicitSolver(model), run.steps, run.dt, loss_fn, control=run.controls, mode=mode)
+
+
+def _mass_parameter(run: RobotRun) -> DerivedParameter:
+    """The masses of every body with mass; inertias scale with them."""
+    mass0 = run.model.body_mass.numpy().astype(np.float64)
+    inertia0 = run.model.body_inertia.numpy().astype(np.float64)
+    bodies = np.flatnonzero(mass0 > 0.0)
+
+    def build(masses):
+        mass, inertia = mass0.copy(), inertia0.copy()
+        mass[bodies] = masses
+        inertia[bodies] *= (masses / mass0[bodies])[:, None, None]
+        return {"model.body_mass": mass, "model.body_inertia": inertia}
+
+    labels = tuple(f"{run.body_names.get(int(b), f'body{b}')}.mass" for b in bodies)
+    return DerivedParameter("masses", mass0[bodies], build, labels=labels, units=("kg",) * len(bodies), log=True)
+
+
+def robot_parameters(run: RobotRun, families) -> list:
+    """The declared parameters of ``families`` (see ``FAMILIES``) for ``run``."""
+    unknown = [f for f in families if f not in FAMILIES]
+    if unknown or not families:
+        raise ValueError(f"unknown parameter famil{'ies' if len(unknown) > 1 else 'y'} {unknown or families}; "
+                         f"choose from {', '.join(FAMILIES)}")
+    params = []
+    for family in families:
+        if family == "masses":
+            params.append(_mass_parameter(run))
+        elif family in ("damping", "armature"):
+            field = f"joint_{family}"
+            values = getattr(run.model, field).numpy()
+            for joint, dof, hinge in zip(run.joints, run.dofs, run.hinges):
+                params.append(Parameter(f"model.{field}", index=int(dof), lower=0.0, name=f"{joint}.{family}",
+                                        unit=UNITS[family][hinge], scale=max(abs(float(values[dof])), TYPICAL[field])))
+        else:
+            for joint, coord, dof, hinge in zip(run.joints, run.coords, run.dofs, run.hinges):
+                params.append(Parameter("state.joint_q", index=int(coord), scale=0.1, name=f"{joint}.q0",
+                                        unit=UNITS["q0"][hinge]))
+                params.append(Parameter("state.joint_qd", index=int(dof), scale=1.0, name=f"{joint}.qd0",
+                                        unit=UNITS["qd0"][hinge]))
+    return params
+
+
+def robot_problem(run: RobotRun, families, mode: str = "checkpoint") -> Problem:
+    """The Problem of fitting ``families`` of ``run``'s robot to its measured angles."""
+    return Problem(tracking_rollout(run, mode), run.state0, robot_parameters(run, families))
+
+
+FRAME_RATE = 100.0
+"""Frames per second of the rollouts ``SysidResult.write`` puts in its USD stage."""
+
+
+def replay(run: RobotRun) -> tuple:
+    """((steps + 1, joints) simulated angles of the measured joints, every state at
+    ``FRAME_RATE``) with the model's current parameters (unrecorded)."""
+    solver = SemiImplicitSolver(run.model)
+    states = simulate(solver, run.state0, run.steps, run.dt, lambda k: run.controls[k], keep_states=True)
+    every = max(int(round(1.0 / (FRAME_RATE * run.dt))), 1)
+    return np.stack([s.joint_q.numpy()[run.coords] for s in states]), states[::every]
+
+
+@dataclass
+class SysidResult:
+    """A fitted robot: the run, the fit (and the zero-order baseline with the same rollout
+    budget, if asked), and the measured and simulated angles before and after (rad)."""
+
+    robot: str
+    data: str
+    run: RobotRun
+    families: list
+    fit: object
+    zero_order: object | None
+    simulated_before: np.ndarray
+    simulated_after: np.ndarray
+    frames: dict
+    """"initial" / "fitted" (model) -> States at ``FRAME_RATE`` for the USD stage."""
+
+    def rms(self, simulated: np.ndarray) -> float:
+        """RMS joint-angle error (rad) of a simulation against the measurement."""
+        return float(np.sqrt(np.mean((simulated - self.run.measured) ** 2)))
+
+    def to_dict(self) -> dict:
+        """JSON-ready report (rad, s, the parameters' units)."""
+        return {
+            "robot": self.robot, "data": self.data, "joints": self.run.joints, "dt_s": self.run.dt,
+            "steps": self.run.steps, "families": self.families,
+            "rms_error_rad": {"before": self.rms(self.simulated_before), "after": self.rms(self.simulated_after)},
+            "fit": self.fit.to_dict(),
+            "zero_order": None if self.zero_order is None else self.zero_order.to_dict(),
+        }
+
+    def summary(self) -> str:
+        """The fitted parameters with units, the errors and the costs, as text."""
+        lines = [self.fit.table(),
+                 f"RMS joint error {np.degrees(self.rms(self.simulated_before)):.4g} deg before, "
+                 f"{np.degrees(self.rms(self.simulated_after)):.4g} deg after"]
+        if self.zero_order is not None:
+            z = self.zero_order
+            lines.append(f"zero-order baseline ({z.method}, {z.rollouts} rollouts): loss {z.loss0:.6g} -> "
+                         f"{z.loss:.6g} rad^2 against {self.fit.loss:.6g} rad^2 with gradients "
+                         f"({self.fit.rollouts} rollouts)")
+        return "\n".join(lines)
+
+    def write(self, out) -> dict:
+        """Write sysid.json, tracking.png (measured vs simulated before and after),
+        history.png, rollouts.usd (the initial and the fitted model's replays as the
+        variants of "iteration") and calibrated.usda (the fitted robot as a UsdPhysics
+        stage) into the folder ``out``; returns name -> path."""
+        from pathlib import Path
+
+        from wpsim.io.files import write_json
+        from wpsim.io.plots import plot_joint_tracking
+        from wpsim.io.usd_export import write_rollouts
+        from wpsim.io.usd_physics import export_physics
+
+        out = Path(out)
+        time = self.run.dt * np.arange(self.run.steps + 1)
+        curves = {"initial model": self.simulated_before, "fitted model": self.simulated_after}
+        return {
+            "report": write_json(out / "sysid.json", self.to_dict()),
+            "tracking": plot_joint_tracking(time, self.run.measured, curves, self.run.joints, out / "tracking.png",
+                                            f"{Path(self.robot).name} against {Path(self.data).name}"),
+            "history": self.fit.plot(out / "history.png"),
+            "rollouts": write_rollouts(out / "rollouts.usd", self.run.model, self.frames, FRAME_RATE),
+            "robot": export_physics(self.run.model, out / "calibrated.usda"),
+        }
+
+
+def identify(robot_file, data_file, families=("masses", "damping", "armature"), method: str = "lbfgsb",
+             iterations: int = 60, duration: float | None = None, dt: float | None = None, zero_order: bool = False,
+             mode: str = "checkpoint", progress: bool = True, device=None) -> SysidResult:
+    """Fit ``families`` of the robot in ``robot_file`` to the run in ``data_file`` (see the
+    module docstring) with ``method`` (``wpsim.opt.minimize``). ``duration`` (s) uses the
+    first part of the data only; ``zero_order`` also runs Nelder-Mead from the same start
+    with the rollouts the gradient fit used; ``mode`` is the rollout's ("full" is faster for
+    short runs, "checkpoint" keeps memory low for long ones). The fitted values stay in
+    ``result.run.model``."""
+    from wpsim.io.measurements import load_trajectory
+    from wpsim.io.robots import import_robot
+    from wpsim.opt.minimize import minimize
+
+    data = load_trajectory(data_file)
+    families = list(families)
+
+    def setup():
+        builder, scene = import_robot(robot_file)
+        run = prepare_run(builder, scene, data, dt, duration, device)
+        return run, robot_problem(run, families, mode)
+
+    run, problem = setup()
+    before, frames_before = replay(run)
+    fit = minimize(problem, method, iterations=iterations, progress=progress)
+    after, frames_after = replay(run)
+    baseline = None
+    if zero_order:
+        baseline = minimize(setup()[1], "nelder-mead", iterations=100 * iterations, max_rollouts=fit.rollouts,
+                            progress=progress)
+    frames = {"initial": frames_before, "fitted": frames_after}
+    return SysidResult(str(robot_file), str(data_file), run, families, fit, baseline, before, after, frames)
