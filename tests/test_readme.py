@@ -57,3 +57,11 @@ def test_robots_snippet_runs(tmp_path):
     grad_line = next(line for line in proc.stdout.splitlines() if line.startswith("dloss/d(joint targets)"))
     values = [float(v) for v in re.findall(r"-?\d+\.\d+(?:e-?\d+)?", grad_line.split(":", 1)[1])]
     assert len(values) == 2 and all(abs(v) > 1e-3 for v in values)
+
+
+def test_fitting_snippet_recovers_the_spring(tmp_path):
+    proc = run_snippet(snippet("Fitting parameters"), tmp_path, 300)
+    fitted = {line.split()[0]: float(line.split()[2]) for line in proc.stdout.splitlines()
+              if line.split()[:1] in (["ke"], ["kd"])}
+    assert abs(fitted["ke"] / 400.0 - 1.0) < 1e-3 and abs(fitted["kd"] / 2.0 - 1.0) < 1e-3, proc.stdout
+    assert (tmp_path / "fit.png").stat().st_size > 10_000
