@@ -1,6 +1,6 @@
 """Differentiable optimisation: throw a soft cube so that it bounces and lands on a target.
 
-The main job of wpsim (``wpsim.apps.demo.run_demo``, also ``wpsim demo``): a 2x2x2-cell
+The throw demo (``wpsim.apps.throw_demo.run_demo``, also ``wpsim demo --task throw``): a 2x2x2-cell
 Neo-Hookean cube is thrown with an initial velocity v0; the loss is the squared horizontal
 distance (m^2) between its centre of mass after 0.8 s (one bounce on the ground) and a
 target spot, and ``wp.Tape`` differentiates it through 800 steps of FEM and contact to
@@ -20,7 +20,7 @@ import warp as wp
 wp.config.log_level = wp.LOG_WARNING
 
 from wpsim.apps.console import example_main
-from wpsim.apps.demo import DemoConfig, run_demo
+from wpsim.apps.throw_demo import DemoConfig, run_demo
 
 
 def main(argv=None) -> int:

@@ -21,6 +21,7 @@ from . import (
     articulation,
     cloth,
     contact,
+    controls,
     diagnostics,
     enums,
     fem,
@@ -28,6 +29,7 @@ from . import (
     gradients,
     implicit,
     losses,
+    markers,
     particles,
     rigid_contact,
     soft_contact,
@@ -35,6 +37,6 @@ from . import (
 )
 
 __all__ = [
-    "articulation", "cloth", "contact", "diagnostics", "enums", "fem", "generic", "gradients", "implicit", "losses",
-    "particles", "rigid_contact", "soft_contact", "springs",
+    "articulation", "cloth", "contact", "controls", "diagnostics", "enums", "fem", "generic", "gradients", "implicit",
+    "losses", "markers", "particles", "rigid_contact", "soft_contact", "springs",
 ]

@@ -29,8 +29,23 @@ def test_gradcheck_json_every_family_passes():
     assert all(r["ok"] and r["rel_error"] <= 1e-4 for r in rows), [r for r in rows if not r["ok"]]
 
 
-def test_demo_writes_its_outputs(tmp_path):
-    proc = run(["demo", "--iterations", "3", "--out", str(tmp_path)])
+def test_demo_calibrates_the_finger_and_writes_its_outputs(tmp_path):
+    proc = run(["demo", "--iterations", "2", "--out", str(tmp_path)])
+    # two iterations are too few for the targets: the exit status says so
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    report = json.loads((tmp_path / "calibration.json").read_text())
+    assert set(report["parameters"]) == {"young_modulus", "poisson_ratio", "damping", "gain"}
+    assert report["fit"]["loss"] < report["fit"]["loss_initial"]
+    assert report["rms_marker_error_mm"]["after"] < report["rms_marker_error_mm"]["before"]
+    for name in ("calibration.png", "history.png", "calibration.usd"):
+        assert (tmp_path / name).stat().st_size > 1000
+    for line in ("young_modulus", "Pa", "marker RMS error"):
+        assert line in proc.stdout
+    assert not list(tmp_path.glob(".*")), "temporary files left behind"
+
+
+def test_throw_demo_writes_its_outputs(tmp_path):
+    proc = run(["demo", "--task", "throw", "--iterations", "3", "--out", str(tmp_path)])
     # three iterations are too few for the 100x target: the exit status says so
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
     result = json.loads((tmp_path / "result.json").read_text())

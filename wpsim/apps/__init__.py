@@ -3,5 +3,5 @@ and the command line shared by the examples."""
 
 from wpsim.core.lazy import lazy_submodules
 
-__all__ = ["cli", "console", "demo", "gradient_audit", "run_scene", "scene_library"]
+__all__ = ["cli", "console", "finger_calibration", "gradient_audit", "run_scene", "scene_library", "throw_demo"]
 __getattr__, __dir__ = lazy_submodules(__name__, tuple(__all__), globals())

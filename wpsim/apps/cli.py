@@ -17,13 +17,23 @@ def _quiet_warp():
 
 
 def cmd_demo(args) -> int:
-    """Run the bounce-to-target optimisation and write its plots."""
+    """Run the soft-finger calibration (or the throw) and write its plots; exit status 1 if
+    the calibrated finger does not reproduce the markers within 1 mm (the throw: if the
+    miss did not shrink 100x)."""
     _quiet_warp()
-    from wpsim.apps.demo import DemoConfig, run_demo
+    if args.task == "throw":
+        from wpsim.apps.throw_demo import DemoConfig, run_demo
 
-    config = DemoConfig(iterations=args.iterations)
-    result = run_demo(args.out, config, device=args.device)
-    return 0 if result["loss_reduction"] >= 100.0 else 1
+        result = run_demo(args.out, DemoConfig(iterations=args.iterations or 30), device=args.device)
+        return 0 if result["loss_reduction"] >= 100.0 else 1
+    from wpsim.apps.finger_calibration import FingerConfig, calibrate, describe, targets
+
+    print("calibrating the soft finger against assets/soft_finger_markers_fine.csv (finer mesh, 0.5 mm noise)")
+    report = calibrate("fine", FingerConfig(iterations=args.iterations or 40), args.out, args.device)
+    print(describe(report))
+    print(f"wrote {args.out}/calibration.png, history.png, calibration.usd (variants 'initial' and 'fitted'), "
+          "calibration.json")
+    return 0 if report["fit"]["success"] and targets(report)["markers_within_1_mm"] else 1
 
 
 def cmd_gradcheck(args) -> int:
@@ -117,9 +127,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="wpsim", description="wpsim: differentiable physics on NVIDIA Warp")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    demo = sub.add_parser("demo", help="throw a soft cube so that it lands on a target after a bounce (optimisation)")
+    demo = sub.add_parser("demo", help="calibrate a soft finger's stiffness, Poisson ratio, damping and actuation gain "
+                                       "to measured markers (or --task throw)")
+    demo.add_argument("--task", choices=("calibrate", "throw"), default="calibrate",
+                      help="calibrate: the soft-finger calibration (default); throw: a soft cube thrown onto a target")
     demo.add_argument("--out", default="wpsim_out", help="output folder for plots and results (default: ./wpsim_out)")
-    demo.add_argument("--iterations", type=int, default=30, help="optimisation iterations (default: 30)")
+    demo.add_argument("--iterations", type=int, default=None,
+                      help="optimisation iterations (default: 40 for calibrate, 30 for throw)")
     demo.add_argument("--device", default=None, help="Warp device, e.g. cpu or cuda:0")
     demo.set_defaults(func=cmd_demo)
 

@@ -151,3 +151,29 @@ def tetrahedralize(vertices: np.ndarray, faces: np.ndarray, cell_size: float, na
     quality.update(surface_volume_m3=surface_volume,
                    volume_relative_error=quality["volume_m3"] / surface_volume - 1.0)
     return TetMesh(points, tets.reshape(-1, 4), float(cell_size), quality)
+
+
+def refine_tets(vertices: np.ndarray, tets: np.ndarray) -> tuple:
+    """A tet mesh split 1 -> 8 at its edge midpoints: the same solid at half the edge length
+    (vertices (V, 3) m, positively oriented tets (E, 4) -> (V + edges, 3), (8 E, 4)). Each
+    tet gives four corner tets and four around the diagonal of its inner octahedron that
+    joins the midpoints of the edges 01 and 23; all keep the parent's orientation."""
+    vertices = np.asarray(vertices, dtype=np.float64)
+    tets = np.asarray(tets, dtype=np.int64)
+    pairs = [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
+    edges = np.sort(np.concatenate([tets[:, [i, j]] for i, j in pairs]), axis=1)
+    unique, inverse = np.unique(edges, axis=0, return_inverse=True)
+    mid = len(vertices) + inverse.reshape(len(pairs), len(tets)).T  # (E, 6) midpoint vertex per edge
+    points = np.concatenate([vertices, 0.5 * (vertices[unique[:, 0]] + vertices[unique[:, 1]])])
+    a, b, c, d = tets.T
+    ab, ac, ad, bc, bd, cd = mid.T
+    children = np.stack([
+        (a, ab, ac, ad), (ab, b, bc, bd), (ac, bc, c, cd), (ad, bd, cd, d),
+        (ab, cd, ac, bc), (ab, cd, bc, bd), (ab, cd, bd, ad), (ab, cd, ad, ac),
+    ])  # (8, 4, E)
+    children = np.transpose(children, (2, 0, 1)).reshape(-1, 4)
+    x = points[children]
+    volume = np.einsum("ij,ij->i", x[:, 1] - x[:, 0], np.cross(x[:, 2] - x[:, 0], x[:, 3] - x[:, 0]))
+    flip = volume < 0.0
+    children[flip, 2], children[flip, 3] = children[flip, 3], children[flip, 2].copy()
+    return points, children

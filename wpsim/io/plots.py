@@ -95,3 +95,40 @@ def plot_joint_tracking(time, measured, simulated: dict, joints: list, path, tit
     axes[-1].grid(True, which="both", alpha=0.3)
     axes[-1].legend(fontsize=8)
     return save_figure(fig, path)
+
+
+def plot_marker_tracking(time, measured, simulated: dict, names: list, path, title: str = "markers"):
+    """PNG of measured marker heights (time (N,) s, positions (N, M, 3) m) against simulated
+    ones (label -> (N, M, 3)), one panel per marker, and the RMS marker distance of each
+    simulation over time (mm); returns the path."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    count = len(names)
+    columns = 2
+    rows = (count + 1) // columns + 1
+    fig = Figure(figsize=(10.0, 2.3 * rows))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(rows, columns, sharex=True, squeeze=False)
+    for m, name in enumerate(names):
+        ax = axes[m // columns, m % columns]
+        ax.plot(time, measured[:, m, 2] * 1e3, "k.", markersize=3, label="measured")
+        for label, values in simulated.items():
+            ax.plot(time, values[:, m, 2] * 1e3, linewidth=1.2, label=label)
+        ax.set_ylabel(f"{name} z (mm)", fontsize=8)
+        ax.grid(True, alpha=0.3)
+    axes[0, 0].legend(fontsize=7)
+    fig.suptitle(title)
+    error_ax = axes[-1, 0]
+    for label, values in simulated.items():
+        error = np.sqrt(np.mean(np.sum((values - measured) ** 2, axis=-1), axis=1)) * 1e3
+        error_ax.plot(time, error, linewidth=1.2, label=label)
+    error_ax.set_ylabel("RMS marker error (mm)", fontsize=8)
+    error_ax.legend(fontsize=7)
+    error_ax.grid(True, alpha=0.3)
+    for ax in axes[-1]:
+        ax.set_xlabel("time (s)")
+    for m in range(count, (rows - 1) * columns):
+        axes[m // columns, m % columns].set_visible(False)
+    axes[-1, 1].set_visible(False)
+    return save_figure(fig, path)

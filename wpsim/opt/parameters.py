@@ -1,9 +1,11 @@
 """Declared optimisation parameters and the flat vector an optimiser works on.
 
 A ``Parameter`` is some entries of one Model, State or Control array, named by its target
-("model.body_mass", "state.joint_qd", "control.joint_f") and optionally by rows (an index,
-a slice or a list of indices), with bounds in physical units, optional log-space (for
-strictly positive quantities) and a scale. A ``DerivedParameter`` is a small vector
+("model.body_mass", "state.joint_qd", "control.joint_f"; "controller.<array>" for an
+array of the rollout's controller) and optionally by rows (an index, a slice or a list of
+indices), with bounds in physical units, optional log-space (for strictly positive
+quantities) and a scale; ``shared=True`` makes one value for all its rows (e.g. the
+damping of every tet). A ``DerivedParameter`` is a small vector
 (e.g. Young's modulus and Poisson ratio) that a user function maps onto whole arrays (e.g.
 the Lame parameters of every tetrahedron); its gradient is the chain rule through that
 function's Jacobian (given, or by central differences of the host function, which is cheap
@@ -22,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import warp as wp
 
 from wpsim.core.fields import CONTROL_FIELDS, MODEL_FIELDS, STATE_FIELDS
 
@@ -33,9 +36,11 @@ OWNER_FIELDS = {"model": MODEL_FIELDS, "state": STATE_FIELDS, "control": CONTROL
 class Parameter:
     """Entries of one array of the problem's model, initial state or control.
 
-    target: "model.<field>", "state.<field>" or "control.<field>".
+    target: "model.<field>", "state.<field>", "control.<field>" or "controller.<array>".
     index: rows of the array: None (all), an int, a slice or a sequence of ints; every
         component of a vector row (e.g. the 3 of a centre of mass) is a parameter entry.
+    shared: one value (per component) written to every selected row, whose gradient is the
+        sum over them; the rows must hold equal values to start with.
     lower, upper: bounds in the field's unit (scalars or one per entry).
     log: optimise log(x) (the values must stay > 0); relative steps then have one size.
     scale: physical size of one optimiser unit (linear space only; default |x0|, 1 where 0).
@@ -52,6 +57,7 @@ class Parameter:
     scale: object = None
     name: str | None = None
     unit: str | None = None
+    shared: bool = False
 
 
 @dataclass
@@ -92,14 +98,17 @@ def _field(owner: str, name: str, target: str):
 
 
 def resolve_array(target: str, owners: dict):
-    """(array, FieldSpec) of a target such as "model.body_mass"."""
+    """(array, FieldSpec or None) of a target such as "model.body_mass" or "controller.gain"."""
     owner, _, name = target.partition(".")
-    if owner not in OWNER_FIELDS or not name:
-        raise ValueError(f"parameter target {target!r} must be 'model.<field>', 'state.<field>' or 'control.<field>'")
-    spec = _field(owner, name, target)
+    if owner not in (*OWNER_FIELDS, "controller") or not name:
+        raise ValueError(f"parameter target {target!r} must be 'model.<field>', 'state.<field>', 'control.<field>' "
+                         "or 'controller.<array>'")
+    spec = _field(owner, name, target) if owner in OWNER_FIELDS else None
     if owners.get(owner) is None:
         raise ValueError(f"parameter {target!r}: the problem has no {owner} (give one to the Problem)")
-    array = getattr(owners[owner], name)
+    array = getattr(owners[owner], name, None)
+    if not isinstance(array, wp.array):
+        raise ValueError(f"parameter {target!r}: the {owner} has no array {name!r}")
     if array.grad is None:
         raise ValueError(f"parameter {target!r}: the array has no gradient; create the {owner} with requires_grad "
                          "(ModelBuilder.finalize(requires_grad=True))")
@@ -171,22 +180,34 @@ class _ArrayParameter(_Entries):
     """A ``Parameter`` bound to its array."""
 
     def __init__(self, p: Parameter, binding: _Binding):
-        self.binding = binding
+        self.binding, self.shared = binding, p.shared
         self.rows = _rows(p.index, binding.host.shape[0], p.target)
         width = binding.width
         base = p.name or p.target
-        labels = [f"{base}[{r}]" if width == 1 else f"{base}[{r}, {c}]" for r in self.rows for c in range(width)]
-        if p.name and len(labels) == 1:
+        values = binding.host[self.rows]
+        if p.shared:
+            if not (values == values[0]).all():
+                raise ValueError(f"parameter {base}: shared=True needs equal values in the selected rows of "
+                                 f"{p.target}, got {np.unique(values, axis=0)[:3].tolist()}...")
+            values = values[:1]
+            rows = ["shared"]
+        else:
+            rows = self.rows
+        labels = [f"{base}[{r}]" if width == 1 else f"{base}[{r}, {c}]" for r in rows for c in range(width)]
+        if p.name and width == 1 and len(rows) == 1:
             labels = [p.name]
-        x0 = binding.host[self.rows].ravel().copy()
-        unit = binding.spec.unit if p.unit is None else p.unit
+        field_unit = binding.spec.unit if binding.spec is not None else ""
+        unit = field_unit if p.unit is None else p.unit
+        x0 = values.ravel().copy()
         super().__init__(labels, [unit] * len(x0), x0, p.lower, p.upper, p.log, p.scale)
 
     def write(self, x: np.ndarray):
-        self.binding.host[self.rows] = x.reshape(len(self.rows), -1)
+        rows = x.reshape(-1, self.binding.width)
+        self.binding.host[self.rows] = rows[0] if self.shared else rows
 
     def gradient(self, grads: dict) -> np.ndarray:
-        return grads[self.binding.target][self.rows].ravel()
+        selected = grads[self.binding.target][self.rows]
+        return selected.sum(axis=0) if self.shared else selected.ravel()
 
 
 class _DerivedValues(_Entries):

@@ -13,15 +13,18 @@ from wpsim.core.model import Control
 from wpsim.opt.parameters import ParameterSet
 
 ADJOINT_GROWTH_LIMIT = 1.0e3
-"""Growth of the per-state adjoint norm, from the latest state back, that triggers a warning."""
+"""Default growth of the per-state adjoint norm, from the latest state back, that triggers a
+warning. A loss with terms at many states accumulates their sensitivities into the early
+adjoints (up to about the number of terms times, without any instability): such problems
+may pass a higher limit."""
 
 
 class NonFiniteLoss(SimulationError):
     """The loss or its gradient is NaN or Inf at some parameter values (named in the message)."""
 
 
-def adjoint_growth(report) -> dict | None:
-    """Where the adjoint of a rollout grows past ``ADJOINT_GROWTH_LIMIT`` (None if nowhere),
+def adjoint_growth(report, limit: float = ADJOINT_GROWTH_LIMIT) -> dict | None:
+    """Where the adjoint of a rollout grows past ``limit`` (None if nowhere),
     from a ``GradientReport``: the growth of state k is its combined adjoint norm (positions
     and velocities) over that of the latest state with a non-zero adjoint (``reference``).
     Returns {"reference", "first", "last" (states over the limit), "peak" (state), "growth"}."""
@@ -31,7 +34,7 @@ def adjoint_growth(report) -> dict | None:
         return None
     reference = int(live[-1])
     growth = norms[: reference + 1] / norms[reference]
-    over = np.flatnonzero(growth > ADJOINT_GROWTH_LIMIT)
+    over = np.flatnonzero(growth > limit)
     if over.size == 0:
         return None
     peak = int(np.argmax(growth))
@@ -49,20 +52,27 @@ class Problem:
         parameters: ``Parameter`` / ``DerivedParameter`` list (see ``wpsim.opt.parameters``).
         control: the Control that "control.<field>" parameters name (default: the rollout's
             single Control, if it has one).
+        controller: the object whose arrays "controller.<array>" parameters name (default:
+            the rollout's controller, e.g. a ``wpsim.solvers.controllers.ActivationSchedule``).
 
     ``loss(x)`` and ``loss_and_grad(x)`` take physical parameter values (``x0`` is the
     initial vector). The first gradient also checks the adjoint: a parameter whose gradient
     is exactly zero is reported in ``no_gradient`` (it has no path to the loss there), and
-    an adjoint that grows by more than ``ADJOINT_GROWTH_LIMIT`` back along the rollout is
-    reported in ``warnings`` with the state range and the remedies ``Rollout`` offers.
+    an adjoint that grows by more than ``adjoint_growth_limit`` (None: no check) back along
+    the rollout is reported in ``warnings`` with the state range and the remedies
+    ``Rollout`` offers.
     """
 
-    def __init__(self, rollout, state0, parameters, control: Control | None = None):
+    def __init__(self, rollout, state0, parameters, control: Control | None = None, controller=None,
+                 adjoint_growth_limit: float | None = ADJOINT_GROWTH_LIMIT):
         if control is None:
             controls = {id(c): c for c in getattr(rollout, "_controls", None) or [] if c is not None}
             control = next(iter(controls.values())) if len(controls) == 1 else None
+        controller = controller if controller is not None else getattr(rollout, "_controller", None)
         self.rollout, self.state0 = rollout, state0
-        self.params = ParameterSet(parameters, {"model": rollout.model, "state": state0, "control": control})
+        self.adjoint_growth_limit = adjoint_growth_limit
+        owners = {"model": rollout.model, "state": state0, "control": control, "controller": controller}
+        self.params = ParameterSet(parameters, owners)
         self.rollouts = 0
         """Forward rollouts run so far."""
         self.gradients = 0
@@ -113,10 +123,10 @@ class Problem:
         if self.no_gradient:
             self._warn(f"no gradient path to the loss from {', '.join(self.no_gradient)} (gradient exactly 0 at the "
                        "initial values): these parameters will not move under a gradient method")
-        growth = adjoint_growth(report)
+        growth = None if self.adjoint_growth_limit is None else adjoint_growth(report, self.adjoint_growth_limit)
         if growth is not None:
             self._warn(f"the adjoint of states {growth['first']}-{growth['last']} is more than "
-                       f"{ADJOINT_GROWTH_LIMIT:g}x that of state {growth['reference']} (up to {growth['growth']:.3g}x "
+                       f"{self.adjoint_growth_limit:g}x that of state {growth['reference']} (up to {growth['growth']:.3g}x "
                        f"at state {growth['peak']}): the gradient is dominated by those early steps and may be "
                        "unreliable; consider Rollout(truncation_window=...) or Rollout(adjoint_clip=...)")
 

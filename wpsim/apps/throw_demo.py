@@ -1,4 +1,5 @@
-"""The main job: throw a soft cube so that, after bouncing off the ground, it lands on a target.
+"""The throw demo (``wpsim demo --task throw``): throw a soft cube so that, after bouncing off
+the ground, it lands on a target.
 
 A 2x2x2-cell Neo-Hookean cube is thrown with an initial velocity v0 (m/s). At the horizon
 (0.8 s, after it has bounced) the loss is the squared horizontal distance (m^2) between its
