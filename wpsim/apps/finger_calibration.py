@@ -19,7 +19,6 @@ the mean squared marker error (m^2), through the Lame parameters of every tet
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -40,7 +39,6 @@ ASSETS = Path(__file__).resolve().parents[2] / "assets"
 MESH = ASSETS / "soft_finger_tets.npz"
 DATA = {"same": ASSETS / "soft_finger_markers_same.csv", "fine": ASSETS / "soft_finger_markers_fine.csv"}
 """Measured runs: from the calibrated mesh itself (exact), and from the finer mesh with noise."""
-TRUTH_FILE = ASSETS / "soft_finger_truth.json"
 TRUTH = {"young_modulus": 1.0e5, "poisson_ratio": 0.3, "damping": 10.0, "gain": 1.0}
 """Parameters of the measured finger: Pa, -, Pa s, -."""
 UNITS = {"young_modulus": "Pa", "poisson_ratio": "-", "damping": "Pa s", "gain": "-"}
@@ -211,11 +209,10 @@ def calibrate(data_name: str = "fine", config: FingerConfig | None = None, out=N
     result = minimize(calibration.problem, "lbfgsb", iterations=config.iterations, progress=progress)
     fitted = result.values()
     after = calibration.simulate(fitted)
-    truth = json.loads(TRUTH_FILE.read_text())["parameters"] if TRUTH_FILE.is_file() else TRUTH
     report = {
         "data": DATA[data_name].name, "config": asdict(config),
-        "parameters": {name: {"initial": initial[name], "fitted": fitted[name], "truth": truth[name],
-                              "relative_error": fitted[name] / truth[name] - 1.0, "unit": UNITS[name]}
+        "parameters": {name: {"initial": initial[name], "fitted": fitted[name], "truth": TRUTH[name],
+                              "relative_error": fitted[name] / TRUTH[name] - 1.0, "unit": UNITS[name]}
                        for name in UNITS},
         "rms_marker_error_mm": {"before": rms_mm(before, calibration.measured),
                                 "after": rms_mm(after, calibration.measured)},

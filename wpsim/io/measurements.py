@@ -130,7 +130,7 @@ def _from_npz(path: Path) -> tuple:
     for name, arr in arrays.items():
         if arr.ndim != 1 or arr.dtype.kind not in "fiu":
             raise MeasurementError(f"{path}: array {name!r} must be 1-D numbers, got shape {arr.shape} {arr.dtype}")
-    return list(arrays), {k: v.astype(np.float64).tolist() for k, v in arrays.items()}, "sample", 0
+    return list(arrays), {k: v.astype(np.float64) for k, v in arrays.items()}, "sample", 0
 
 
 def load_trajectory(path) -> Trajectory:

@@ -250,7 +250,7 @@ class _DerivedValues(_Entries):
             return {t: np.asarray(j, dtype=np.float64) for t, j in self.p.jacobian(theta.copy()).items()}
         columns = {b.target: [] for b in self.bindings}
         for i in range(len(theta)):
-            h = 1e-6 * max(abs(theta[i]), 1e-12 if theta[i] else 1.0)
+            h = 1e-6 * (abs(theta[i]) or 1.0)
             up, down = theta.copy(), theta.copy()
             up[i] += h
             down[i] -= h

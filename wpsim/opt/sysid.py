@@ -99,7 +99,7 @@ def prepare_run(builder, scene, data: Trajectory, dt: float | None = None, durat
     torques = {name: grid.channel("tau", name) for name in data.names("tau")}
     controls = []
     for k in range(steps):
-        control = model.control()
+        control = model.control(requires_grad=False)  # measured inputs, not parameters
         f = np.zeros(model.joint_dof_count)
         for name, values in torques.items():
             f[qd_start[one_dof[name]]] = values[k]
