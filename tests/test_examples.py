@@ -13,6 +13,7 @@ OUTPUTS = {
     "arm_reach": ["reach.png", "reach.usd"],
     "arm_sysid": ["tracking.png", "history.png", "rollouts.usd", "calibrated.usda", "sysid.json"],
     "bounce_to_target": ["loss.png", "trajectory.png", "rollout.usd"],
+    "box_toss_friction": ["path.png", "history.png", "box_toss.usd"],
     "cloth_drape": ["drape.png", "drape.usd"],
     "long_horizon_swing": ["optimisation.png", "gradient_norms.png", "swing.usd"],
     "soft_crawler": ["crawl.png", "crawl.usd"],

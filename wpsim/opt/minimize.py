@@ -22,6 +22,9 @@ from wpsim.opt.problem import NonFiniteLoss, Problem
 from wpsim.opt.result import OptimizationResult
 
 METHODS = ("lbfgsb", "adam", "nelder-mead")
+NELDER_MEAD_STEP = 0.1
+"""Edge of Nelder-Mead's first simplex in optimiser units (10 % of each parameter's scale,
+or of its value in log-space), like the first steps of the gradient methods."""
 
 
 class _Budget(Exception):
@@ -98,9 +101,11 @@ def _nelder_mead(run: _Run, z0: np.ndarray, iterations: int, tolerance: float):
         run.iteration(intermediate_result.x, intermediate_result.fun)
 
     bounds = run.params.internal_bounds()
-    out = scipy_minimize(run.loss, z0, method="Nelder-Mead", bounds=bounds if any(a is not None or b is not None
-                                                                                  for a, b in bounds) else None,
-                         callback=callback, options={"maxiter": iterations, "fatol": tolerance, "xatol": 1e-10})
+    bounded = any(a is not None or b is not None for a, b in bounds)
+    # first simplex: 0.1 optimiser units along each axis (10 % of a parameter's scale or value)
+    simplex = np.vstack([z0, z0 + NELDER_MEAD_STEP * np.eye(len(z0))])
+    out = scipy_minimize(run.loss, z0, method="Nelder-Mead", bounds=bounds if bounded else None, callback=callback,
+                         options={"maxiter": iterations, "fatol": tolerance, "xatol": 1e-10, "initial_simplex": simplex})
     return out.status == 0, str(out.message)
 
 
