@@ -124,8 +124,8 @@ def run(test: bool, out, device=None) -> dict:
     print(f"friction {fitted:.4f} against MuJoCo's {TRUTH['friction']:g} ({result['friction']['relative_error']:+.2%}); "
           f"path RMS error {errors['initial']:.1f} mm initially, {errors['fitted']:.2f} mm fitted, "
           f"{errors['true']:.2f} mm at the true friction (the two contact models differ)")
-    print(f"Nelder-Mead with the same {baseline.rollouts} rollouts: friction {result['zero_order']['friction']:.4f}, "
-          f"loss {baseline.loss:.3g} m^2 against {fit.loss:.3g} m^2")
+    print(f"Nelder-Mead with a budget of {fit.rollouts} rollouts (used {baseline.rollouts}): friction "
+          f"{result['zero_order']['friction']:.4f}, loss {baseline.loss:.3g} m^2 against {fit.loss:.3g} m^2")
     write_json(out / "result.json", result)
     fit.plot(out / "history.png", "box toss: friction fit")
     _plot(out / "path.png", toss, paths)

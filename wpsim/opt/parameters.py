@@ -333,7 +333,9 @@ class ParameterSet:
                 for a, b in zip(lo, hi)]
 
     def write(self, x: np.ndarray):
-        """Write physical values x into the arrays (host copies, then one copy per array)."""
+        """Write physical values x into the arrays (host copies, then one copy per array).
+        Rows of a bound array that no parameter selects keep the values they had when the
+        set was made: the problem owns its bound arrays while it is used."""
         x = np.asarray(x, dtype=np.float64)
         if x.shape != self.x0.shape or not np.isfinite(x).all():
             raise ValueError(f"parameter vector must be {self.x0.shape} finite values, got {x}")
