@@ -123,9 +123,11 @@ def camera_frames(model, config: FingerConfig, schedule: ActivationSchedule):
             yield state
 
 
-def simulate_markers(model, config: FingerConfig, schedule: ActivationSchedule) -> np.ndarray:
-    """(frames + 1, M, 3) marker positions (m) at every camera frame, unrecorded."""
-    probe = markers(model)
+def simulate_markers(model, config: FingerConfig, schedule: ActivationSchedule,
+                     probe: TetMarkers | None = None) -> np.ndarray:
+    """(frames + 1, M, 3) marker positions (m) at every camera frame, unrecorded (``probe``:
+    the finger's markers, located anew if None)."""
+    probe = probe or markers(model)
     return np.array([probe.positions(state).numpy() for state in camera_frames(model, config, schedule)])
 
 
@@ -185,7 +187,7 @@ class FingerCalibration:
     def simulate(self, values: dict) -> np.ndarray:
         """Marker positions (frames + 1, M, 3) with the parameters ``values`` (by name)."""
         self.set(values)
-        return simulate_markers(self.model, self.config, self.schedule)
+        return simulate_markers(self.model, self.config, self.schedule, self.markers)
 
 
 def rms_mm(simulated: np.ndarray, measured: np.ndarray) -> float:

@@ -198,6 +198,15 @@ class Rollout:
         return self._loss
 
     @property
+    def controller(self):
+        """The controller callback given as ``control``, or None."""
+        return self._controller
+
+    def user_controls(self) -> list:
+        """The distinct Controls given as ``control`` (none with a controller)."""
+        return list({id(c): c for c in self._controls or [] if c is not None}.values())
+
+    @property
     def final_state(self) -> State:
         """A State holding the positions and velocities after T steps (last forward); in
         checkpoint mode a copy without gradients."""
@@ -278,7 +287,7 @@ class Rollout:
         arrays = list(self.model.parameter_arrays().values())
         if self._state0 is not None:
             arrays += [getattr(self._state0, name) for name in _STATE_FIELDS]
-        for control in {id(c): c for c in self._controls or [] if c is not None}.values():
+        for control in self.user_controls():
             arrays += [getattr(control, s.name) for s in CONTROL_FIELDS]
         for arr in arrays:
             if arr.grad is not None:
@@ -461,9 +470,8 @@ class Rollout:
         controls and tracked arrays."""
         names = _with_grads({f"model.{n}": a for n, a in self.model.parameter_arrays().items()})
         names.update(_state_names(self._state0, 0))
-        if self._controls is not None:
-            distinct = {id(c): c for c in self._controls if c is not None}
-            if len(distinct) == 1:
-                names.update(_control_names(next(iter(distinct.values())), "control"))
+        controls = self.user_controls()
+        if len(controls) == 1:
+            names.update(_control_names(controls[0], "control"))
         names.update(track or {})
         return names

@@ -360,7 +360,3 @@ class ParameterSet:
     def internal_gradient(self, x: np.ndarray, grad_x: np.ndarray) -> np.ndarray:
         """d loss / d z from d loss / d x at x (chain rule through the transform)."""
         return grad_x * np.where(self.log, x, self.scale)
-
-    def describe(self, x: np.ndarray) -> dict:
-        """label -> {"value", "unit"} of physical values x."""
-        return {label: {"value": float(v), "unit": unit} for label, v, unit in zip(self.labels, x, self.units)}

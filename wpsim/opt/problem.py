@@ -66,9 +66,9 @@ class Problem:
     def __init__(self, rollout, state0, parameters, control: Control | None = None, controller=None,
                  adjoint_growth_limit: float | None = ADJOINT_GROWTH_LIMIT):
         if control is None:
-            controls = {id(c): c for c in getattr(rollout, "_controls", None) or [] if c is not None}
-            control = next(iter(controls.values())) if len(controls) == 1 else None
-        controller = controller if controller is not None else getattr(rollout, "_controller", None)
+            controls = rollout.user_controls()
+            control = controls[0] if len(controls) == 1 else None
+        controller = controller if controller is not None else rollout.controller
         self.rollout, self.state0 = rollout, state0
         self.adjoint_growth_limit = adjoint_growth_limit
         owners = {"model": rollout.model, "state": state0, "control": control, "controller": controller}

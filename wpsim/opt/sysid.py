@@ -183,7 +183,9 @@ def replay(run: RobotRun) -> tuple:
     """((steps + 1, joints) simulated angles of the measured joints, every state at
     ``FRAME_RATE``) with the model's current parameters (unrecorded)."""
     solver = SemiImplicitSolver(run.model)
-    states = simulate(solver, run.state0, run.steps, run.dt, lambda k: run.controls[k], keep_states=True)
+    start = run.model.state(requires_grad=False)  # an unrecorded replay needs no gradient arrays
+    start.assign(run.state0)
+    states = simulate(solver, start, run.steps, run.dt, lambda k: run.controls[k], keep_states=True)
     every = max(int(round(1.0 / (FRAME_RATE * run.dt))), 1)
     return np.stack([s.joint_q.numpy()[run.coords] for s in states]), states[::every]
 
