@@ -35,11 +35,14 @@ def linear_state_loss(
 
 @kernel
 def weighted_sum_loss(
-    values_in: wp.array(dtype=wp.Float), weights_in: wp.array(dtype=wp.Float), loss_out: wp.array(dtype=wp.Float)
+    values_in: wp.array(dtype=wp.Float),
+    weights_in: wp.array(dtype=wp.Float),
+    slots_in: wp.array(dtype=wp.int32),
+    loss_out: wp.array(dtype=wp.Float),
 ):
-    """loss_out += sum_i weights_in[i] * values_in[i]."""
+    """loss_out[slots_in[i]] += weights_in[i] * values_in[i]."""
     i = wp.tid()
-    wp.atomic_add(loss_out, 0, weights_in[i] * values_in[i])
+    wp.atomic_add(loss_out, slots_in[i], weights_in[i] * values_in[i])
 
 
 @kernel
@@ -60,9 +63,10 @@ def weighted_squared_error_loss(
     values_in: wp.array(dtype=wp.Float),
     targets_in: wp.array(dtype=wp.Float),
     weights_in: wp.array(dtype=wp.Float),
+    slots_in: wp.array(dtype=wp.int32),
     loss_out: wp.array(dtype=wp.Float),
 ):
-    """loss_out += sum_i weights_in[i] * (values_in[i] - targets_in[i])^2."""
+    """loss_out[slots_in[i]] += weights_in[i] * (values_in[i] - targets_in[i])^2."""
     i = wp.tid()
     d = values_in[i] - targets_in[i]
-    wp.atomic_add(loss_out, 0, weights_in[i] * d * d)
+    wp.atomic_add(loss_out, slots_in[i], weights_in[i] * d * d)

@@ -54,6 +54,18 @@ def test_cli_writes_report_plots_and_calibrated_robot(tmp_path):
     assert "PhysicsRevoluteJoint" in stage and f"{fitted:.6g}"[:5] in stage
 
 
+@pytest.mark.parametrize("options, method", [(["--method", "least-squares", "--residual-every", "5"], "least-squares"),
+                                             (["--starts", "3"], "lbfgsb, best of 3 starts")])
+def test_cli_least_squares_and_multistart(tmp_path, options, method):
+    proc = wpsim_cli("sysid", ROBOT, DATA, "--fit", "damping", "--duration", "0.2", "--iterations", "8", "--out",
+                     tmp_path, "--quiet", *options)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads((tmp_path / "sysid.json").read_text())
+    assert report["fit"]["method"] == method
+    assert report["rms_error_rad"]["after"] < 0.5 * report["rms_error_rad"]["before"]
+    assert [p["name"] for p in report["fit"]["parameters"]] == ["link1_joint.damping", "link2_joint.damping"]
+
+
 def bad_data(tmp_path, **change):
     time = np.arange(0.0, 0.05, 0.001)
     columns = {"q:link1_joint": np.zeros_like(time), "tau:link1_joint": np.zeros_like(time)}
@@ -70,6 +82,9 @@ def bad_data(tmp_path, **change):
          "column 'q:wrist' names an unknown 1-dof joint of the robot 'wrist'"),
         (lambda t: [ROBOT, DATA, "--fit", "masses,friction"], r"unknown parameter family \['friction'\]"),
         (lambda t: [ROBOT, DATA, "--duration", "5"], "duration 5 s is not within the data's 2 s"),
+        (lambda t: [ROBOT, DATA, "--starts", "0"], "starts must be an integer >= 1"),
+        (lambda t: [ROBOT, DATA, "--method", "least-squares", "--residual-every", "0"],
+         "every must be an integer >= 1"),
     ],
 )
 def test_cli_bad_input_is_one_line(tmp_path, args, message):

@@ -116,7 +116,7 @@ def cmd_sysid(args) -> int:
     families = [f.strip() for f in args.fit.split(",") if f.strip()]
     result = identify(args.robot, args.data, families, method=args.method, iterations=args.iterations,
                       duration=args.duration, dt=args.dt, zero_order=args.zero_order, progress=not args.quiet,
-                      device=args.device)
+                      device=args.device, starts=args.starts, residual_every=args.residual_every)
     paths = result.write(args.out)
     print(result.summary())
     print("wrote " + ", ".join(str(p) for p in paths.values()))
@@ -177,7 +177,14 @@ def build_parser() -> argparse.ArgumentParser:
     sysid.add_argument("data", help="measured run: time, q:<joint>, qd:<joint>, tau:<joint> columns (.csv, .npz)")
     sysid.add_argument("--fit", default="masses,damping,armature",
                        help=f"comma-separated parameter families from {', '.join(FAMILIES)} (default: %(default)s)")
-    sysid.add_argument("--method", choices=METHODS, default="lbfgsb", help="optimiser (default: %(default)s)")
+    sysid.add_argument("--method", choices=(*METHODS, "least-squares"), default="lbfgsb",
+                       help="optimiser (default: %(default)s); least-squares: Gauss-Newton / Levenberg-Marquardt with "
+                            "the residual Jacobian from batched tape vector-Jacobian products")
+    sysid.add_argument("--starts", type=int, default=1,
+                       help="fit this many initial guesses (the file's values and random ones within the bounds) as "
+                            "worlds of one model and keep the best (default: 1)")
+    sysid.add_argument("--residual-every", type=int, default=1,
+                       help="least-squares: one residual per joint every N steps (default: 1)")
     sysid.add_argument("--iterations", type=int, default=60, help="optimiser iterations (default: 60)")
     sysid.add_argument("--duration", type=float, default=None, help="use the first DURATION s of the data")
     sysid.add_argument("--dt", type=float, default=None, help="time step in s (default: the robot file's)")

@@ -419,6 +419,18 @@ class ModelBuilder(RigidBodyBuilder):
             raise ValueError("replicate: num_worlds must be >= 1")
         return [self.add_builder(other, np.asarray(spacing, dtype=np.float64) * k) for k in range(num_worlds)]
 
+    def replicated(self, num_worlds: int, spacing=(0.0, 0.0, 0.0)) -> ModelBuilder:
+        """A new builder with this one's settings (gravity, contact and smoothing options)
+        holding ``num_worlds`` copies of it (``replicate``): world k's elements are the
+        rows of this builder's elements shifted by k times their counts."""
+        axis = next(name for name, index in _AXES.items() if index == self.up_axis)
+        batch = ModelBuilder(up_axis=axis, gravity=self.gravity)
+        for name, value in vars(self).items():
+            if isinstance(value, (bool, int, float, tuple)):
+                setattr(batch, name, value)
+        batch.replicate(self, num_worlds, spacing)
+        return batch
+
     # ------------------------------------------------------------------ finalize
     def finalize(self, device=None, requires_grad: bool = False, dtype=wp.float32) -> Model:
         """Create the Model on ``device`` at precision ``dtype`` (wp.float32 or wp.float64)."""

@@ -125,7 +125,7 @@ class Rollout:
         num_steps: T >= 1.
         dt: time step (s).
         loss_fn: ``loss_fn(k, state, loss)`` for k = 0..T adds the loss term of state k into
-            the one-element array ``loss`` with Warp launches (the loss is their sum).
+            the array ``loss`` with Warp launches (the loss is the sum of their terms).
         control: None, one Control for every step, a list of T Controls (one per step), or
             a controller ``controller(k, state, control)`` that fills a zeroed Control
             provided by the rollout with Warp launches (recorded, so gradients reach the
@@ -136,11 +136,13 @@ class Rollout:
         levels: 1 or 2 checkpoint levels (checkpoint mode).
         truncation_window: W >= 1 steps for truncated backpropagation, or None.
         adjoint_clip: maximum 2-norm of the adjoint a state receives from later steps, or None.
+        loss_size: entries of ``loss`` (e.g. one per world, for per-world losses of a batch
+            of independent worlds); the rollout's loss is their sum, ``losses()`` each one.
     """
 
     def __init__(self, solver, num_steps: int, dt: float, loss_fn: Callable, control=None, mode: str = "checkpoint",
                  segment_length: int | None = None, levels: int = 1, truncation_window: int | None = None,
-                 adjoint_clip: float | None = None):
+                 adjoint_clip: float | None = None, loss_size: int = 1):
         for attr in ("model", "step", "step_count"):
             if not hasattr(solver, attr):
                 raise ValueError(f"solver has no attribute {attr!r} (needs model, step and step_count)")
@@ -160,6 +162,9 @@ class Rollout:
             raise ValueError(f"truncation_window must be an integer >= 1, got {truncation_window}")
         if adjoint_clip is not None and not (adjoint_clip > 0.0 and math.isfinite(adjoint_clip)):
             raise ValueError(f"adjoint_clip must be a positive finite norm, got {adjoint_clip}")
+        if int(loss_size) != loss_size or loss_size < 1:
+            raise ValueError(f"loss_size must be an integer >= 1, got {loss_size}")
+        self.loss_size = int(loss_size)
         self.solver, self.model = solver, solver.model
         self.num_steps, self.dt, self.loss_fn, self.mode = int(num_steps), float(dt), loss_fn, mode
         self.truncation_window, self.adjoint_clip = truncation_window, adjoint_clip
@@ -192,10 +197,14 @@ class Rollout:
     # ------------------------------------------------------------------------ public API
     @property
     def loss(self) -> wp.array:
-        """The one-element loss array of the last forward."""
+        """The loss array (``loss_size`` entries) of the last forward."""
         if self._loss is None:
             raise ValueError("no forward() has run yet")
         return self._loss
+
+    def losses(self) -> np.ndarray:
+        """(loss_size,) entries of the last forward's loss (host copy)."""
+        return self.loss.numpy().astype(np.float64)
 
     @property
     def controller(self):
@@ -215,13 +224,14 @@ class Rollout:
         return self._final
 
     def forward(self, state0: State) -> float:
-        """Run T steps from ``state0`` and return the loss (reads it back: one sync)."""
+        """Run T steps from ``state0`` and return the loss, the sum of its entries (reads it
+        back: one sync)."""
         if not isinstance(state0, State):
             raise ValueError(f"state0 must be a State, got {type(state0).__name__}")
         self._pending = False  # until this forward completes
         self._states = self._tapes = None  # release a previous full-mode forward first
         self._state0, self._step0 = state0, self.solver.step_count
-        self._loss = wp.zeros(1, dtype=self.model.dtype, device=self.model.device, requires_grad=True)
+        self._loss = wp.zeros(self.loss_size, dtype=self.model.dtype, device=self.model.device, requires_grad=True)
         if self.mode == "full":
             self._states = [state0] + State.batch(self.model, self.num_steps, state0.requires_grad)
             self._scratch = None
@@ -233,7 +243,7 @@ class Rollout:
             self._allocate(state0.requires_grad)
             self._sweep(0, self.num_steps, state0, 0, self._loss)
         self._pending = True
-        return float(self._loss.numpy()[0])
+        return float(self.losses().sum())
 
     def backward(self, diagnostics: bool = False, check_finite: bool = False,
                  track: dict | None = None) -> GradientReport | None:
@@ -357,7 +367,7 @@ class Rollout:
             for span, length in zip(spans, self.segment_lengths)
         ]
         self._carry = [wp.zeros_like(f) for f in fields]
-        self._rerun_loss = wp.zeros(1, dtype=model.dtype, device=model.device, requires_grad=True)
+        self._rerun_loss = wp.zeros(self.loss_size, dtype=model.dtype, device=model.device, requires_grad=True)
         self._buffers_grad = requires_grad
 
     # ------------------------------------------------------------------------ backward

@@ -1,4 +1,5 @@
-"""Differentiable scalar losses of states; each returns (or adds into) a one-element array."""
+"""Differentiable scalar losses of states; each returns (or adds into) a loss array (one
+element unless the loss names slots)."""
 
 from __future__ import annotations
 
@@ -44,29 +45,54 @@ def linear_state_loss(state: State, weight_q: wp.array, weight_qd: wp.array, los
     return loss
 
 
-def joint_state_loss(state: State, weight_q: wp.array, weight_qd: wp.array, loss: wp.array | None = None) -> wp.array:
-    """sum_i weight_q[i] q_i + sum_j weight_qd[j] qd_j over joint coordinates and velocities,
-    added into ``loss`` (new if None)."""
+def joint_state_loss(state: State, weight_q: wp.array, weight_qd: wp.array | None = None,
+                     loss: wp.array | None = None, slots_q: wp.array | None = None) -> wp.array:
+    """sum_i weight_q[i] q_i + sum_j weight_qd[j] qd_j over joint coordinates and velocities
+    (velocities skipped if ``weight_qd`` is None), added into ``loss`` (new if None);
+    ``slots_q`` (int32, one per coordinate) names the entry of ``loss`` each coordinate's
+    term goes to (default entry 0; the velocity terms go to entry 0)."""
     loss = _loss_array(state.joint_q, loss)
     kernel = for_precision(losses.weighted_sum_loss, state.joint_q.dtype)
-    for values, weights in ((state.joint_q, weight_q), (state.joint_qd, weight_qd)):
+    terms = [(state.joint_q, weight_q, slots_q)] + ([] if weight_qd is None else [(state.joint_qd, weight_qd, None)])
+    for values, weights, slots in terms:
+        n = values.shape[0]
         if values.shape != weights.shape:
             raise ValueError(f"joint_state_loss: weights {weights.shape} differ from values {values.shape}")
-        wp.launch(kernel, dim=values.shape[0], inputs=[values, weights], outputs=[loss], device=values.device)
+        if slots is not None and (slots.shape != (n,) or slots.dtype != wp.int32):
+            raise ValueError(f"joint_state_loss: slots must be int32 of shape ({n},), got {slots.dtype} {slots.shape}")
+        slots = _first_slot(n, values.device) if slots is None else slots
+        wp.launch(kernel, dim=n, inputs=[values, weights, slots], outputs=[loss], device=values.device)
     return loss
 
 
-def joint_tracking_loss(state: State, target_q: wp.array, weights: wp.array, loss: wp.array | None = None) -> wp.array:
+def joint_tracking_loss(state: State, target_q: wp.array, weights: wp.array, loss: wp.array | None = None,
+                        slots: wp.array | None = None) -> wp.array:
     """sum_i weights[i] (q_i - target_q[i])^2 over the joint coordinates of ``state``, added
     into ``loss`` (new if None); weights in loss units per rad^2 (or per m^2), 0 where a
-    coordinate is not measured."""
+    coordinate is not measured. ``slots`` (int32, one per coordinate, e.g. its world) names
+    the entry of ``loss`` each term goes to (default entry 0)."""
+    n = state.joint_q.shape[0]
     if target_q.shape != state.joint_q.shape or weights.shape != state.joint_q.shape:
         raise ValueError(f"joint_tracking_loss: targets {target_q.shape} and weights {weights.shape} must match the "
                          f"joint coordinates {state.joint_q.shape}")
+    if slots is not None and (slots.shape != (n,) or slots.dtype != wp.int32):
+        raise ValueError(f"joint_tracking_loss: slots must be int32 of shape ({n},), got {slots.dtype} {slots.shape}")
     loss = _loss_array(state.joint_q, loss)
-    wp.launch(for_precision(losses.weighted_squared_error_loss, state.joint_q.dtype), dim=state.joint_q.shape[0],
-              inputs=[state.joint_q, target_q, weights], outputs=[loss], device=state.joint_q.device)
+    slots = _first_slot(n, state.joint_q.device) if slots is None else slots
+    wp.launch(for_precision(losses.weighted_squared_error_loss, state.joint_q.dtype), dim=n,
+              inputs=[state.joint_q, target_q, weights, slots], outputs=[loss], device=state.joint_q.device)
     return loss
+
+
+_FIRST_SLOTS: dict = {}
+
+
+def _first_slot(count: int, device) -> wp.array:
+    """(count,) int32 zeros on ``device``, made once per size and device."""
+    key = (count, str(device))
+    if key not in _FIRST_SLOTS:
+        _FIRST_SLOTS[key] = wp.zeros(count, dtype=wp.int32, device=device)
+    return _FIRST_SLOTS[key]
 
 
 def body_position_loss(state: State, bodies, targets: wp.array, loss: wp.array | None = None) -> wp.array:

@@ -31,34 +31,87 @@ class _Budget(Exception):
     """Raised inside an evaluation when the rollout budget is spent."""
 
 
-class _Run:
-    """Evaluations of a problem in the optimiser's vector z: best point, history, progress."""
+def start_values(params, iterations: int, x0) -> np.ndarray:
+    """The physical start vector (``x0``, default the declared values), checked with the
+    iteration count."""
+    if int(iterations) != iterations or iterations < 1:
+        raise ValueError(f"iterations must be an integer >= 1, got {iterations}")
+    x_start = params.x0 if x0 is None else np.asarray(x0, dtype=np.float64)
+    if x_start.shape != params.x0.shape:
+        raise ValueError(f"x0 must have {params.size} entries ({', '.join(params.labels)}), got {x_start.shape}")
+    return x_start.copy()
 
-    def __init__(self, problem: Problem, method: str, iterations: int, max_rollouts: int | None, progress: bool):
+
+class Tracker:
+    """The bookkeeping of a run over the optimiser's vector z: the best point seen, one
+    history entry per iteration, the progress bar, and the final ``OptimizationResult``."""
+
+    def __init__(self, params, name: str, total: int, progress: bool):
         from wpsim.io.progress import ProgressBar
 
-        self.problem, self.params = problem, problem.params
-        self.max_rollouts = None if max_rollouts is None else problem.rollouts + int(max_rollouts)
-        self.best_x, self.best_loss = problem.x0, np.inf
+        self.params = params
+        self.best_x, self.best_loss = params.x0.copy(), np.inf
         self.history = []
+        self.bar = ProgressBar(total, name, enabled=progress, every=max(total // 20, 1))
+
+    def seen(self, x: np.ndarray, loss: float):
+        """An evaluation at physical x."""
+        if loss < self.best_loss:
+            self.best_x, self.best_loss = x.copy(), loss
+
+    def iteration(self, z: np.ndarray, loss: float, grad_norm: float | None, **extra):
+        """Record one iteration ending at z with ``loss`` (and d loss / d z's norm)."""
+        x = self.params.to_physical(z)
+        self.history.append({"iteration": len(self.history), "loss": float(loss), "grad_norm": grad_norm,
+                             "x": x.copy(), **extra})
+        if len(self.history) > 1:
+            shown = ", ".join(f"{v:.4g}" for v in x[:4]) + (", ..." if len(x) > 4 else "")
+            self.bar.update(f"loss {loss:.4g} [{shown}]")
+
+    def guard(self, solve) -> tuple:
+        """(converged, message, stopped) of ``solve()`` -> (converged, message); a non-finite
+        loss after the first iteration stops the run (stopped True) with the best point kept."""
+        try:
+            return (*solve(), False)
+        except NonFiniteLoss as error:
+            if not self.history:
+                raise
+            return False, f"stopped at iteration {len(self.history)}: {error}", True
+        finally:
+            self.bar.close()
+
+    def result(self, method: str, x_start: np.ndarray, outcome: tuple, start_time: float, **counts):
+        """The ``OptimizationResult`` (``counts``: rollouts, gradients, no_gradient, warnings),
+        the best values written into the parameters' arrays."""
+        converged, message, stopped = outcome
+        self.params.write(self.best_x)
+        return OptimizationResult(
+            method=method, labels=list(self.params.labels), units=list(self.params.units), x0=x_start.copy(),
+            x=self.best_x, loss0=self.history[0]["loss"], loss=self.best_loss, history=self.history,
+            wall_s=time.perf_counter() - start_time, success=not stopped, converged=converged, message=message,
+            **counts)
+
+
+class _Run(Tracker):
+    """Evaluations of a problem in the optimiser's vector z, within a rollout budget."""
+
+    def __init__(self, problem: Problem, method: str, iterations: int, max_rollouts: int | None, progress: bool):
+        total = iterations if max_rollouts is None else min(iterations, int(max_rollouts))
+        super().__init__(problem.params, method, total, progress)
+        self.problem = problem
+        self.max_rollouts = None if max_rollouts is None else problem.rollouts + int(max_rollouts)
         self.last_grad_norm = None
         self._cached = None  # (z, loss, grad_z) of the last gradient evaluation
-        total = iterations if max_rollouts is None else min(iterations, int(max_rollouts))
-        self.bar = ProgressBar(total, method, enabled=progress, every=max(total // 20, 1))
 
     def _spend(self):
         if self.max_rollouts is not None and self.problem.rollouts >= self.max_rollouts:
             raise _Budget
 
-    def _seen(self, x: np.ndarray, loss: float):
-        if loss < self.best_loss:
-            self.best_x, self.best_loss = x.copy(), loss
-
     def loss(self, z: np.ndarray) -> float:
         self._spend()
         x = self.params.to_physical(z)
         loss = self.problem.loss(x)
-        self._seen(x, loss)
+        self.seen(x, loss)
         return loss
 
     def loss_and_grad(self, z: np.ndarray) -> tuple:
@@ -69,25 +122,24 @@ class _Run:
         loss, grad_x = self.problem.loss_and_grad(x)
         grad_z = self.params.internal_gradient(x, grad_x)
         self.last_grad_norm = float(np.linalg.norm(grad_z))
-        self._seen(x, loss)
+        self.seen(x, loss)
         self._cached = (np.array(z, copy=True), loss, grad_z)
         return loss, grad_z.copy()
 
-    def iteration(self, z: np.ndarray, loss: float):
-        """Record one optimiser iteration ending at z with ``loss``."""
-        x = self.params.to_physical(z)
-        self.history.append({"iteration": len(self.history), "loss": float(loss), "grad_norm": self.last_grad_norm,
-                             "x": x.copy()})
-        if len(self.history) > 1:
-            shown = ", ".join(f"{v:.4g}" for v in x[:4]) + (", ..." if len(x) > 4 else "")
-            self.bar.update(f"loss {loss:.4g} [{shown}]")
+    def record(self, z: np.ndarray, loss: float):
+        """Record one optimiser iteration ending at z (with each world's loss where the
+        last gradient evaluation was at z)."""
+        extra = {}
+        if self.params.worlds > 1 and self._cached is not None and np.array_equal(self._cached[0], z):
+            extra["world_losses"] = self.problem.world_losses()
+        self.iteration(z, loss, self.last_grad_norm, **extra)
 
 
 def _lbfgsb(run: _Run, z0: np.ndarray, iterations: int, tolerance: float):
     from scipy.optimize import minimize as scipy_minimize
 
     def callback(intermediate_result):
-        run.iteration(intermediate_result.x, intermediate_result.fun)
+        run.record(intermediate_result.x, intermediate_result.fun)
 
     out = scipy_minimize(run.loss_and_grad, z0, jac=True, method="L-BFGS-B", bounds=run.params.internal_bounds(),
                          callback=callback, options={"maxiter": iterations, "ftol": tolerance, "gtol": 1e-12})
@@ -98,7 +150,7 @@ def _nelder_mead(run: _Run, z0: np.ndarray, iterations: int, tolerance: float):
     from scipy.optimize import minimize as scipy_minimize
 
     def callback(intermediate_result):
-        run.iteration(intermediate_result.x, intermediate_result.fun)
+        run.record(intermediate_result.x, intermediate_result.fun)
 
     bounds = run.params.internal_bounds()
     bounded = any(a is not None or b is not None for a, b in bounds)
@@ -119,7 +171,7 @@ def _adam(run: _Run, z0: np.ndarray, iterations: int, tolerance: float, lr: floa
             return True, f"loss {loss:.3g} at or below the tolerance {tolerance:g}"
         z = np.clip(adam.step(z, grad), bounds[:, 0], bounds[:, 1])
         loss, grad = run.loss_and_grad(z)
-        run.iteration(z, loss)
+        run.record(z, loss)
     return False, f"iteration limit ({iterations}) reached"
 
 
@@ -136,37 +188,25 @@ def minimize(problem: Problem, method: str = "lbfgsb", iterations: int = 50, max
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {METHODS}")
-    if int(iterations) != iterations or iterations < 1:
-        raise ValueError(f"iterations must be an integer >= 1, got {iterations}")
     params = problem.params
-    x_start = params.x0 if x0 is None else np.asarray(x0, dtype=np.float64)
-    if x_start.shape != params.x0.shape:
-        raise ValueError(f"x0 must have {params.size} entries ({', '.join(params.labels)}), got {x_start.shape}")
+    x_start = start_values(params, iterations, x0)
     start, rollouts0, gradients0 = time.perf_counter(), problem.rollouts, problem.gradients
     run = _Run(problem, method, iterations, max_rollouts, progress)
     z0 = params.to_internal(x_start)
-    stopped = False
-    try:
-        loss0 = run.loss_and_grad(z0)[0] if method != "nelder-mead" else run.loss(z0)
-        run.iteration(z0, loss0)
-        if method == "lbfgsb":
-            converged, message = _lbfgsb(run, z0, iterations, tolerance)
-        elif method == "adam":
-            converged, message = _adam(run, z0, iterations, tolerance, lr)
-        else:
-            converged, message = _nelder_mead(run, z0, iterations, tolerance)
-    except _Budget:
-        converged, message = False, f"rollout budget of {max_rollouts} spent"
-    except NonFiniteLoss as error:
-        if not run.history:
-            raise
-        converged, message, stopped = False, f"stopped at iteration {len(run.history)}: {error}", True
-    finally:
-        run.bar.close()
-    params.write(run.best_x)
-    return OptimizationResult(
-        method=method, labels=list(params.labels), units=list(params.units), x0=x_start.copy(), x=run.best_x,
-        loss0=run.history[0]["loss"], loss=run.best_loss, history=run.history, rollouts=problem.rollouts - rollouts0,
-        gradients=problem.gradients - gradients0, wall_s=time.perf_counter() - start, success=not stopped,
-        converged=converged, message=message, no_gradient=list(problem.no_gradient), warnings=list(problem.warnings),
-    )
+
+    def solve():
+        try:
+            loss0 = run.loss_and_grad(z0)[0] if method != "nelder-mead" else run.loss(z0)
+            run.record(z0, loss0)
+            if method == "lbfgsb":
+                return _lbfgsb(run, z0, iterations, tolerance)
+            if method == "adam":
+                return _adam(run, z0, iterations, tolerance, lr)
+            return _nelder_mead(run, z0, iterations, tolerance)
+        except _Budget:
+            return False, f"rollout budget of {max_rollouts} spent"
+
+    outcome = run.guard(solve)
+    return run.result(method, x_start, outcome, start, rollouts=problem.rollouts - rollouts0,
+                      gradients=problem.gradients - gradients0, no_gradient=list(problem.no_gradient),
+                      warnings=list(problem.warnings))

@@ -14,6 +14,10 @@ next to a rollout).
 ``ParameterSet`` binds parameters to the objects of a problem and converts between the
 physical vector ``x`` (the units of the arrays) and the internal vector ``z`` an optimiser
 sees: ``z = x / scale`` (scale defaults to |x0|, or 1 where x0 is 0) or ``z = log(x)``.
+With ``worlds=K`` (a model of K identical worlds, ``ModelBuilder.replicate``) every
+declaration is made once per world: its rows are read in one world's share of the array
+(the first 1/K of its rows for world 0, the next for world 1, ...), and x holds the K
+worlds' values one world after the other.
 """
 
 from __future__ import annotations
@@ -137,14 +141,22 @@ def _rows(index, count: int, target: str) -> np.ndarray:
 class _Binding:
     """One array a parameter writes, with a host copy of all its values (written whole)."""
 
-    def __init__(self, array, spec, target: str):
+    def __init__(self, array, spec, target: str, worlds: int):
         if array.shape[0] == 0:
             raise ValueError(f"parameter {target!r}: the array is empty (the scene has none of these elements)")
+        if array.shape[0] % worlds:
+            raise ValueError(f"parameter {target!r}: the array's {array.shape[0]} rows do not split into {worlds} "
+                             "worlds (per-world parameters need arrays with the same rows in every world)")
         self.array, self.spec, self.target = array, spec, target
         values = array.numpy()
         self.shape, self.dtype = values.shape, values.dtype
         self.host = values.astype(np.float64).reshape(array.shape[0], -1)
         self.width = self.host.shape[1]
+        self.rows_per_world = array.shape[0] // worlds
+
+    def block(self, world: int) -> slice:
+        """The rows of ``world``."""
+        return slice(world * self.rows_per_world, (world + 1) * self.rows_per_world)
 
     def write(self):
         self.array.assign(self.host.reshape(self.shape).astype(self.dtype))
@@ -179,11 +191,11 @@ class _Entries:
 class _ArrayParameter(_Entries):
     """A ``Parameter`` bound to its array."""
 
-    def __init__(self, p: Parameter, binding: _Binding):
+    def __init__(self, p: Parameter, binding: _Binding, world: int, suffix: str):
         self.binding, self.shared = binding, p.shared
-        self.rows = _rows(p.index, binding.host.shape[0], p.target)
+        self.rows = _rows(p.index, binding.rows_per_world, p.target) + binding.block(world).start
         width = binding.width
-        base = p.name or p.target
+        base = (p.name or p.target) + suffix
         values = binding.host[self.rows]
         if p.shared:
             if not (values == values[0]).all():
@@ -195,7 +207,7 @@ class _ArrayParameter(_Entries):
             rows = self.rows
         labels = [f"{base}[{r}]" if width == 1 else f"{base}[{r}, {c}]" for r in rows for c in range(width)]
         if p.name and width == 1 and len(rows) == 1:
-            labels = [p.name]
+            labels = [base]
         field_unit = binding.spec.unit if binding.spec is not None else ""
         unit = field_unit if p.unit is None else p.unit
         x0 = values.ravel().copy()
@@ -213,20 +225,22 @@ class _ArrayParameter(_Entries):
 class _DerivedValues(_Entries):
     """A ``DerivedParameter`` bound to the arrays its function fills."""
 
-    def __init__(self, p: DerivedParameter, owners: dict, bindings: dict):
+    def __init__(self, p: DerivedParameter, owners: dict, bindings: dict, world: int, worlds: int, suffix: str):
         theta = np.atleast_1d(np.asarray(p.initial, dtype=np.float64))
-        self.p = p
+        self.p, self.world = p, world
         values = self._build(theta)
         self.bindings = []
         for target, array_values in values.items():
             if target not in bindings:
-                bindings[target] = _Binding(*resolve_array(target, owners), target)
+                bindings[target] = _Binding(*resolve_array(target, owners), target, worlds)
             binding = bindings[target]
-            if np.asarray(array_values).size != binding.host.size:
+            size = binding.rows_per_world * binding.width
+            if np.asarray(array_values).size != size:
                 raise ValueError(f"parameter {p.name}: build() gives {np.asarray(array_values).size} values for "
-                                 f"{target}, which has {binding.host.size}")
+                                 f"{target}, which has {size}" + (" per world" if worlds > 1 else ""))
             self.bindings.append(binding)
         labels = list(p.labels) if p.labels else [f"{p.name}[{i}]" for i in range(len(theta))]
+        labels = [label + suffix for label in labels]
         units = list(p.units) if p.units else [""] * len(theta)
         if len(labels) != len(theta) or len(units) != len(theta):
             raise ValueError(f"parameter {p.name}: {len(theta)} components but {len(labels)} labels and "
@@ -242,7 +256,8 @@ class _DerivedValues(_Entries):
     def write(self, theta: np.ndarray):
         values = self._build(theta)
         for binding in self.bindings:
-            binding.host[:] = np.asarray(values[binding.target], dtype=np.float64).reshape(binding.host.shape)
+            block = binding.host[binding.block(self.world)]
+            block[:] = np.asarray(values[binding.target], dtype=np.float64).reshape(block.shape)
 
     def jacobian(self, theta: np.ndarray) -> dict:
         """target -> (entries, k) derivative of the built values w.r.t. theta."""
@@ -262,7 +277,7 @@ class _DerivedValues(_Entries):
 
     def gradient(self, grads: dict, theta: np.ndarray) -> np.ndarray:
         jac = self.jacobian(theta)
-        return sum(jac[b.target].T @ grads[b.target].ravel() for b in self.bindings)
+        return sum(jac[b.target].T @ grads[b.target][b.block(self.world)].ravel() for b in self.bindings)
 
 
 class ParameterSet:
@@ -270,20 +285,25 @@ class ParameterSet:
     "control": ...}): the flat physical vector, its transform to the optimiser's vector,
     writing values into the arrays and reading the gradient back."""
 
-    def __init__(self, parameters, owners: dict):
+    def __init__(self, parameters, owners: dict, worlds: int = 1):
         if not parameters:
             raise ValueError("no parameters declared")
+        if int(worlds) != worlds or worlds < 1:
+            raise ValueError(f"worlds must be an integer >= 1, got {worlds}")
+        self.worlds = int(worlds)
         self._bindings: dict = {}
         self.parts = []
-        for p in parameters:
-            if isinstance(p, DerivedParameter):
-                self.parts.append(_DerivedValues(p, owners, self._bindings))
-            elif isinstance(p, Parameter):
-                if p.target not in self._bindings:
-                    self._bindings[p.target] = _Binding(*resolve_array(p.target, owners), p.target)
-                self.parts.append(_ArrayParameter(p, self._bindings[p.target]))
-            else:
-                raise ValueError(f"expected Parameter or DerivedParameter, got {type(p).__name__}")
+        for world in range(self.worlds):
+            suffix = f"@{world}" if self.worlds > 1 else ""
+            for p in parameters:
+                if isinstance(p, DerivedParameter):
+                    self.parts.append(_DerivedValues(p, owners, self._bindings, world, self.worlds, suffix))
+                elif isinstance(p, Parameter):
+                    if p.target not in self._bindings:
+                        self._bindings[p.target] = _Binding(*resolve_array(p.target, owners), p.target, self.worlds)
+                    self.parts.append(_ArrayParameter(p, self._bindings[p.target], world, suffix))
+                else:
+                    raise ValueError(f"expected Parameter or DerivedParameter, got {type(p).__name__}")
         self.labels = [label for part in self.parts for label in part.labels]
         self._check_overlap()
         self.units = [unit for part in self.parts for unit in part.units]
@@ -300,10 +320,9 @@ class ParameterSet:
         """No array entry may belong to two parameters."""
         claimed = {}
         for part in self.parts:
-            rows = part.rows if isinstance(part, _ArrayParameter) else None
             for binding in [part.binding] if isinstance(part, _ArrayParameter) else part.bindings:
                 mine = np.zeros(binding.host.shape[0], dtype=bool)
-                mine[slice(None) if rows is None else rows] = True
+                mine[part.rows if isinstance(part, _ArrayParameter) else binding.block(part.world)] = True
                 taken = claimed.setdefault(binding.target, np.zeros_like(mine))
                 if (taken & mine).any():
                     row = int(np.flatnonzero(taken & mine)[0])
@@ -314,6 +333,11 @@ class ParameterSet:
     @property
     def size(self) -> int:
         return len(self.x0)
+
+    @property
+    def per_world(self) -> int:
+        """Entries of x per world."""
+        return self.size // self.worlds
 
     def to_internal(self, x: np.ndarray) -> np.ndarray:
         """The optimiser's vector z of physical values x."""

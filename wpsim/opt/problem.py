@@ -54,6 +54,11 @@ class Problem:
             single Control, if it has one).
         controller: the object whose arrays "controller.<array>" parameters name (default:
             the rollout's controller, e.g. a ``wpsim.solvers.controllers.ActivationSchedule``).
+        worlds: K > 1 declares every parameter once per world of a model of K identical
+            worlds (``ParameterSet``); the rollout's loss then has one entry per world
+            (``Rollout(loss_size=K)``, each world's terms in its own entry), and since the
+            worlds are independent the gradient of the summed loss w.r.t. one world's
+            values is that world's own gradient (used by ``wpsim.opt.multistart``).
 
     ``loss(x)`` and ``loss_and_grad(x)`` take physical parameter values (``x0`` is the
     initial vector). The first gradient also checks the adjoint: a parameter whose gradient
@@ -64,7 +69,13 @@ class Problem:
     """
 
     def __init__(self, rollout, state0, parameters, control: Control | None = None, controller=None,
-                 adjoint_growth_limit: float | None = ADJOINT_GROWTH_LIMIT):
+                 adjoint_growth_limit: float | None = ADJOINT_GROWTH_LIMIT, worlds: int = 1):
+        if worlds > 1 and rollout.loss_size != worlds:
+            raise ValueError(f"a problem over {worlds} worlds needs a rollout with one loss entry per world "
+                             f"(Rollout(loss_size={worlds})), got loss_size={rollout.loss_size}")
+        if worlds > 1 and rollout.model.num_worlds != worlds:
+            raise ValueError(f"a problem over {worlds} worlds needs a model of {worlds} worlds, got "
+                             f"{rollout.model.num_worlds}")
         if control is None:
             controls = rollout.user_controls()
             control = controls[0] if len(controls) == 1 else None
@@ -72,7 +83,7 @@ class Problem:
         self.rollout, self.state0 = rollout, state0
         self.adjoint_growth_limit = adjoint_growth_limit
         owners = {"model": rollout.model, "state": state0, "control": control, "controller": controller}
-        self.params = ParameterSet(parameters, owners)
+        self.params = ParameterSet(parameters, owners, worlds)
         self.rollouts = 0
         """Forward rollouts run so far."""
         self.gradients = 0
@@ -96,6 +107,10 @@ class Problem:
     def _values(self, x: np.ndarray) -> str:
         return ", ".join(f"{label} = {v:.6g} {unit}".rstrip() for label, v, unit in
                          zip(self.params.labels, x, self.params.units))
+
+    def world_losses(self) -> np.ndarray:
+        """(worlds,) loss of each world at the last evaluation."""
+        return self.rollout.losses()
 
     def loss(self, x) -> float:
         """The loss at physical parameter values ``x`` (one rollout, no backward)."""

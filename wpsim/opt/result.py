@@ -90,5 +90,6 @@ class OptimizationResult:
 
         traces = {f"{label} ({unit})" if unit else label: [h["x"][i] for h in self.history]
                   for i, (label, unit) in enumerate(zip(self.labels, self.units))}
-        return plot_optimization_history([h["loss"] for h in self.history], traces, path,
+        losses = [math.nan if h["loss"] is None else h["loss"] for h in self.history]
+        return plot_optimization_history(losses, traces, path,
                                          title or f"{self.method}: loss {self.loss0:.3g} -> {self.loss:.3g}")

@@ -13,6 +13,16 @@ measured joint and step. Families of parameters (``FAMILIES``):
 - "damping", "armature": of every 1-dof joint (N m s/rad, kg m^2 for hinges), >= 0;
 - "initial_state": the measured joints' starting angles and rates (to absorb noise in the
   first sample).
+
+``TrackingResiduals`` are the same errors as residuals for Gauss-Newton /
+Levenberg-Marquardt (``wpsim.opt.least_squares``): the residual of measured joint j at step
+k (every ``every`` steps) is ``sqrt(w) (q_j(k) - measured_j(k))`` with ``w`` one over the
+number of residuals, so that ``r . r`` is the mean squared error over those steps (with
+``every=1`` the loss of ``robot_problem``). A row of their Jacobian is the gradient of one
+residual; the rows come from a copy of the run in B identical worlds whose world b's loss
+is the residual of row b of the current block, seeded into that world's joint coordinate at
+that row's step: one forward and one backward of the B-world rollout give B rows, and N
+residuals take ceil(N / B) such passes.
 """
 
 from __future__ import annotations
@@ -23,10 +33,10 @@ import numpy as np
 import warp as wp
 
 from wpsim.diff import Rollout
-from wpsim.diff.losses import joint_tracking_loss
+from wpsim.diff.losses import joint_state_loss, joint_tracking_loss
 from wpsim.io.measurements import MeasurementError, Trajectory
 from wpsim.kernels.enums import JOINT_DOF_COUNT, JOINT_REVOLUTE
-from wpsim.opt.parameters import DerivedParameter, Parameter
+from wpsim.opt.parameters import DerivedParameter, Parameter, ParameterSet
 from wpsim.opt.problem import Problem
 from wpsim.solvers import SemiImplicitSolver, simulate
 
@@ -43,9 +53,10 @@ UNITS = {"damping": {True: "N m s/rad", False: "N s/m"}, "armature": {True: "kg 
 class RobotRun:
     """A robot model set up to replay a measured run.
 
-    model: the Model (float64, with gradients); joints: the measured 1-dof joints' names;
-    coords / dofs: their joint-coordinate and dof indices; hinges: whether each is revolute
-    (else prismatic); dt (s) and steps: the grid;
+    model: the Model (float64, with gradients) of ``worlds`` identical copies of the robot;
+    joints: the measured 1-dof joints' names; coords / dofs: their joint-coordinate and dof
+    indices in world 0 (world w's are offset by w times the per-world counts); hinges:
+    whether each is revolute (else prismatic); dt (s) and steps: the grid;
     measured: (steps + 1, joints) angles on the grid (rad or m); controls: one Control per
     step with the measured torques; state0: the initial State; body_names: body index ->
     name.
@@ -62,14 +73,25 @@ class RobotRun:
     controls: list
     state0: object
     body_names: dict
+    worlds: int = 1
+
+    def world_rows(self, rows: np.ndarray, count: int) -> np.ndarray:
+        """World-0 ``rows`` of a table of ``count`` rows in all worlds -> the same rows in
+        every world, world after world."""
+        per = count // self.worlds
+        return (np.asarray(rows)[None, :] + per * np.arange(self.worlds)[:, None]).ravel()
 
 
 def prepare_run(builder, scene, data: Trajectory, dt: float | None = None, duration: float | None = None,
-                device=None) -> RobotRun:
-    """A ``RobotRun`` of the imported robot (``builder``, ``scene``) replaying ``data``."""
+                device=None, worlds: int = 1) -> RobotRun:
+    """A ``RobotRun`` of the imported robot (``builder``, ``scene``) replaying ``data``, in
+    ``worlds`` identical copies (for a multi-start fit, ``wpsim.opt.multistart``)."""
     dt = dt or scene.timestep
     if not dt or dt <= 0.0:
         raise ValueError("no time step: the robot file gives none; pass dt")
+    if int(worlds) != worlds or worlds < 1:
+        raise ValueError(f"worlds must be an integer >= 1, got {worlds}")
+    builder = builder.replicated(worlds) if worlds > 1 else builder
     model = builder.finalize(device=device, requires_grad=True, dtype=wp.float64)
     types, q_start, qd_start = (a.numpy() for a in (model.joint_type, model.joint_q_start, model.joint_qd_start))
     one_dof = {name: j for name, j in scene.joints.items() if JOINT_DOF_COUNT[int(types[j])] == 1}
@@ -88,51 +110,56 @@ def prepare_run(builder, scene, data: Trajectory, dt: float | None = None, durat
     hinges = [int(types[one_dof[j]]) == JOINT_REVOLUTE for j in joints]
     dofs = np.array([qd_start[one_dof[j]] for j in joints])
     measured = np.stack([grid.channel("q", j) for j in joints], axis=1)
-    state0 = model.state()
-    q, qd = state0.joint_q.numpy(), state0.joint_qd.numpy()
-    q[coords] = measured[0]
+    body_names = {index: name for name, index in scene.bodies.items()}
+    run = RobotRun(model, joints, coords, dofs, hinges, dt, steps, measured, [], model.state(), body_names, worlds)
+    q, qd = run.state0.joint_q.numpy(), run.state0.joint_qd.numpy()
+    q[run.world_rows(coords, len(q))] = np.tile(measured[0], worlds)
     measured_rates = data.names("qd")
-    qd[dofs] = [grid.channel("qd", j)[0] if j in measured_rates else (measured[1, i] - measured[0, i]) / dt
-                for i, j in enumerate(joints)]
-    state0.joint_q.assign(q)
-    state0.joint_qd.assign(qd)
-    torques = {name: grid.channel("tau", name) for name in data.names("tau")}
-    controls = []
+    rates = [grid.channel("qd", j)[0] if j in measured_rates else (measured[1, i] - measured[0, i]) / dt
+             for i, j in enumerate(joints)]
+    qd[run.world_rows(dofs, len(qd))] = np.tile(rates, worlds)
+    run.state0.joint_q.assign(q)
+    run.state0.joint_qd.assign(qd)
+    torques = [(run.world_rows([qd_start[one_dof[name]]], len(qd)), grid.channel("tau", name))
+               for name in data.names("tau")]
     for k in range(steps):
         control = model.control(requires_grad=False)  # measured inputs, not parameters
         f = np.zeros(model.joint_dof_count)
-        for name, values in torques.items():
-            f[qd_start[one_dof[name]]] = values[k]
+        for rows, values in torques:
+            f[rows] = values[k]
         control.joint_f.assign(f)
-        controls.append(control)
-    body_names = {index: name for name, index in scene.bodies.items()}
-    return RobotRun(model, joints, coords, dofs, hinges, dt, steps, measured, controls, state0, body_names)
+        run.controls.append(control)
+    return run
 
 
 def tracking_rollout(run: RobotRun, mode: str = "checkpoint") -> Rollout:
     """A rollout of ``run`` whose loss is the mean squared error (rad^2) of the measured
-    joints' angles over steps 1..steps."""
-    model = run.model
-    weights = np.zeros(model.joint_coord_count)
-    weights[run.coords] = 1.0 / (run.steps * len(run.joints))
+    joints' angles over steps 1..steps, one loss entry per world."""
+    model, count = run.model, run.model.joint_coord_count
+    measured = run.world_rows(run.coords, count)
+    weights = np.zeros(count)
+    weights[measured] = 1.0 / (run.steps * len(run.joints))
     weights = wp.array(weights, dtype=wp.float64, device=model.device)
+    slots = wp.array(np.arange(count) // (count // run.worlds), dtype=wp.int32, device=model.device)
     targets = []
     for k in range(run.steps + 1):
-        q = np.zeros(model.joint_coord_count)
-        q[run.coords] = run.measured[k]
+        q = np.zeros(count)
+        q[measured] = np.tile(run.measured[k], run.worlds)
         targets.append(wp.array(q, dtype=wp.float64, device=model.device))
 
     def loss_fn(k, state, loss):
         if k > 0:
-            joint_tracking_loss(state, targets[k], weights, loss=loss)
+            joint_tracking_loss(state, targets[k], weights, loss=loss, slots=slots)
 
-    return Rollout(SemiImplicitSolver(model), run.steps, run.dt, loss_fn, control=run.controls, mode=mode)
+    return Rollout(SemiImplicitSolver(model), run.steps, run.dt, loss_fn, control=run.controls, mode=mode,
+                   loss_size=run.worlds)
 
 
 def _mass_parameter(run: RobotRun) -> DerivedParameter:
     """The masses of every body with mass; inertias scale with them."""
-    mass0 = run.model.body_mass.numpy().astype(np.float64)
-    inertia0 = run.model.body_inertia.numpy().astype(np.float64)
+    per_world = run.model.body_count // run.worlds
+    mass0 = run.model.body_mass.numpy().astype(np.float64)[:per_world]
+    inertia0 = run.model.body_inertia.numpy().astype(np.float64)[:per_world]
     bodies = np.flatnonzero(mass0 > 0.0)
 
     def build(masses):
@@ -172,7 +199,79 @@ def robot_parameters(run: RobotRun, families) -> list:
 
 def robot_problem(run: RobotRun, families, mode: str = "checkpoint") -> Problem:
     """The Problem of fitting ``families`` of ``run``'s robot to its measured angles."""
-    return Problem(tracking_rollout(run, mode), run.state0, robot_parameters(run, families))
+    return Problem(tracking_rollout(run, mode), run.state0, robot_parameters(run, families), worlds=run.worlds)
+
+
+class TrackingResiduals:
+    """Residuals of ``families`` (``wpsim.opt.sysid.FAMILIES``) of a measured robot run.
+
+    make_run: worlds -> a ``RobotRun`` of the run in that many worlds (e.g. a closure over
+        ``import_robot`` and ``prepare_run``); called for 1 world (the residuals) and for
+        ``batch`` worlds (the Jacobian).
+    every: residuals at steps every, 2 every, ... (fewer rows, cheaper Jacobians).
+    batch: worlds per Jacobian pass (at most the number of residuals).
+    mode: the Jacobian rollout's ("full" or "checkpoint").
+    """
+
+    def __init__(self, make_run, families, every: int = 1, batch: int = 64, mode: str = "full"):
+        if int(every) != every or every < 1:
+            raise ValueError(f"every must be an integer >= 1, got {every}")
+        self.run: RobotRun = make_run(1)
+        run = self.run
+        self.steps = np.arange(every, run.steps + 1, every)
+        if self.steps.size == 0:
+            raise ValueError(f"every={every} leaves no residual in a run of {run.steps} steps")
+        joints = len(run.joints)
+        self.count = self.steps.size * joints
+        self.weight = 1.0 / self.count
+        self.families = list(families)
+        self.params = ParameterSet(robot_parameters(run, self.families), {"model": run.model, "state": run.state0})
+        self.batch = max(1, min(int(batch), self.count))
+        self._jacobian_problem(make_run(self.batch), every, mode)
+        self.rollouts = self.gradients = 0
+
+    def _jacobian_problem(self, run: RobotRun, every: int, mode: str):
+        """The B-world run, its seeds (one array per residual step) and the Problem whose
+        per-world gradients are rows of the Jacobian."""
+        model = run.model
+        count = model.joint_coord_count
+        self._coords = run.world_rows(run.coords, count).reshape(run.worlds, -1)  # (B, joints)
+        self._seeds = [wp.zeros(count, dtype=wp.float64, device=model.device) for _ in self.steps]
+        slots = wp.array(np.arange(count) // (count // run.worlds), dtype=wp.int32, device=model.device)
+
+        def loss_fn(k, state, loss):
+            if k > 0 and k % every == 0:
+                joint_state_loss(state, self._seeds[k // every - 1], None, loss, slots_q=slots)
+
+        rollout = Rollout(SemiImplicitSolver(model), run.steps, run.dt, loss_fn, control=run.controls, mode=mode,
+                          loss_size=run.worlds)
+        self._batch_problem = Problem(rollout, run.state0, robot_parameters(run, self.families),
+                                      adjoint_growth_limit=None, worlds=run.worlds)
+
+    def values(self, x: np.ndarray) -> np.ndarray:
+        """(N,) residuals (rad or m, weighted) at physical values x: rows step-major, the
+        measured joints in order within a step (one unrecorded rollout)."""
+        self.params.write(x)
+        self.rollouts += 1
+        simulated = replay(self.run)[0]
+        return (np.sqrt(self.weight) * (simulated[self.steps] - self.run.measured[self.steps])).ravel()
+
+    def jacobian(self, x: np.ndarray) -> np.ndarray:
+        """(N, n) d residuals / d x at physical values x, by ceil(N / B) batched passes."""
+        n, joints = self.params.size, len(self.run.joints)
+        tiled = np.tile(np.asarray(x, dtype=np.float64), self.batch)
+        rows = np.empty((self.count, n))
+        for first in range(0, self.count, self.batch):
+            block = np.arange(first, min(first + self.batch, self.count))
+            seeds = np.zeros((self.steps.size, self._seeds[0].shape[0]))
+            seeds[block // joints, self._coords[np.arange(block.size), block % joints]] = np.sqrt(self.weight)
+            for array, values in zip(self._seeds, seeds):
+                array.assign(values)
+            grad = self._batch_problem.loss_and_grad(tiled)[1].reshape(self.batch, n)
+            rows[block] = grad[: block.size]
+            self.rollouts += 1
+            self.gradients += 1
+        return rows
 
 
 FRAME_RATE = 100.0
@@ -259,32 +358,51 @@ class SysidResult:
 
 def identify(robot_file, data_file, families=("masses", "damping", "armature"), method: str = "lbfgsb",
              iterations: int = 60, duration: float | None = None, dt: float | None = None, zero_order: bool = False,
-             mode: str = "checkpoint", progress: bool = True, device=None) -> SysidResult:
+             mode: str = "checkpoint", progress: bool = True, device=None, starts: int = 1,
+             residual_every: int = 1, batch: int = 64) -> SysidResult:
     """Fit ``families`` of the robot in ``robot_file`` to the run in ``data_file`` (see the
-    module docstring) with ``method`` (``wpsim.opt.minimize``). ``duration`` (s) uses the
-    first part of the data only; ``zero_order`` also runs Nelder-Mead from the same start
-    with the rollouts the gradient fit used; ``mode`` is the rollout's ("full" is faster for
-    short runs, "checkpoint" keeps memory low for long ones). The fitted values stay in
-    ``result.run.model``."""
+    module docstring) with ``method``: one of ``wpsim.opt.minimize``'s, or "least-squares"
+    (Gauss-Newton / Levenberg-Marquardt, ``wpsim.opt.least_squares``, on the residuals every
+    ``residual_every`` steps, Jacobian rows ``batch`` at a time). ``duration`` (s) uses the
+    first part of the data only; ``starts`` > 1 fits that many guesses (the declared one and
+    random ones within the bounds) as worlds of one model and keeps the best
+    (``wpsim.opt.multistart``; not with "least-squares"); ``zero_order`` also runs
+    Nelder-Mead from the same start with the rollouts the gradient fit used; ``mode`` is the
+    rollout's ("full" is faster for short runs, "checkpoint" keeps memory low for long
+    ones). The fitted values stay in ``result.run.model``."""
     from wpsim.io.measurements import load_trajectory
     from wpsim.io.robots import import_robot
-    from wpsim.opt.minimize import minimize
+    from wpsim.opt.least_squares import least_squares
+    from wpsim.opt.minimize import METHODS, minimize
+    from wpsim.opt.multistart import multistart
 
+    if method not in (*METHODS, "least-squares"):
+        raise ValueError(f"unknown method {method!r}; expected one of {(*METHODS, 'least-squares')}")
+    if int(starts) != starts or starts < 1 or (starts > 1 and method == "least-squares"):
+        raise ValueError(f"starts must be an integer >= 1 (1 with least-squares), got {starts}")
     data = load_trajectory(data_file)
     families = list(families)
 
-    def setup():
+    def make_run(worlds: int = 1) -> RobotRun:
         builder, scene = import_robot(robot_file)
-        run = prepare_run(builder, scene, data, dt, duration, device)
-        return run, robot_problem(run, families, mode)
+        return prepare_run(builder, scene, data, dt, duration, device, worlds)
 
-    run, problem = setup()
+    residuals = TrackingResiduals(make_run, families, residual_every, batch, mode) if method == "least-squares" else None
+    run = make_run() if residuals is None else residuals.run
+    problem = robot_problem(run, families, mode)
     before, frames_before = replay(run)
-    fit = minimize(problem, method, iterations=iterations, progress=progress)
+    if residuals is not None:
+        fit = least_squares(residuals, iterations=iterations, progress=progress)
+    elif starts > 1:
+        fit = multistart(robot_problem(make_run(starts), families, mode), method=method, iterations=iterations,
+                         progress=progress).best_fit()
+        problem.params.write(fit.x)
+    else:
+        fit = minimize(problem, method, iterations=iterations, progress=progress)
     after, frames_after = replay(run)
     baseline = None
     if zero_order:
-        baseline = minimize(setup()[1], "nelder-mead", iterations=100 * iterations, max_rollouts=fit.rollouts,
-                            progress=progress)
+        baseline = minimize(robot_problem(make_run(), families, mode), "nelder-mead", iterations=100 * iterations,
+                            max_rollouts=fit.rollouts, progress=progress)
     frames = {"initial": frames_before, "fitted": frames_after}
     return SysidResult(str(robot_file), str(data_file), run, families, fit, baseline, before, after, frames)
