@@ -389,16 +389,15 @@ def identify(robot_file, data_file, families=("masses", "damping", "armature"), 
 
     residuals = TrackingResiduals(make_run, families, residual_every, batch, mode) if method == "least-squares" else None
     run = make_run() if residuals is None else residuals.run
-    problem = robot_problem(run, families, mode)
     before, frames_before = replay(run)
     if residuals is not None:
         fit = least_squares(residuals, iterations=iterations, progress=progress)
     elif starts > 1:
         fit = multistart(robot_problem(make_run(starts), families, mode), method=method, iterations=iterations,
                          progress=progress).best_fit()
-        problem.params.write(fit.x)
+        robot_problem(run, families, mode).params.write(fit.x)  # the best world's values into the 1-world run
     else:
-        fit = minimize(problem, method, iterations=iterations, progress=progress)
+        fit = minimize(robot_problem(run, families, mode), method, iterations=iterations, progress=progress)
     after, frames_after = replay(run)
     baseline = None
     if zero_order:
