@@ -64,11 +64,10 @@ def least_squares(residuals, iterations: int = 30, x0=None, tolerance: float = 1
     x_start = start_values(params, iterations, x0)
     start, rollouts0, gradients0 = time.perf_counter(), residuals.rollouts, residuals.gradients
     trace = _Trace(residuals, iterations, progress)
-    bounds = np.array([(-np.inf if a is None else a, np.inf if b is None else b) for a, b in params.internal_bounds()])
 
     def solve():
         out = scipy_least_squares(trace.values, params.to_internal(x_start), jac=trace.jacobian,
-                                  bounds=(bounds[:, 0], bounds[:, 1]), method="trf", ftol=tolerance, xtol=tolerance,
+                                  bounds=params.internal_bound_arrays(), method="trf", ftol=tolerance, xtol=tolerance,
                                   gtol=1e-12, max_nfev=5 * iterations,
                                   callback=lambda intermediate_result: _stop_after(trace, iterations))
         return out.status > 0, f"iteration limit ({iterations}) reached" if out.status == -2 else str(out.message)

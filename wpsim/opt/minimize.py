@@ -162,14 +162,13 @@ def _nelder_mead(run: _Run, z0: np.ndarray, iterations: int, tolerance: float):
 
 
 def _adam(run: _Run, z0: np.ndarray, iterations: int, tolerance: float, lr: float):
-    bounds = np.array([(-np.inf if a is None else a, np.inf if b is None else b)
-                       for a, b in run.params.internal_bounds()])
+    lower, upper = run.params.internal_bound_arrays()
     adam, z = Adam(lr=lr), z0.copy()
     loss, grad = run.loss_and_grad(z)
     for _ in range(iterations):
         if loss <= tolerance:
             return True, f"loss {loss:.3g} at or below the tolerance {tolerance:g}"
-        z = np.clip(adam.step(z, grad), bounds[:, 0], bounds[:, 1])
+        z = np.clip(adam.step(z, grad), lower, upper)
         loss, grad = run.loss_and_grad(z)
         run.record(z, loss)
     return False, f"iteration limit ({iterations}) reached"

@@ -10,7 +10,6 @@ the answer.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,10 +27,9 @@ def random_starts(problem: Problem, seed: int = 0, spread: float = 0.5) -> np.nd
     params = problem.params
     worlds, n = params.worlds, params.per_world
     z0 = params.to_internal(params.x0)
-    bounds = np.array([(-math.inf if a is None else a, math.inf if b is None else b)
-                       for a, b in params.internal_bounds()])
-    lo = np.where(np.isfinite(bounds[:, 0]), bounds[:, 0], z0 - spread)
-    hi = np.where(np.isfinite(bounds[:, 1]), bounds[:, 1], z0 + spread)
+    lower, upper = params.internal_bound_arrays()
+    lo = np.where(np.isfinite(lower), lower, z0 - spread)
+    hi = np.where(np.isfinite(upper), upper, z0 + spread)
     z = np.random.default_rng(seed).uniform(lo, hi)
     z[:n] = z0[:n]
     return params.to_physical(z).reshape(worlds, n)

@@ -350,9 +350,13 @@ class ParameterSet:
         z = np.asarray(z, dtype=np.float64)
         return np.where(self.log, np.exp(np.where(self.log, z, 0.0)), z * self.scale)
 
+    def internal_bound_arrays(self) -> tuple:
+        """(lower, upper) arrays of z (-inf, inf where unbounded)."""
+        return self.to_internal(self.lower), self.to_internal(self.upper)
+
     def internal_bounds(self) -> list:
-        """(lower, upper) of every entry of z (None where unbounded)."""
-        lo, hi = self.to_internal(self.lower), self.to_internal(self.upper)
+        """(lower, upper) of every entry of z (None where unbounded), as scipy takes them."""
+        lo, hi = self.internal_bound_arrays()
         return [(None if not np.isfinite(a) else float(a), None if not np.isfinite(b) else float(b))
                 for a, b in zip(lo, hi)]
 

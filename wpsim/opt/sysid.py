@@ -81,6 +81,12 @@ class RobotRun:
         per = count // self.worlds
         return (np.asarray(rows)[None, :] + per * np.arange(self.worlds)[:, None]).ravel()
 
+    def coordinate_worlds(self) -> wp.array:
+        """(joint coordinates,) int32 world of every joint coordinate: the loss entry its
+        terms go to."""
+        count = self.model.joint_coord_count
+        return wp.array(np.arange(count) // (count // self.worlds), dtype=wp.int32, device=self.model.device)
+
 
 def prepare_run(builder, scene, data: Trajectory, dt: float | None = None, duration: float | None = None,
                 device=None, worlds: int = 1) -> RobotRun:
@@ -140,7 +146,7 @@ def tracking_rollout(run: RobotRun, mode: str = "checkpoint") -> Rollout:
     weights = np.zeros(count)
     weights[measured] = 1.0 / (run.steps * len(run.joints))
     weights = wp.array(weights, dtype=wp.float64, device=model.device)
-    slots = wp.array(np.arange(count) // (count // run.worlds), dtype=wp.int32, device=model.device)
+    slots = run.coordinate_worlds()
     targets = []
     for k in range(run.steps + 1):
         q = np.zeros(count)
@@ -237,7 +243,7 @@ class TrackingResiduals:
         count = model.joint_coord_count
         self._coords = run.world_rows(run.coords, count).reshape(run.worlds, -1)  # (B, joints)
         self._seeds = [wp.zeros(count, dtype=wp.float64, device=model.device) for _ in self.steps]
-        slots = wp.array(np.arange(count) // (count // run.worlds), dtype=wp.int32, device=model.device)
+        slots = run.coordinate_worlds()
 
         def loss_fn(k, state, loss):
             if k > 0 and k % every == 0:
