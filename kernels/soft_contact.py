@@ -395,21 +395,215 @@ def soft_contact_newton_system(
     gradient_out[dof] = g
 
 
-@kernel
-def newton_update(accel_in: wp.array(dtype=wp.Float), step_in: wp.array(dtype=wp.Float),
-                  accel_out: wp.array(dtype=wp.Float)):
-    """accel_out = accel_in - step_in."""
-    i = wp.tid()
-    accel_out[i] = accel_in[i] - step_in[i]
+@wp.func
+def line_slope(
+    alpha: wp.Float,
+    dof_joint: wp.array(dtype=int),
+    joint_type: wp.array(dtype=int),
+    joint_q_start: wp.array(dtype=int),
+    joint_limit_lower: wp.array(dtype=wp.Float),
+    joint_limit_upper: wp.array(dtype=wp.Float),
+    art0: int,
+    art1: int,
+    i0: int,
+    i1: int,
+    articulation_pair_start: wp.array(dtype=int),
+    articulation_pairs: wp.array(dtype=int),
+    pair_articulation: wp.array(dtype=int),
+    pair_row_start: wp.array(dtype=int),
+    pair_dof: wp.array2d(dtype=int),
+    pair_dof_count: wp.array2d(dtype=int),
+    mass_matrix: wp.array(dtype=wp.Float),
+    row_jacobian: wp.array2d(dtype=wp.Float),
+    row_weight: wp.array(dtype=wp.Float),
+    row_violation: wp.array(dtype=wp.Float),
+    joint_q: wp.array(dtype=wp.Float),
+    joint_qd: wp.array(dtype=wp.Float),
+    accel: wp.array(dtype=wp.Float),
+    step: wp.array(dtype=wp.Float),
+    articulation_dof_start: wp.array(dtype=int),
+    articulation_H_start: wp.array(dtype=int),
+    side_column: int,
+    limits: int,
+    time_constant: wp.Float,
+    damping_ratio: wp.Float,
+    impedance: wp.Float,
+):
+    """(phi'(alpha), phi''(alpha)) of the rows' part of the cost along a - alpha d: every row
+    x_r(alpha) = x_r - alpha J_r d of the island's pairs (each counted by the articulation
+    of its shape a) and joint limits adds -D s min(0, x) and D s^2 [x < 0] with s = J_r d."""
+    zero = alpha * type(alpha)(0.0)
+    slope = zero
+    curvature = zero
+    for art in range(art0, art1):
+        for entry in range(articulation_pair_start[art], articulation_pair_start[art + 1]):
+            pair = articulation_pairs[entry]
+            if pair_articulation[pair] == art:
+                for r in range(pair_row_start[pair], pair_row_start[pair + 1]):
+                    if row_weight[r] != zero:
+                        s = row_times(r, pair, pair_dof, pair_dof_count, side_column, row_jacobian, step)
+                        x = row_violation[r] - alpha * s
+                        slope -= s * row_force(row_weight[r], x)
+                        curvature += row_active(row_weight[r], x) * s * s
+    if limits != 0:
+        one = type(impedance)(1.0)
+        stiffness = one / (time_constant * time_constant)
+        damping = type(impedance)(2.0) * damping_ratio / time_constant
+        for dof in range(i0, i1):
+            j = dof_joint[dof]
+            if joint_type[j] == JOINT_REVOLUTE or joint_type[j] == JOINT_PRISMATIC:
+                art = art0
+                while articulation_dof_start[art + 1] <= dof:
+                    art += 1
+                d0 = articulation_dof_start[art]
+                n = articulation_dof_start[art + 1] - d0
+                weight = impedance / (one - impedance) * mass_matrix[articulation_H_start[art] + (dof - d0) * (n + 1)]
+                q = joint_q[joint_q_start[j]]
+                sign = zero
+                distance = zero
+                if q < joint_limit_lower[dof]:
+                    sign = one
+                    distance = q - joint_limit_lower[dof]
+                if q > joint_limit_upper[dof]:
+                    sign = -one
+                    distance = joint_limit_upper[dof] - q
+                if sign != zero:
+                    s = sign * step[dof]
+                    x = limit_violation(sign, accel[dof], joint_qd[dof], distance, stiffness, damping) - alpha * s
+                    slope -= s * row_force(weight, x)
+                    curvature += row_active(weight, x) * s * s
+    return slope, curvature
+
+
+@wp.func
+def step_ratio(i0: int, i1: int, step: wp.array(dtype=wp.Float), accel: wp.array(dtype=wp.Float)):
+    """max |step| / (1 + max |accel|) over dofs i0..i1-1 (i1 > i0)."""
+    zero = accel[i0] * type(accel[i0])(0.0)
+    largest_step = zero
+    largest_accel = zero
+    for i in range(i0, i1):
+        largest_step = wp.max(largest_step, wp.abs(step[i]))
+        largest_accel = wp.max(largest_accel, wp.abs(accel[i]))
+    return largest_step / (type(zero)(1.0) + largest_accel)
 
 
 @kernel(enable_backward=False)
-def max_abs(values_in: wp.array(dtype=wp.Float), result_out: wp.array(dtype=wp.Float)):
-    """result_out[0] = max |values_in| (one thread; a convergence measure read by the host)."""
-    m = values_in[0] * type(values_in[0])(0.0)
-    for i in range(values_in.shape[0]):
-        m = wp.max(m, wp.abs(values_in[i]))
-    result_out[0] = m
+def soft_contact_line_search(
+    dof_joint: wp.array(dtype=int),
+    articulation_dof_start: wp.array(dtype=int),
+    articulation_H_start: wp.array(dtype=int),
+    joint_type: wp.array(dtype=int),
+    joint_q_start: wp.array(dtype=int),
+    joint_limit_lower: wp.array(dtype=wp.Float),
+    joint_limit_upper: wp.array(dtype=wp.Float),
+    island_dof_start_in: wp.array(dtype=int),
+    island_articulation_start_in: wp.array(dtype=int),
+    articulation_pair_start_in: wp.array(dtype=int),
+    articulation_pairs_in: wp.array(dtype=int),
+    pair_articulation_in: wp.array(dtype=int),
+    pair_row_start_in: wp.array(dtype=int),
+    pair_dof_in: wp.array2d(dtype=int),
+    pair_dof_count_in: wp.array2d(dtype=int),
+    mass_matrix_in: wp.array(dtype=wp.Float),
+    accel_free_in: wp.array(dtype=wp.Float),
+    row_jacobian_in: wp.array2d(dtype=wp.Float),
+    row_weight_in: wp.array(dtype=wp.Float),
+    row_violation_in: wp.array(dtype=wp.Float),
+    joint_q_in: wp.array(dtype=wp.Float),
+    joint_qd_in: wp.array(dtype=wp.Float),
+    accel_in: wp.array(dtype=wp.Float),
+    step_in: wp.array(dtype=wp.Float),
+    side_column: int,
+    limits: int,
+    time_constant: wp.Float,
+    damping_ratio: wp.Float,
+    impedance: wp.Float,
+    tolerance: wp.Float,
+    alpha_out: wp.array(dtype=wp.Float),
+):
+    """One thread per island: the exact minimiser alpha >= 0 of the (convex, piecewise
+    quadratic) cost phi(alpha) = f(a - alpha d) along the Newton step d, by Newton steps on
+    the piecewise-linear phi' kept inside a bracket (bisection where a step leaves it); 1
+    where d is not a descent direction, or already within the convergence tolerance
+    (max |d| <= tolerance (1 + max |a|), where the search would only see rounding and the
+    full step keeps an unrolled adjoint exact)."""
+    island = wp.tid()
+    i0 = island_dof_start_in[island]
+    i1 = island_dof_start_in[island + 1]
+    art0 = island_articulation_start_in[island]
+    art1 = island_articulation_start_in[island + 1]
+    if i1 == i0:  # an island without dofs has nothing to search
+        alpha_out[island] = type(alpha_out[island])(1.0)
+        return
+    zero = accel_in[i0] * type(accel_in[i0])(0.0)
+    one = zero + type(zero)(1.0)
+    if step_ratio(i0, i1, step_in, accel_in) <= tolerance:
+        alpha_out[island] = one
+        return
+    dhd = zero  # d^T H d
+    dhr = zero  # d^T H (a - a0)
+    for art in range(art0, art1):
+        d0 = articulation_dof_start[art]
+        n = articulation_dof_start[art + 1] - d0
+        h0 = articulation_H_start[art]
+        for i in range(n):
+            for k in range(n):
+                h = mass_matrix_in[h0 + i * n + k] * step_in[d0 + i]
+                dhd += h * step_in[d0 + k]
+                dhr += h * (accel_in[d0 + k] - accel_free_in[d0 + k])
+    # evaluation 0 at alpha = 0 gives phi'(0); then Newton steps on phi' from alpha = 1
+    alpha = zero
+    start = zero
+    lo = zero
+    hi = -one  # no upper bracket yet
+    for evaluation in range(61):
+        slope, curvature = line_slope(
+            alpha, dof_joint, joint_type, joint_q_start, joint_limit_lower, joint_limit_upper, art0, art1, i0, i1,
+            articulation_pair_start_in, articulation_pairs_in, pair_articulation_in, pair_row_start_in, pair_dof_in,
+            pair_dof_count_in, mass_matrix_in, row_jacobian_in, row_weight_in, row_violation_in, joint_q_in,
+            joint_qd_in, accel_in, step_in, articulation_dof_start, articulation_H_start, side_column, limits,
+            time_constant, damping_ratio, impedance)
+        slope += alpha * dhd - dhr
+        curvature += dhd
+        if evaluation == 0:
+            start = slope
+            alpha = one
+            if not (start < zero and curvature > zero):  # not a descent direction: the full step
+                break
+            continue
+        if wp.abs(slope) <= type(zero)(1e-13) * wp.abs(start):
+            break
+        if slope < zero:
+            lo = alpha
+        else:
+            hi = alpha
+        trial = alpha - slope / curvature
+        if hi >= zero and (trial <= lo or trial >= hi):
+            trial = type(zero)(0.5) * (lo + hi)
+        alpha = trial
+    alpha_out[island] = alpha
+
+
+@kernel
+def newton_update(accel_in: wp.array(dtype=wp.Float), step_in: wp.array(dtype=wp.Float),
+                  alpha_in: wp.array(dtype=wp.Float), dof_island_in: wp.array(dtype=int),
+                  accel_out: wp.array(dtype=wp.Float)):
+    """accel_out = accel_in - alpha_in[island] step_in: the line-searched Newton step."""
+    i = wp.tid()
+    accel_out[i] = accel_in[i] - alpha_in[dof_island_in[i]] * step_in[i]
+
+
+@kernel(enable_backward=False)
+def island_residual(island_dof_start_in: wp.array(dtype=int), step_in: wp.array(dtype=wp.Float),
+                    accel_in: wp.array(dtype=wp.Float), residual_out: wp.array(dtype=wp.Float)):
+    """One thread per island: max |Newton step| / (1 + max |a|) over its dofs, the optimality
+    residual Hess^-1 grad f relative to the accelerations (read by the host)."""
+    island = wp.tid()
+    i0 = island_dof_start_in[island]
+    i1 = island_dof_start_in[island + 1]
+    residual_out[island] = type(residual_out[island])(0.0)
+    if i1 > i0:
+        residual_out[island] = step_ratio(i0, i1, step_in, accel_in)
 
 
 @kernel(enable_backward=False)

@@ -201,6 +201,10 @@ def test_bad_options_are_rejected():
     b.add_particle((0.0, 0.0, 0.0), mass=1.0, radius=0.1)
     with pytest.raises(ValueError, match="particle-particle contact"):
         wpsim.ImplicitEulerSolver(b.finalize())
+    rigid = wpsim.ModelBuilder()
+    rigid.add_joint_free(rigid.add_body(mass=1.0, inertia=(0.1, 0.1, 0.1)))
+    with pytest.raises(ValueError, match="does not step rigid bodies yet; use SemiImplicitSolver"):
+        wpsim.ImplicitEulerSolver(rigid.finalize())
     model = _stiff_cantilever()
     with pytest.raises(ValueError, match="adjoint"):
         wpsim.ImplicitEulerSolver(model, adjoint="reverse")

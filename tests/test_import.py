@@ -111,6 +111,8 @@ BAD_MJCF = {
     "zero mass": ('<joint type="hinge"/><inertial pos="0 0 0" mass="0" diaginertia="1 1 1"/>', "positive"),
     "missing mesh": ('<joint type="hinge"/><geom type="mesh" mesh="nope"/>', "unknown mesh"),
     "unknown geom": ('<joint type="hinge"/><geom type="ellipsoid" size="1 1 1"/>', "unknown geom type"),
+    "impossible inertia": ('<joint type="hinge"/><inertial pos="0 0 0" mass="1" diaginertia="0.1 0.1 0.3"/>',
+                           "triangle inequality"),
 }
 
 
@@ -142,6 +144,9 @@ BAD_URDF = {
                      None),
     "cycle": ('<joint name="j" type="fixed"><parent link="a"/><child link="b"/></joint>'
               '<joint name="k" type="fixed"><parent link="b"/><child link="a"/></joint>', "cycle"),
+    "impossible inertia": ('<joint name="j" type="revolute"><parent link="a"/><child link="e"/></joint>'
+                           '<link name="e"><inertial><mass value="1"/><inertia ixx="1" iyy="1" izz="3"/></inertial>'
+                           '</link>', "triangle inequality"),
 }
 
 

@@ -276,6 +276,8 @@ def test_coordinates_are_laid_out_depth_first_per_articulation():
         (lambda b: b.add_body(mass=-1.0), "negative mass"),
         (lambda b: b.add_body(mass=1.0, inertia=[[1, 0, 0], [0, -1, 0], [0, 0, 1]]), "not positive definite"),
         (lambda b: b.add_body(mass=1.0, inertia=[[1, 0.5, 0], [0, 1, 0], [0, 0, 1]]), "not symmetric"),
+        (lambda b: b.add_body(mass=1.0, inertia=(0.1, 0.1, 0.3)),
+         r"body 2: principal moments \[0.1, 0.1, 0.3\] kg m\^2 break the triangle inequality"),
         (lambda b: b.add_joint_revolute(-1, 0, axis=(0.0, 0.0, 0.0)), "axis must be a non-zero"),
         (lambda b: b.add_joint_revolute(7, 0), "unknown parent body 7"),
         (lambda b: b.add_joint_revolute(-1, 0, limit_lower=1.0, limit_upper=-1.0), "lower"),

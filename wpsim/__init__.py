@@ -13,7 +13,16 @@ neither ``pxr``, ``trimesh`` nor ``matplotlib``.
 """
 
 from wpsim import core, diff, kernels, solvers
-from wpsim.core import Control, HealthReport, Model, ModelBuilder, SimulationBlowUp, SimulationError, State
+from wpsim.core import (
+    ContactNotConverged,
+    Control,
+    HealthReport,
+    Model,
+    ModelBuilder,
+    SimulationBlowUp,
+    SimulationError,
+    State,
+)
 from wpsim.core.lazy import lazy_submodules
 from wpsim.diff import Rollout, check_gradient
 from wpsim.solvers import ImplicitEulerSolver, SemiImplicitSolver, SoftContactOptions, eval_fk, simulate
@@ -23,6 +32,7 @@ __version__ = "0.1.0"
 LAZY_PACKAGES = ("apps", "bench", "io", "opt")
 
 __all__ = [
+    "ContactNotConverged",
     "Control",
     "HealthReport",
     "ImplicitEulerSolver",

@@ -3,7 +3,8 @@ validation, geometry, mass properties and health records. Nothing here launches 
 (arrays are allocated and copied, no more)."""
 
 from wpsim.core.builder import ModelBuilder
-from wpsim.core.health import HealthReport, SimulationBlowUp, SimulationError
+from wpsim.core.health import ContactNotConverged, HealthReport, SimulationBlowUp, SimulationError
 from wpsim.core.model import Control, Model, State
 
-__all__ = ["Control", "HealthReport", "Model", "ModelBuilder", "SimulationBlowUp", "SimulationError", "State"]
+__all__ = ["ContactNotConverged", "Control", "HealthReport", "Model", "ModelBuilder", "SimulationBlowUp",
+           "SimulationError", "State"]

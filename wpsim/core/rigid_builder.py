@@ -26,7 +26,9 @@ NO_LIMIT = 1.0e30
 
 
 def _check_inertia(kind: str, index: int, mass: float, inertia: np.ndarray, strict: bool):
-    """Symmetric inertia, positive semidefinite (``strict``: positive definite with mass > 0)."""
+    """Symmetric inertia, positive semidefinite (``strict``: positive definite with mass > 0),
+    and principal moments that a mass distribution can have: each at most the sum of the
+    other two (I_x + I_y = 2 sum m z^2 + sum m (x^2 + y^2) >= I_z)."""
     if not np.allclose(inertia, inertia.T, atol=1e-12 + 1e-9 * np.abs(inertia).max()):
         raise ValueError(f"{kind} {index}: inertia tensor is not symmetric")
     eig = np.linalg.eigvalsh(inertia)
@@ -37,6 +39,10 @@ def _check_inertia(kind: str, index: int, mass: float, inertia: np.ndarray, stri
         )
     if eig.min() < -1e-12 * max(1.0, eig.max()):
         raise ValueError(f"{kind} {index}: inertia tensor is not positive definite (eigenvalues {eig.tolist()})")
+    if eig[2] > (eig[0] + eig[1]) * (1.0 + 1e-9) + 1e-15:
+        raise ValueError(f"{kind} {index}: principal moments {np.round(eig, 12).tolist()} kg m^2 break the triangle "
+                         f"inequality (the largest, {eig[2]:.6g}, exceeds the sum of the other two, "
+                         f"{eig[0] + eig[1]:.6g}): no rigid body has this inertia")
 
 
 class RigidBodyBuilder:

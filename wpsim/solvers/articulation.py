@@ -103,7 +103,9 @@ class ArticulationStepper:
             device=device,
         )
         cholesky_solve(model, scratch.mass_matrix, scratch.rhs, scratch.qdd, scratch.factor, scratch.adjoint, tape)
-        accel = scratch.qdd if self.soft_contact is None else self.soft_contact.solve(scratch, state_in, tape)
+        accel = scratch.qdd
+        if self.soft_contact is not None:
+            accel = self.soft_contact.solve(scratch, state_in, tape, solver.step_count)
         wp.launch(
             for_precision(articulation.integrate_joints, real),
             dim=model.joint_count,

@@ -61,6 +61,20 @@ class SemiImplicitSolver(SolverBase):
             dim = int(np.clip(2 * round(model.particle_count ** (1.0 / 3.0)), 8, 128))
             self._grid = wp.HashGrid(dim, dim, dim, device=model.device, dtype=model.dtype)
 
+    def health(self):
+        """``SolverBase.health`` plus the soft-contact convergence record."""
+        report = super().health()
+        if self.soft_contact is not None:
+            report.unconverged_contact = dict(self.soft_contact.unconverged)
+            report.contact_iterations = self.soft_contact.most_iterations
+        return report
+
+    def reset_health(self):
+        """``SolverBase.reset_health`` and the soft-contact convergence record."""
+        super().reset_health()
+        if self.soft_contact is not None:
+            self.soft_contact.reset_status()
+
     def step(self, state_in: State, state_out: State, control: Control | None, dt: float):
         """Advance ``state_in`` by ``dt`` seconds into ``state_out`` under ``control``."""
         model = self.model

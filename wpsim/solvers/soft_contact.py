@@ -24,11 +24,18 @@ class SoftContactOptions:
     joint_limits: revolute and prismatic joint limits are soft constraints of the same
         solve (same time constant, damping ratio and impedance; the model's limit_ke and
         limit_kd are not used); False keeps them as penalty springs.
-    iterations: Newton iterations at most (all of them with ``fixed_iterations``).
-    tolerance: stop when the largest Newton step is below tolerance * (1 + max |a|); at
+    iterations: Newton iterations at most (all of them with ``fixed_iterations``); each
+        step is scaled by an exact line search on the cost, so the cost decreases every
+        iteration and the iterates cannot cycle.
+    tolerance: stop when every island's largest Newton step (the optimality residual
+        Hess^-1 grad f) is below tolerance * (1 + max |a|); at
         least 32 machine epsilons of the model's precision (float32: 3.8e-6), below which
         rounding keeps the steps from shrinking.
-    fixed_iterations: run exactly ``iterations`` (for benchmarks; no host read-back).
+    fixed_iterations: run exactly ``iterations`` (for benchmarks; no host read-back, so no
+        convergence report).
+    raise_on_nonconvergence: raise ``ContactNotConverged`` at a step whose solve stops at
+        the cap above the tolerance (otherwise it is counted in ``solver.health()``, and a
+        recorded step warns once that its adjoint assumes a converged solve).
     adjoint: "implicit" (backward = one solve at the solution, memory independent of the
         iterations) or "unrolled" (every iteration recorded on the tape).
     time_constant (s), damping_ratio: the reference acceleration's spring and damper.
@@ -41,6 +48,7 @@ class SoftContactOptions:
     iterations: int = 20
     tolerance: float = 1e-10
     fixed_iterations: bool = False
+    raise_on_nonconvergence: bool = False
     adjoint: str = "implicit"
     time_constant: float = 0.02
     damping_ratio: float = 1.0
@@ -82,10 +90,14 @@ class SoftContact:
         self.pair_count = len(pairs)
         sizes = self._island_layout(contact_islands(model.articulation_count, art_a, art_b))
         self._row_layout(art_a, art_b)
+        self.pair_articulation = self._ints(art_a)
+        """Articulation of each pair's shape a: the one whose island's line search counts it."""
         self.largest_island = int(sizes.max(initial=0))
         """Dofs of the largest island (its dense Hessian is solved by Cholesky each iteration)."""
         self.last_iterations = 0
         """Newton iterations of the latest step."""
+        self._island_world = self._island_worlds()
+        self.reset_status()
         self._last_in_contact = None
         self.limit_stiffness = wp.zeros(model.joint_dof_count, dtype=model.dtype, device=model.device)
         """Zero limit_ke/limit_kd for the joint-space assembly when limits are soft constraints."""
@@ -94,6 +106,50 @@ class SoftContact:
         self._params = (real(options.time_constant), real(options.damping_ratio), real(options.impedance))
         self._tolerance = max(options.tolerance, 32.0 * float(np.finfo(np.float32 if model.dtype == wp.float32
                                                                       else np.float64).eps))
+
+    def _island_worlds(self) -> np.ndarray:
+        """(islands,) world of each island (of its first articulation's root body)."""
+        m = self.model
+        if m.joint_count == 0:
+            return np.zeros(self.island_count, np.int64)
+        joint_art, child = m.joint_articulation.numpy(), m.joint_child.numpy()
+        root_joint = np.searchsorted(joint_art, self.island_articulation_start.numpy()[:-1])
+        return m.body_world.numpy()[child[np.minimum(root_joint, len(child) - 1)]].astype(np.int64)
+
+    def reset_status(self):
+        """Forget the convergence record (``status``)."""
+        self.unconverged: dict = {}
+        self.most_iterations = 0
+        self._warned_tape = False
+
+    def _record_convergence(self, residual: np.ndarray, step_index: int, recorded: bool):
+        """Book islands whose final residual is above the tolerance; warn or raise."""
+        self.most_iterations = max(self.most_iterations, self.last_iterations)
+        bad = np.flatnonzero(residual > self._tolerance)
+        if bad.size == 0:
+            return
+        from wpsim.core.health import ContactNotConverged, UnconvergedContact
+
+        for island in bad:
+            world = int(self._island_world[island])
+            entry = self.unconverged.get(world)
+            if entry is None:
+                entry = self.unconverged[world] = UnconvergedContact(step_index, 0, 0.0, self._tolerance,
+                                                                     self.options.iterations)
+            entry.steps += 1
+            entry.worst_residual = max(entry.worst_residual, float(residual[island]))
+        world = int(self._island_world[bad[0]])
+        message = (f"step {step_index}, world {world}: the soft-contact solve stopped after "
+                   f"{self.last_iterations} iterations with residual {float(residual[bad].max()):.3g} > tolerance "
+                   f"{self._tolerance:.3g}")
+        if self.options.raise_on_nonconvergence:
+            raise ContactNotConverged(message)
+        if recorded and not self._warned_tape:
+            import warnings
+
+            self._warned_tape = True
+            warnings.warn(f"{message}; this step is on a tape, and its adjoint assumes a converged solve, so the "
+                          "gradient may be off (raise SoftContactOptions.iterations)", stacklevel=4)
 
     def _ints(self, values) -> wp.array:
         return wp.array(np.asarray(values, np.int32), dtype=wp.int32, device=self.model.device)
@@ -106,6 +162,7 @@ class SoftContact:
         island_dof_start = np.append(dof_start[first_art], dof_start[-1])
         sizes = np.diff(island_dof_start)
         self.island_count = len(first_art)
+        self.island_articulation_start = self._ints(np.append(first_art, len(island_of_art)))
         self.island_dof_start = self._ints(island_dof_start)
         self.island_H_start = self._ints(np.concatenate([[0], np.cumsum(sizes * sizes)]))
         self.dof_island = self._ints(np.repeat(np.arange(self.island_count), sizes))
@@ -218,42 +275,61 @@ class SoftContact:
                       scratch.mass_matrix, scratch.qdd, rows["jacobian"], rows["weight"], violation, state_in.joint_q,
                       state_in.joint_qd, accel, self.side_column, int(self.options.joint_limits), *self._params],
                      [gradient, hessian])
-        return gradient, hessian
+        return gradient, hessian, violation
 
-    def _newton_direction(self, scratch, state_in, rows, accel, factor: wp.array, tape) -> wp.array:
-        """Hess^-1 grad of the cost at ``accel``, the Hessian's Cholesky factor going to
-        ``factor`` (fresh arrays on a tape)."""
+    def _newton_direction(self, scratch, state_in, rows, accel, factor: wp.array, tape) -> tuple:
+        """(Hess^-1 grad of the cost at ``accel``, the rows' violations there), the Hessian's
+        Cholesky factor going to ``factor`` (fresh arrays on a tape)."""
         from wpsim.solvers.articulation import cholesky_solve
 
-        gradient, hessian = self._system(scratch, state_in, rows, accel, tape is not None)
+        gradient, hessian, violation = self._system(scratch, state_in, rows, accel, tape is not None)
         step = self._vector("step", tape is not None)
         cholesky_solve(self.model, hessian, gradient, step, factor, self._vector("work", False), tape,
                        (self.island_dof_start, self.island_H_start))
-        return step
+        return step, violation
+
+    def _line_search(self, scratch, state_in, rows, accel, step, violation) -> wp.array:
+        """(islands,) exact step lengths along the Newton steps (off the tape: an unrolled
+        adjoint treats them as constants, exact at convergence where they are 1)."""
+        m = self.model
+        alpha = self._array("alpha", self.island_count, False)
+        wp.launch(for_precision(soft_contact.soft_contact_line_search, m.dtype), dim=self.island_count,
+                  inputs=[m.dof_joint, m.articulation_dof_start, m.articulation_H_start, m.joint_type, m.joint_q_start,
+                          m.joint_limit_lower, m.joint_limit_upper, self.island_dof_start,
+                          self.island_articulation_start, self.articulation_pair_start, self.articulation_pairs,
+                          self.pair_articulation, self.pair_row_start, self.pair_dof, self.pair_dof_count,
+                          scratch.mass_matrix, scratch.qdd, rows["jacobian"], rows["weight"], violation,
+                          state_in.joint_q, state_in.joint_qd, accel, step, self.side_column,
+                          int(self.options.joint_limits), *self._params, m.real(self._tolerance)],
+                  outputs=[alpha], device=m.device, record_tape=False)
+        return alpha
 
     def _newton_step(self, scratch, state_in, rows, accel, tape, out_name: str):
-        """One Newton step from ``accel`` into the buffer ``out_name`` (fresh arrays on a
-        tape); returns (new accelerations, step)."""
+        """One line-searched Newton step from ``accel`` into the buffer ``out_name`` (fresh
+        arrays on a tape); returns (new accelerations, Newton step)."""
         grad = tape is not None
-        step = self._newton_direction(scratch, state_in, rows, accel, self._array("factor", self.hessian_size, grad),
-                                      tape)
+        step, violation = self._newton_direction(scratch, state_in, rows, accel,
+                                                 self._array("factor", self.hessian_size, grad), tape)
+        alpha = self._line_search(scratch, state_in, rows, accel, step, violation)
         out = self._vector(out_name, grad)
-        self._launch(soft_contact.newton_update, self.model.joint_dof_count, [accel, step], [out])
+        self._launch(soft_contact.newton_update, self.model.joint_dof_count, [accel, step, alpha, self.dof_island],
+                     [out])
         return out, step
 
-    def _converged(self, step, accel) -> bool:
-        norms = self._array("norms", 2, False)
-        wp.launch(for_precision(soft_contact.max_abs, self.model.dtype), dim=1, inputs=[step], outputs=[norms[0:1]],
-                  device=self.model.device, record_tape=False)
-        wp.launch(for_precision(soft_contact.max_abs, self.model.dtype), dim=1, inputs=[accel],
-                  outputs=[norms[1:2]], device=self.model.device, record_tape=False)
-        step_norm, accel_norm = norms.numpy()
-        return step_norm <= self._tolerance * (1.0 + accel_norm)
+    def _residuals(self, step, accel) -> np.ndarray:
+        """(islands,) max |Newton step| / (1 + max |a|) of each island (reads back)."""
+        residual = self._array("residual", self.island_count, False)
+        wp.launch(for_precision(soft_contact.island_residual, self.model.dtype), dim=self.island_count,
+                  inputs=[self.island_dof_start, step, accel], outputs=[residual], device=self.model.device,
+                  record_tape=False)
+        return residual.numpy()
 
     # ------------------------------------------------------------------ solve
-    def solve(self, scratch, state_in, tape) -> wp.array:
-        """The constrained joint accelerations (D,) of this step, from the unconstrained
-        ``scratch.qdd``; recorded on ``tape`` (implicitly or unrolled) when given.
+    def solve(self, scratch, state_in, tape, step_index: int = 0) -> wp.array:
+        """The constrained joint accelerations (D,) of step ``step_index``, from the
+        unconstrained ``scratch.qdd``; recorded on ``tape`` (implicitly or unrolled) when
+        given. Islands that reach the iteration cap above the tolerance are booked (see
+        ``SoftContactOptions.raise_on_nonconvergence``).
 
         In implicit mode the constraint rows are built off the tape and dropped after the
         solve; the backward rebuilds them from the step's inputs, so a recorded step keeps
@@ -265,13 +341,17 @@ class SoftContact:
             rows = self._rows(unrolled)
             self._build_rows(scratch, state_in, rows)
             self._last_in_contact = rows["in_contact"]
-            accel = scratch.qdd
+            accel, residual = scratch.qdd, None
             for k in range(self.options.iterations):  # off the tape: alternate between two buffers
                 accel, step = self._newton_step(scratch, state_in, rows, accel, tape if unrolled else None,
                                                 f"accel{k % 2}")
-                if not self.options.fixed_iterations and self._converged(step, accel):
-                    break
+                if not self.options.fixed_iterations:
+                    residual = self._residuals(step, accel)
+                    if residual.max(initial=0.0) <= self._tolerance:
+                        break
             self.last_iterations = k + 1
+            if residual is not None:
+                self._record_convergence(residual, step_index, tape is not None)
             if unrolled or tape is None:
                 return accel
             factor = wp.zeros(self.hessian_size, dtype=m.dtype, device=m.device)  # at the solution, for the backward
@@ -301,7 +381,7 @@ class SoftContact:
             with residual_tape:
                 rows = self._rows(True)
                 self._build_rows(scratch, state_in, rows)
-                gradient, _ = self._system(scratch, state_in, rows, detached, True)
+                gradient = self._system(scratch, state_in, rows, detached, True)[0]
             seed = wp.zeros_like(lam)
             wp.launch(for_precision(soft_contact.negate, m.dtype), dim=m.joint_dof_count, inputs=[lam],
                       outputs=[seed], device=m.device, record_tape=False)
