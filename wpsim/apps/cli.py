@@ -78,19 +78,22 @@ def cmd_run(args) -> int:
     its USD stage."""
     _quiet_warp()
     from wpsim.apps.run_scene import SoftSceneOptions, check_run_options, robot_scene, simulate_to_usd, soft_scene
+    from wpsim.solvers import SoftContactOptions
     from wpsim.io.robots import is_robot_file
 
     options = SoftSceneOptions(cell_size=args.cell, scale=args.scale, density=args.density,
                                young_modulus=args.young, drop_height=args.height)
     check_run_options(options, args.out, args.fps)
-    quality, dt = None, args.dt
+    quality, dt, soft_contact = None, args.dt, None
     if is_robot_file(args.scene):
         builder, scene = robot_scene(args.scene, floating=args.floating)
         dt = dt or scene.timestep or 1e-3
-        print(f"{args.scene}: {builder.body_count} bodies, {builder.joints.count} joints, "
-              f"{len(scene.actuators)} actuators (not driven by wpsim run); dt = {dt:g} s")
         if args.solver != "semi-implicit":
             raise ValueError("robots are stepped by the semi-implicit solver only")
+        soft_contact = SoftContactOptions() if args.contact == "soft" else None
+        print(f"{args.scene}: {builder.body_count} bodies, {builder.joints.count} joints, "
+              f"{len(scene.actuators)} actuators (not driven by wpsim run); dt = {dt:g} s; {args.contact} contact "
+              "and joint limits")
     else:
         builder, quality = soft_scene(args.scene, options)
         dt = dt or 1e-4
@@ -99,7 +102,7 @@ def cmd_run(args) -> int:
               f"{quality['volume_m3'] * 1e6:.3f} cm^3 ({quality['volume_relative_error'] * 100:+.1f} % vs the surface); "
               f"shape quality min {quality['shape_min']:.3f}, dihedral angles "
               f"{quality['dihedral_min_deg']:.0f}-{quality['dihedral_max_deg']:.0f} deg")
-    summary = simulate_to_usd(builder, args.out, args.steps, dt, args.fps, args.solver, args.device)
+    summary = simulate_to_usd(builder, args.out, args.steps, dt, args.fps, args.solver, args.device, soft_contact)
     print(f"wrote {summary['usd']}: {summary['frames']} frames at {summary['fps']:.1f} fps; final lowest point "
           f"{summary['final_lowest_z_m'] * 1e3:.2f} mm, max speed {summary['final_max_speed_m_per_s']:.3f} m/s")
     if "unconverged_steps" in summary:
@@ -160,6 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", default="rollout.usd", help="USD stage to write (.usd, .usda, .usdc)")
     run.add_argument("--fps", type=float, default=60.0, help="frames per second recorded (default: 60)")
     run.add_argument("--solver", choices=("semi-implicit", "implicit"), default="semi-implicit")
+    run.add_argument("--contact", choices=("soft", "penalty"), default="soft",
+                     help="robots: rigid contact and joint limits as soft constraints solved each step (default; "
+                          "stable at the file's time step) or as penalty springs")
     run.add_argument("--cell", type=float, default=0.005, help="tet mesher cell size in m (default: 0.005)")
     run.add_argument("--scale", type=float, default=1.0, help="file units to m (default: 1)")
     run.add_argument("--density", type=float, default=1000.0, help="kg/m^3 (default: 1000)")

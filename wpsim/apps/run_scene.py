@@ -17,7 +17,7 @@ from wpsim.io.mesh_files import SURFACE_SUFFIXES, tetrahedralize_file
 from wpsim.io.progress import progress_line
 from wpsim.io.robots import import_robot
 from wpsim.io.usd_export import UsdRecorder
-from wpsim.solvers import ImplicitEulerSolver, SemiImplicitSolver
+from wpsim.solvers import ImplicitEulerSolver, SemiImplicitSolver, SoftContactOptions
 
 
 @dataclass
@@ -110,11 +110,12 @@ def soft_scene(path, options: SoftSceneOptions) -> tuple:
 
 
 def simulate_to_usd(builder: ModelBuilder, out, steps: int, dt: float, fps: float = 60.0, solver: str = "semi-implicit",
-                    device=None) -> dict:
+                    device=None, soft_contact: SoftContactOptions | None = None) -> dict:
     """Simulate ``steps`` steps of ``dt`` s (float64), recording about ``fps`` frames per
     second into the USD stage ``out``; raises ``SimulationBlowUp`` if the state blows up.
-    Returns a summary (frames, final height range and speed of particles and body origins,
-    Newton statistics)."""
+    ``soft_contact``: rigid contact and joint limits as soft constraints (semi-implicit
+    solver; None: penalty forces). Returns a summary (frames, final height range and speed
+    of particles and body origins, Newton statistics)."""
     import warp as wp
 
     if steps < 1 or not dt > 0.0:
@@ -125,7 +126,10 @@ def simulate_to_usd(builder: ModelBuilder, out, steps: int, dt: float, fps: floa
     kinds = {"semi-implicit": SemiImplicitSolver, "implicit": ImplicitEulerSolver}
     if solver not in kinds:
         raise ValueError(f"unknown solver {solver!r}; expected one of {sorted(kinds)}")
-    stepper = kinds[solver](model, raise_on_blowup=True, health_check_interval=100)
+    if soft_contact is not None and solver != "semi-implicit":
+        raise ValueError("soft contact is a semi-implicit solver option")
+    extra = {} if soft_contact is None else {"soft_contact": soft_contact}
+    stepper = kinds[solver](model, raise_on_blowup=True, health_check_interval=100, **extra)
     every = max(1, int(round(1.0 / (fps * dt))))
     recorder = UsdRecorder(model, fps=1.0 / (every * dt))
     a, b = model.state(requires_grad=False), model.state(requires_grad=False)
