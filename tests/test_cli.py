@@ -37,7 +37,7 @@ def test_demo_calibrates_the_finger_and_writes_its_outputs(tmp_path):
     assert set(report["parameters"]) == {"young_modulus", "poisson_ratio", "damping", "gain"}
     assert report["fit"]["loss"] < report["fit"]["loss_initial"]
     assert report["rms_marker_error_mm"]["after"] < report["rms_marker_error_mm"]["before"]
-    for name in ("calibration.png", "history.png", "calibration.usd"):
+    for name in ("calibration.png", "history.png", "calibration.usd", "calibration.gif"):
         assert (tmp_path / name).stat().st_size > 1000
     for line in ("young_modulus", "Pa", "marker RMS error"):
         assert line in proc.stdout
@@ -94,6 +94,27 @@ def test_readme_run_commands_succeed(tmp_path, args):
     proc = run(["run", *args])
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert Path(args[-1]).stat().st_size > 0 and "wrote" in proc.stdout
+
+
+def test_run_renders_a_video_and_checks_its_outputs_before_simulating(tmp_path):
+    from PIL import Image
+
+    video = tmp_path / "clip.gif"
+    proc = run(["run", str(ASSETS / "soft_finger.obj"), "--cell", "0.004", "--steps", "300", "--fps", "100",
+                "--out", str(tmp_path / "finger.usd"), "--video", str(video)])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    with Image.open(video) as opened:
+        assert opened.n_frames == 4 and opened.size == (480, 360)
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    ok = str(tmp_path / "ok.usd")
+    for option, outputs in (("--out", ["--out", str(blocked / "x.usd")]),
+                            ("--video", ["--out", ok, "--video", str(blocked / "x.gif")]),
+                            ("--video", ["--out", ok, "--video", str(tmp_path / "x.avi")])):
+        proc = run(["run", str(ASSETS / "soft_finger.obj"), "--steps", "5", *outputs])
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and lines[-1].startswith(f"wpsim run: error: {option} "), proc.stderr
+        assert "Traceback" not in proc.stderr and not (tmp_path / "ok.usd").exists()
 
 
 ROBOT_FILES = ["quadruped.xml", "quadruped.urdf", "arm_2link.xml", "arm_2link.urdf", "arm_7link.xml", "arm_7link.urdf",

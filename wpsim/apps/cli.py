@@ -78,12 +78,12 @@ def cmd_run(args) -> int:
     its USD stage."""
     _quiet_warp()
     from wpsim.apps.run_scene import SoftSceneOptions, check_run_options, robot_scene, simulate_to_usd, soft_scene
-    from wpsim.solvers import SoftContactOptions
     from wpsim.io.robots import is_robot_file
+    from wpsim.solvers import SoftContactOptions
 
     options = SoftSceneOptions(cell_size=args.cell, scale=args.scale, density=args.density,
                                young_modulus=args.young, drop_height=args.height)
-    check_run_options(options, args.out, args.fps)
+    check_run_options(options, args.out, args.fps, args.video)
     quality, dt, soft_contact = None, args.dt, None
     if is_robot_file(args.scene):
         builder, scene = robot_scene(args.scene, floating=args.floating)
@@ -102,8 +102,10 @@ def cmd_run(args) -> int:
               f"{quality['volume_m3'] * 1e6:.3f} cm^3 ({quality['volume_relative_error'] * 100:+.1f} % vs the surface); "
               f"shape quality min {quality['shape_min']:.3f}, dihedral angles "
               f"{quality['dihedral_min_deg']:.0f}-{quality['dihedral_max_deg']:.0f} deg")
-    summary = simulate_to_usd(builder, args.out, args.steps, dt, args.fps, args.solver, args.device, soft_contact)
-    print(f"wrote {summary['usd']}: {summary['frames']} frames at {summary['fps']:.1f} fps; final lowest point "
+    summary = simulate_to_usd(builder, args.out, args.steps, dt, args.fps, args.solver, args.device, soft_contact,
+                              args.video)
+    print(f"wrote {summary['usd']}" + (f" and {summary['video']}" if "video" in summary else "") +
+          f": {summary['frames']} frames at {summary['fps']:.1f} fps; final lowest point "
           f"{summary['final_lowest_z_m'] * 1e3:.2f} mm, max speed {summary['final_max_speed_m_per_s']:.3f} m/s")
     if "unconverged_steps" in summary:
         print(f"implicit solver: {summary['unconverged_steps']} of {args.steps} steps did not converge")
@@ -162,6 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--floating", action="store_true", help="URDF: free-floating root links (default: welded)")
     run.add_argument("--out", default="rollout.usd", help="USD stage to write (.usd, .usda, .usdc)")
     run.add_argument("--fps", type=float, default=60.0, help="frames per second recorded (default: 60)")
+    run.add_argument("--video", default=None,
+                     help="also render the recorded frames (headless ray caster) into this .gif, .mp4 (needs "
+                          "imageio-ffmpeg), .png (an image strip) or folder of PNGs")
     run.add_argument("--solver", choices=("semi-implicit", "implicit"), default="semi-implicit")
     run.add_argument("--contact", choices=("soft", "penalty"), default="soft",
                      help="robots: rigid contact and joint limits as soft constraints solved each step (default; "

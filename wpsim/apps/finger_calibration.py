@@ -199,7 +199,8 @@ def calibrate(data_name: str = "fine", config: FingerConfig | None = None, out=N
               progress: bool = True) -> dict:
     """Fit the finger to the measured run ``data_name`` ("same" or "fine", see ``DATA``);
     with ``out``, write calibration.png (loss, parameters, markers before and after),
-    history.png, calibration.usd (initial and fitted rollouts) and calibration.json.
+    history.png, calibration.usd (initial and fitted rollouts), calibration.gif (the fitted
+    finger with the measured and simulated markers) and calibration.json.
     Returns the report (fitted against true values, RMS marker errors in mm)."""
     from wpsim.io.measurements import load_trajectory
     from wpsim.opt.minimize import minimize
@@ -237,6 +238,7 @@ def _write(out: Path, calibration: FingerCalibration, result, before, after, rep
     write_usd(out / "calibration.usd", calibration,
               {take: {name: entry[take] for name, entry in report["parameters"].items()}
                for take in ("initial", "fitted")})
+    write_video(out / "calibration.gif", calibration, after)
 
 
 def write_usd(path, calibration: FingerCalibration, takes: dict):
@@ -253,6 +255,34 @@ def write_usd(path, calibration: FingerCalibration, takes: dict):
         for state in camera_frames(model, config, calibration.schedule):
             recorder.record(state)
     return recorder.write(path)
+
+
+def write_video(path, calibration: FingerCalibration, simulated: np.ndarray, every: int = 3):
+    """A GIF of the finger with the model's current parameters at every ``every``-th camera
+    frame, the measured markers in blue and ``simulated`` ((frames + 1, M, 3) m) in orange,
+    played at a tenth of real time."""
+    from wpsim.io.render import SceneRenderer, save_images
+
+    config = calibration.config
+    renderer = SceneRenderer(calibration.model, 480, 320)
+    images = []
+    for k, state in enumerate(camera_frames(calibration.model, config, calibration.schedule)):
+        if k % every == 0:
+            if renderer.camera is None:
+                renderer.camera = _framed_with_curl(renderer, *renderer.bounds(state))
+            markers = {"measured": (calibration.measured[k], (0.2, 0.4, 0.95), 1.5e-3),
+                       "simulated": (simulated[k], (1.0, 0.55, 0.1), 1.2e-3)}
+            images.append(renderer.render(state, markers))
+    return save_images(path, images, fps=0.1 / (config.dt * config.frame_every * every))
+
+
+def _framed_with_curl(renderer, lower, upper):
+    """A camera on the finger at rest with room above it for its curl (half its length)."""
+    from wpsim.io.render import frame_camera
+
+    reach = upper[0] - lower[0]
+    return frame_camera(lower - (0.0, 0.0, 0.1 * reach), upper + (0.0, 0.0, 0.6 * reach), 2, renderer.width,
+                        renderer.height, view=(0.2, -1.6, 0.5))
 
 
 def targets(report: dict) -> dict:

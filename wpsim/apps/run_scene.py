@@ -74,10 +74,37 @@ def _tet_mesh_npz(path: Path) -> tuple:
     return vertices[used].astype(np.float64), compact.reshape(-1, 4).astype(np.int64)
 
 
-def check_run_options(options: SoftSceneOptions, out, fps: float):
-    """Reject bad ``wpsim run`` settings before anything is simulated."""
+def check_writable(path, what: str):
+    """Raise ValueError unless a file can be created at ``path`` (its folder exists or can
+    be made, and is writable), naming ``what`` (e.g. the option)."""
+    import os
+    import tempfile
+
+    folder = Path(path).parent if Path(path).suffix else Path(path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".wpsim-write-check-"):
+            pass
+    except OSError as error:
+        raise ValueError(f"{what} {path}: cannot write there ({error.strerror or error})") from None
+    if Path(path).is_dir() and Path(path).suffix:
+        raise ValueError(f"{what} {path}: is a folder")
+    if not os.access(folder, os.W_OK):
+        raise ValueError(f"{what} {path}: the folder is not writable")
+
+
+def check_run_options(options: SoftSceneOptions, out, fps: float, video=None):
+    """Reject bad ``wpsim run`` settings (and unwritable outputs) before anything is
+    simulated."""
+    from wpsim.io.render import VIDEO_SUFFIXES
+
     if Path(out).suffix not in (".usd", ".usda", ".usdc"):
         raise ValueError(f"{out}: the output must be a USD stage (.usd, .usda or .usdc)")
+    check_writable(out, "--out")
+    if video is not None:
+        if Path(video).suffix.lower() not in (*VIDEO_SUFFIXES, ".png", ""):
+            raise ValueError(f"--video {video}: use .gif, .mp4, .png (an image strip) or a folder (numbered PNGs)")
+        check_writable(video, "--video")
     if not fps > 0.0:
         raise ValueError(f"fps must be > 0, got {fps}")
     if not options.drop_height >= 0.0:
@@ -110,10 +137,11 @@ def soft_scene(path, options: SoftSceneOptions) -> tuple:
 
 
 def simulate_to_usd(builder: ModelBuilder, out, steps: int, dt: float, fps: float = 60.0, solver: str = "semi-implicit",
-                    device=None, soft_contact: SoftContactOptions | None = None) -> dict:
+                    device=None, soft_contact: SoftContactOptions | None = None, video=None) -> dict:
     """Simulate ``steps`` steps of ``dt`` s (float64), recording about ``fps`` frames per
-    second into the USD stage ``out``; raises ``SimulationBlowUp`` if the state blows up.
-    ``soft_contact``: rigid contact and joint limits as soft constraints (semi-implicit
+    second into the USD stage ``out`` (and, with ``video``, rendered into that GIF, MP4, PNG
+    strip or folder, ``wpsim.io.render``); raises ``SimulationBlowUp`` if the state blows
+    up. ``soft_contact``: rigid contact and joint limits as soft constraints (semi-implicit
     solver; None: penalty forces). Returns a summary (frames, final height range and speed
     of particles and body origins, Newton statistics)."""
     import warp as wp
@@ -134,25 +162,41 @@ def simulate_to_usd(builder: ModelBuilder, out, steps: int, dt: float, fps: floa
     recorder = UsdRecorder(model, fps=1.0 / (every * dt))
     a, b = model.state(requires_grad=False), model.state(requires_grad=False)
     recorder.record(a)
+    frames = [_copy(model, a)] if video is not None else None
     report_every = max(1, steps // 10)
     for k in range(1, steps + 1):
         stepper.step(a, b, None, dt)
         a, b = b, a
         if k % every == 0:
             recorder.record(a)
+            if frames is not None:
+                frames.append(_copy(model, a))
         if k % report_every == 0:
             q, qd = _points(model, a)
             progress_line(k // report_every, steps // report_every, f"t = {k * dt:.3f} s   lowest point "
                           f"z = {q[:, 2].min() * 1e3:.2f} mm   max speed {np.abs(qd).max():.3f} m/s")
     stepper.check_health()
     path = recorder.write(out)
+    if frames is not None:
+        from wpsim.io.render import render_rollout
+
+        render_rollout(model, frames, video, fps=recorder.fps)
     q, qd = _points(model, a)
     summary = {"usd": str(path), "frames": recorder.frame_count, "fps": recorder.fps, "particles": model.particle_count,
                "tets": model.tet_count, "bodies": model.body_count, "final_lowest_z_m": float(q[:, 2].min()),
                "final_highest_z_m": float(q[:, 2].max()), "final_max_speed_m_per_s": float(np.abs(qd).max())}
     if solver == "implicit":
         summary["unconverged_steps"] = stepper.unconverged_steps
+    if video is not None:
+        summary["video"] = str(video)
     return summary
+
+
+def _copy(model, state):
+    """A State holding ``state``'s positions and velocities."""
+    copy = model.state(requires_grad=False)
+    copy.assign(state)
+    return copy
 
 
 def _points(model, state) -> tuple:

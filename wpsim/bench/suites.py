@@ -17,6 +17,7 @@ from wpsim.bench.checkpoint import checkpoint_suite
 from wpsim.bench.implicit_contact import implicit_contact_suite
 from wpsim.bench.implicit_integration import implicit_integration_suite
 from wpsim.bench.records import progress
+from wpsim.bench.render_speed import render_suite
 from wpsim.bench.scene_speed import forward_suite, rigid_suite
 
 SUITES: dict[str, Callable[..., list]] = {
@@ -25,6 +26,7 @@ SUITES: dict[str, Callable[..., list]] = {
     "implicit_integration": implicit_integration_suite,
     "implicit_contact": implicit_contact_suite,
     "rigid": rigid_suite,
+    "render": render_suite,
 }
 """Registered suites by name; each is ``(device, quick: bool) -> list[dict]`` of records."""
 

@@ -21,6 +21,15 @@ def quat_to_matrix(q) -> np.ndarray:
     )
 
 
+def transform_multiply(a, b) -> np.ndarray:
+    """The pose a * b (7,): b (position m, quaternion x, y, z, w) expressed in frame a."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    (x1, y1, z1, w1), (x2, y2, z2, w2) = a[3:], b[3:]
+    quat = (w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2, w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
+            w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2, w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2)
+    return np.concatenate([a[:3] + quat_to_matrix(a[3:]) @ b[:3], quat])
+
+
 def quat_between(a, b) -> np.ndarray:
     """Unit quaternion (x, y, z, w) rotating unit vector a onto unit vector b."""
     a = np.asarray(a, dtype=np.float64)
