@@ -199,3 +199,29 @@ def test_run_simulates_a_robot_file(tmp_path, scene, extra):
     assert len(bodies) == (2 if scene.startswith("cartpole") else 13)
     translate = bodies[0].GetAttribute("xformOp:translate")
     assert len(translate.GetTimeSamples()) >= 5
+
+
+def test_render_draws_a_stage_that_run_wrote_and_names_bad_input(tmp_path):
+    from PIL import Image
+
+    stage = tmp_path / "finger.usd"
+    proc = run(["run", str(ASSETS / "soft_finger.obj"), "--cell", "0.004", "--steps", "300", "--fps", "100",
+                "--out", str(stage)])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = run(["render", str(stage), "--out", str(tmp_path / "finger.gif"), "--width", "64", "--height", "48"])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "4 frames at 100 fps, 64 x 48 pixels" in proc.stdout
+    with Image.open(tmp_path / "finger.gif") as opened:
+        assert opened.n_frames == 4 and opened.size == (64, 48)
+    (tmp_path / "garbage.usda").write_bytes(b"\x00\x01not usd")
+    (tmp_path / "empty.usd").write_bytes(b"")
+    for args, message in (([str(tmp_path / "missing.usd")], "missing.usd: no such file"),
+                          ([str(tmp_path / "garbage.usda")], "garbage.usda: cannot be read as a USD stage"),
+                          ([str(tmp_path / "empty.usd")], "empty.usd: cannot be read as a USD stage"),
+                          ([str(stage), "--take", "fitted"], "has no takes"),
+                          ([str(stage), "--every", "0"], "every must be an integer >= 1")):
+        out = tmp_path / "bad.gif"
+        proc = run(["render", *args, "--out", str(out)])
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
+        assert not out.exists()

@@ -142,3 +142,36 @@ def test_markers_inside_a_body_are_drawn_over_it():
     assert marked[rows, columns, 2].min() > marked[rows, columns, 0].max()  # blue
     with pytest.raises(ValueError, match="marker set 'bad': positions must be finite"):
         renderer.render(model.state(), {"bad": ([(np.nan, 0.0, 0.0)], (1.0, 0.0, 0.0), 0.05)})
+
+
+def test_a_stage_renders_like_the_rollout_it_records(tmp_path):
+    from wpsim.io.usd_export import UsdRecorder
+    from wpsim.io.usd_render import open_stage, render_stage, stage_frame
+
+    builder = wpsim.ModelBuilder()
+    builder.add_ground_plane()
+    builder.add_particle((0.3, 0.0, 0.5), mass=1.0, radius=0.05)
+    builder.add_cloth_grid((-0.4, -0.2, 0.6), dim_x=2, dim_y=2, cell_x=0.2, cell_y=0.2)
+    for k, add in enumerate((lambda b: builder.add_shape_box(b, hx=0.1, hy=0.05, hz=0.08),
+                             lambda b: builder.add_shape_capsule(b, radius=0.04, half_height=0.1),
+                             lambda b: builder.add_shape_sphere(b, radius=0.07))):
+        body = builder.add_body()
+        add(body)
+        builder.add_joint_free(body, pos=(0.3 * (k - 1), 0.2, 0.25), rot=(0.2, 0.1, 0.3, 0.92))
+    model = builder.finalize(dtype=wp.float64)
+    states = wpsim.simulate(wpsim.SemiImplicitSolver(model), model.state(), 20, 5e-4, keep_states=True)
+    recorder = UsdRecorder(model, fps=20.0)
+    for state in states[::10]:
+        recorder.record(state)
+    stage_path = recorder.write(tmp_path / "scene.usda")
+    renderer = SceneRenderer(model, 160, 120)
+    cam = renderer.frame([states[10]])
+    direct = renderer.render(states[10])
+    stage, _ = open_stage(stage_path)
+    via_usd = renderer.painter.draw(stage_frame(stage, 1.0), cam)
+    differ = np.any(np.abs(direct.astype(int) - via_usd.astype(int)) > 8, axis=-1)
+    assert differ.mean() < 0.01, f"{differ.mean():.3%} of the pixels differ"
+    summary = render_stage(stage_path, tmp_path / "scene.gif", width=80, height=60)
+    assert summary["frames"] == 3 and summary["fps"] == 20.0
+    with pytest.raises(ValueError, match="has no takes"):
+        render_stage(stage_path, tmp_path / "x.gif", take="fitted")

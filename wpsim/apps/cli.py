@@ -1,4 +1,4 @@
-"""The ``wpsim`` command line: demo, gradcheck, bench, run, sysid."""
+"""The ``wpsim`` command line: demo, gradcheck, bench, run, render, sysid."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import json
 import sys
+from pathlib import Path
 
 
 def _quiet_warp():
@@ -112,6 +113,25 @@ def cmd_run(args) -> int:
     return 0
 
 
+def cmd_render(args) -> int:
+    """Render a USD stage (e.g. one ``wpsim run`` or the demo wrote) into a video or pictures."""
+    _quiet_warp()
+    from wpsim.apps.run_scene import check_writable
+    from wpsim.io.render import VIDEO_SUFFIXES
+    from wpsim.io.usd_render import render_stage
+
+    if Path(args.out).suffix.lower() not in (*VIDEO_SUFFIXES, ".png", ""):
+        raise ValueError(f"--out {args.out}: use .gif, .mp4, .png (an image strip) or a folder (numbered PNGs)")
+    if args.width < 1 or args.height < 1:
+        raise ValueError(f"--width and --height must be >= 1 pixel, got {args.width} x {args.height}")
+    check_writable(args.out, "--out")
+    summary = render_stage(args.stage, args.out, args.take, args.width, args.height, args.every, args.device)
+    take = f" (take {summary['take']})" if summary["take"] else ""
+    print(f"wrote {summary['out']}: {summary['frames']} frames{take} at {summary['fps']:.3g} fps, "
+          f"{args.width} x {args.height} pixels")
+    return 0
+
+
 def cmd_sysid(args) -> int:
     """Fit a robot's parameters to a measured run; print fitted vs initial values and write
     the report, plots and the calibrated robot."""
@@ -181,6 +201,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     from wpsim.opt.minimize import METHODS
     from wpsim.opt.sysid import FAMILIES
+
+    render = sub.add_parser("render", help="render a USD stage's rollout (headless ray caster) into a .gif, .mp4, "
+                                           ".png strip or folder of PNGs")
+    render.add_argument("stage", help="USD stage (.usd, .usda, .usdc), e.g. written by wpsim run or wpsim demo")
+    render.add_argument("--out", default="rollout.gif", help="output: .gif, .mp4 (needs imageio-ffmpeg), .png (an "
+                                                             "image strip) or a folder (default: %(default)s)")
+    render.add_argument("--take", default=None, help="the take to show when the stage has several (default: the last)")
+    render.add_argument("--width", type=int, default=480, help="pixels (default: %(default)s)")
+    render.add_argument("--height", type=int, default=360, help="pixels (default: %(default)s)")
+    render.add_argument("--every", type=int, default=1, help="render every N-th time code (default: 1)")
+    render.add_argument("--device", default=None, help="Warp device, e.g. cpu or cuda:0")
+    render.set_defaults(func=cmd_render)
 
     sysid = sub.add_parser("sysid", help="fit a robot's masses, damping, armature to a measured joint trajectory "
                                          "with its applied torques (CSV or NPZ)")

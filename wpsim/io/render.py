@@ -85,6 +85,121 @@ def frame_camera(lower, upper, up_axis: int = 2, width: int = 640, height: int =
     return Camera(tuple(centre + distance * direction), tuple(centre), tuple(up), fov_deg, int(width), int(height))
 
 
+@dataclass
+class Frame:
+    """What one picture shows, in world coordinates (m) and RGB colours in [0, 1].
+
+    shape_kind (S,): ``SHAPE_PLANE``, ``SHAPE_SPHERE``, ``SHAPE_BOX`` or ``SHAPE_CAPSULE``;
+    shape_pose (S, 7): position, quaternion x, y, z, w; shape_size (S, 3): sphere (r, -, -),
+    box half extents, capsule (r, half height along local z, -); shape_color (S, 3);
+    points (P, 3) and faces (F, 3): one triangle mesh, face_color (F, 3); sphere_centre
+    (N, 3), sphere_radius (N,), sphere_color (N, 3).
+    """
+
+    shape_kind: np.ndarray
+    shape_pose: np.ndarray
+    shape_size: np.ndarray
+    shape_color: np.ndarray
+    points: np.ndarray
+    faces: np.ndarray
+    face_color: np.ndarray
+    sphere_centre: np.ndarray
+    sphere_radius: np.ndarray
+    sphere_color: np.ndarray
+
+    def bounds(self) -> tuple:
+        """(lower, upper) corners (m) of everything but the planes ((-1, 1) cube if empty)."""
+        corners = [self.points] if len(self.points) else []
+        if len(self.sphere_centre):
+            corners += [self.sphere_centre - self.sphere_radius[:, None], self.sphere_centre + self.sphere_radius[:, None]]
+        for kind, pose, size in zip(self.shape_kind, self.shape_pose, self.shape_size):
+            if kind != SHAPE_PLANE:
+                reach = {SHAPE_SPHERE: size[0], SHAPE_CAPSULE: size[0] + size[1]}.get(int(kind), np.linalg.norm(size))
+                corners.append(pose[:3] + np.array([[-reach] * 3, [reach] * 3]))
+        if not corners:
+            return np.full(3, -1.0), np.full(3, 1.0)
+        stacked = np.concatenate(corners)
+        return stacked.min(axis=0), stacked.max(axis=0)
+
+
+def _sphere_rows(markers: dict) -> tuple:
+    """(centres (N, 3), radii (N,), colours (N, 3)) of marker sets name -> (points (N, 3) m,
+    RGB colour, radius m)."""
+    centres, radii, colors = [np.zeros((0, 3))], [np.zeros(0)], [np.zeros((0, 3))]
+    for name, (points, color, radius) in markers.items():
+        points = np.asarray(points, np.float64).reshape(-1, 3)
+        if not np.isfinite(points).all() or not radius > 0.0:
+            raise ValueError(f"marker set {name!r}: positions must be finite and the radius > 0 m")
+        centres.append(points)
+        radii.append(np.full(len(points), radius))
+        colors.append(np.tile(color, (len(points), 1)))
+    return np.concatenate(centres), np.concatenate(radii), np.concatenate(colors)
+
+
+class Painter:
+    """Draws ``Frame``s on ``device`` with the ray caster; keeps the triangle mesh between
+    frames of one topology (refitted, not rebuilt)."""
+
+    def __init__(self, device=None):
+        self.device = wp.get_device(device)
+        self._mesh, self._faces, self._bvhs = None, None, []
+
+    def draw(self, frame: Frame, camera: Camera, markers: dict | None = None) -> np.ndarray:
+        """(camera.height, camera.width, 3) uint8 image of ``frame``, with ``markers``: name ->
+        (points (N, 3) m, RGB colour in [0, 1], radius m) drawn as spheres over everything."""
+        vec3 = lambda values: wp.array(np.asarray(values, np.float32).reshape(-1, 3), dtype=wp.vec3,  # noqa: E731
+                                       device=self.device)
+        self._bvhs = []  # the sphere BVHs live until the next draw
+        scene = kernels.Scene()
+        scene.shape_kind = wp.array(np.asarray(frame.shape_kind, np.int32), dtype=int, device=self.device)
+        scene.shape_pose = wp.array(np.asarray(frame.shape_pose, np.float32).reshape(-1, 7), dtype=wp.transform,
+                                    device=self.device)
+        scene.shape_size, scene.shape_color = vec3(frame.shape_size), vec3(frame.shape_color)
+        scene.mesh, scene.face_color = self._mesh_id(frame), vec3(frame.face_color)
+        spheres = (frame.sphere_centre, frame.sphere_radius, frame.sphere_color)
+        (scene.sphere_centre, scene.sphere_radius, scene.sphere_color, scene.spheres) = self._sphere_set(*spheres)
+        (scene.marker_centre, scene.marker_radius, scene.marker_color,
+         scene.markers) = self._sphere_set(*_sphere_rows(markers or {}))
+        lower, upper = frame.bounds()
+        scene.checker_cell = float(max(np.max(upper - lower), 0.05)) / 2.0
+        forward, right, up = camera.basis()
+        light = np.asarray(camera.up, np.float64) * 2.0 + right * 0.6 - forward * 0.5
+        image = wp.zeros((camera.height, camera.width), dtype=wp.vec3, device=self.device)
+        wp.launch(kernels.render_pixels, dim=(camera.height, camera.width), device=self.device,
+                  inputs=[scene, wp.vec3(*camera.eye), wp.vec3(*forward), wp.vec3(*right), wp.vec3(*up),
+                          math.tan(math.radians(camera.fov_deg) / 2.0), camera.width, camera.height,
+                          wp.vec3(*(light / np.linalg.norm(light))), wp.vec3(*BACKGROUND)],
+                  outputs=[image])
+        return (np.clip(image.numpy(), 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+
+    def _mesh_id(self, frame: Frame) -> wp.uint64:
+        """The id of the frame's triangle mesh (0 without triangles)."""
+        if len(frame.faces) == 0:
+            return wp.uint64(0)
+        points = wp.array(np.asarray(frame.points, np.float32), dtype=wp.vec3, device=self.device)
+        faces = np.asarray(frame.faces, np.int32)
+        if self._mesh is None or not np.array_equal(self._faces, faces):
+            self._faces = faces
+            self._mesh = wp.Mesh(points=points, indices=wp.array(faces.ravel(), dtype=int, device=self.device))
+        else:
+            self._mesh.points.assign(points)
+            self._mesh.refit()
+        return wp.uint64(self._mesh.id)
+
+    def _sphere_set(self, centres, radii, colors) -> tuple:
+        """(centres, radii, colours, BVH id or 0) on the device."""
+        centres = np.asarray(centres, np.float32).reshape(-1, 3)
+        radii = np.asarray(radii, np.float32).reshape(-1)
+        arrays = (wp.array(centres, dtype=wp.vec3, device=self.device), wp.array(radii, dtype=float, device=self.device),
+                  wp.array(np.asarray(colors, np.float32).reshape(-1, 3), dtype=wp.vec3, device=self.device))
+        if len(centres) == 0:
+            return (*arrays, wp.uint64(0))
+        bvh = wp.Bvh(wp.array(centres - radii[:, None], dtype=wp.vec3, device=self.device),
+                     wp.array(centres + radii[:, None], dtype=wp.vec3, device=self.device))
+        self._bvhs.append(bvh)
+        return (*arrays, wp.uint64(bvh.id))
+
+
 class SceneRenderer:
     """Images of the states of ``model`` (see the module docstring), ``width`` x ``height``
     pixels, or the size of ``camera`` when one is given; ``camera`` None frames each
@@ -96,17 +211,12 @@ class SceneRenderer:
         if width < 1 or height < 1:
             raise ValueError(f"image size must be at least 1 x 1 pixels, got {width} x {height}")
         self.model, self.width, self.height, self.camera = model, int(width), int(height), camera
-        self.device = model.device
+        self.painter = Painter(model.device)
         kinds, bodies = model.shape_kind.numpy(), model.shape_body.numpy()
         self._shape_rows = np.flatnonzero(kinds != SHAPE_MESH)
-        self._shape_kind = wp.array(kinds[self._shape_rows].astype(np.int32), dtype=int, device=self.device)
-        sizes = model.shape_size.numpy().astype(np.float32)[self._shape_rows]
-        self._shape_size = wp.array(sizes, dtype=wp.vec3, device=self.device)
-        colors = np.array([GROUND_COLOR if kinds[s] == SHAPE_PLANE else PALETTE[max(bodies[s], 0) % len(PALETTE)]
-                           for s in self._shape_rows], dtype=np.float32).reshape(-1, 3)
-        self._shape_color = wp.array(colors, dtype=wp.vec3, device=self.device)
+        self._shape_color = np.array([GROUND_COLOR if kinds[s] == SHAPE_PLANE else PALETTE[max(bodies[s], 0) % len(PALETTE)]
+                                      for s in self._shape_rows], dtype=np.float64).reshape(-1, 3)
         self._surfaces()
-        self._mesh, self._bvhs = None, []
 
     def _surfaces(self):
         """The triangle soup (particle surfaces, then mesh shapes in their shape frames) and
@@ -130,126 +240,61 @@ class SceneRenderer:
             colors.append(np.tile(PALETTE[max(bodies[shape], 0) % len(PALETTE)], (len(mesh_faces), 1)))
             start += len(vertices)
         self._soup_points = start
-        self._faces = np.concatenate(faces).astype(np.int32)
-        self._face_color = wp.array(np.concatenate(colors).astype(np.float32).reshape(-1, 3), dtype=wp.vec3,
-                                    device=self.device)
+        self._faces = np.concatenate(faces).astype(np.int64).reshape(-1, 3)
+        self._face_color = np.concatenate(colors).reshape(-1, 3)
 
-    # ------------------------------------------------------------------ placing
     def _poses(self, state) -> np.ndarray:
         """(C, 7) world poses of every shape (static ones as given)."""
         from wpsim.core.geometry import transform_multiply
         from wpsim.solvers.kinematics import eval_fk
 
         m = self.model
-        local = m.shape_transform.numpy().astype(np.float64)
+        local = m.shape_transform.numpy().astype(np.float64).reshape(-1, 7)
         if m.body_count == 0:
             return local
         body_q = eval_fk(m, state).body_q.numpy().astype(np.float64)
         bodies = m.shape_body.numpy()
         return np.array([transform_multiply(body_q[b], x) if b >= 0 else x for b, x in zip(bodies, local)])
 
-    def _points(self, state, poses: np.ndarray) -> np.ndarray:
-        """(soup points, 3) world positions of the triangle soup's vertices."""
+    def frame_of(self, state) -> Frame:
+        """The ``Frame`` ``state`` shows (body poses from its joint coordinates)."""
         from wpsim.core.geometry import quat_to_matrix
 
+        m = self.model
+        poses = self._poses(state)
+        particles = state.particle_q.numpy().astype(np.float64).reshape(-1, 3)
         points = np.empty((self._soup_points, 3))
-        points[: self.model.particle_count] = state.particle_q.numpy()
+        points[: m.particle_count] = particles
         for shape, start, vertices in self._mesh_shapes:
             pose = poses[shape]
             points[start:start + len(vertices)] = vertices @ quat_to_matrix(pose[3:]).T + pose[:3]
-        return points
+        return Frame(m.shape_kind.numpy()[self._shape_rows], poses[self._shape_rows],
+                     m.shape_size.numpy().astype(np.float64)[self._shape_rows], self._shape_color, points, self._faces,
+                     self._face_color, particles[self._free], m.particle_radius.numpy().astype(np.float64)[self._free],
+                     np.tile(PARTICLE_COLOR, (self._free.size, 1)))
 
     def bounds(self, state) -> tuple:
         """(lower, upper) corners (m) of what ``state`` shows, planes left out."""
-        poses = self._poses(state)
-        points = [self._points(state, poses)] if self._soup_points else []
-        kinds, sizes = self.model.shape_kind.numpy(), self.model.shape_size.numpy()
-        for s in self._shape_rows:
-            if kinds[s] != SHAPE_PLANE:
-                reach = {SHAPE_SPHERE: sizes[s][0], SHAPE_CAPSULE: sizes[s][0] + sizes[s][1]}.get(
-                    int(kinds[s]), np.linalg.norm(sizes[s]))
-                points.append(poses[s][:3] + np.array([[-reach] * 3, [reach] * 3]))
-        if not points:
-            return np.full(3, -1.0), np.full(3, 1.0)
-        stacked = np.concatenate(points)
-        return stacked.min(axis=0), stacked.max(axis=0)
+        return self.frame_of(state).bounds()
 
     def frame(self, states) -> Camera:
         """Fix the camera to one that sees every state of ``states`` whole."""
-        corners = np.array([corner for state in states for corner in self.bounds(state)])
-        self.camera = frame_camera(corners.min(axis=0), corners.max(axis=0), self.model.up_axis, self.width,
-                                   self.height)
+        self.camera = camera_for([self.frame_of(state) for state in states], self.model.up_axis, self.width,
+                                 self.height)
         return self.camera
 
-    # ------------------------------------------------------------------ rendering
     def render(self, state, markers: dict | None = None) -> np.ndarray:
         """(height, width, 3) uint8 image of ``state``, with ``markers``: name -> (points
         (N, 3) m, RGB colour in [0, 1], radius m) drawn as spheres over everything."""
-        camera = self.camera or frame_camera(*self.bounds(state), self.model.up_axis, self.width, self.height)
-        poses = self._poses(state)
-        shape_pose = wp.array(poses[self._shape_rows].astype(np.float32), dtype=wp.transform, device=self.device)
-        mesh_id = self._update_mesh(self._points(state, poses)) if len(self._faces) else 0
-        self._bvhs = []
-        spheres = self._particle_spheres(state)
-        markers = self._marker_spheres(markers or {})
-        forward, right, up = camera.basis()
-        lower, upper = self.bounds(state)
-        cell = float(max(np.max(upper - lower), 0.05)) / 2.0
-        light = np.asarray(camera.up, np.float64) * 2.0 + right * 0.6 - forward * 0.5
-        scene = kernels.Scene()
-        scene.shape_kind, scene.shape_pose, scene.shape_size = self._shape_kind, shape_pose, self._shape_size
-        scene.shape_color, scene.face_color = self._shape_color, self._face_color
-        scene.sphere_centre, scene.sphere_radius, scene.sphere_color, scene.spheres = spheres
-        scene.marker_centre, scene.marker_radius, scene.marker_color, scene.markers = markers
-        scene.mesh, scene.checker_cell = wp.uint64(mesh_id), cell
-        image = wp.zeros((camera.height, camera.width), dtype=wp.vec3, device=self.device)
-        wp.launch(kernels.render_pixels, dim=(camera.height, camera.width), device=self.device,
-                  inputs=[scene, wp.vec3(*camera.eye), wp.vec3(*forward), wp.vec3(*right), wp.vec3(*up),
-                          math.tan(math.radians(camera.fov_deg) / 2.0), camera.width, camera.height,
-                          wp.vec3(*(light / np.linalg.norm(light))), wp.vec3(*BACKGROUND)],
-                  outputs=[image])
-        return (np.clip(image.numpy(), 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+        frame = self.frame_of(state)
+        camera = self.camera or camera_for([frame], self.model.up_axis, self.width, self.height)
+        return self.painter.draw(frame, camera, markers)
 
-    def _update_mesh(self, points: np.ndarray) -> int:
-        """The id of the triangle soup's ``wp.Mesh`` at ``points`` (built once, then refitted)."""
-        points = wp.array(points.astype(np.float32), dtype=wp.vec3, device=self.device)
-        if self._mesh is None:
-            self._mesh = wp.Mesh(points=points, indices=wp.array(self._faces.ravel(), dtype=int, device=self.device))
-        else:
-            self._mesh.points.assign(points)
-            self._mesh.refit()
-        return self._mesh.id
 
-    def _sphere_set(self, centres, radii, colors) -> tuple:
-        """(centres, radii, colours, BVH id or 0) on the device; the BVH is kept alive in
-        ``self._bvhs`` until the next render."""
-        centres = np.asarray(centres, np.float32).reshape(-1, 3)
-        radii = np.asarray(radii, np.float32).reshape(-1)
-        arrays = (wp.array(centres, dtype=wp.vec3, device=self.device), wp.array(radii, dtype=float, device=self.device),
-                  wp.array(np.asarray(colors, np.float32).reshape(-1, 3), dtype=wp.vec3, device=self.device))
-        if len(centres) == 0:
-            return (*arrays, wp.uint64(0))
-        bvh = wp.Bvh(wp.array(centres - radii[:, None], dtype=wp.vec3, device=self.device),
-                     wp.array(centres + radii[:, None], dtype=wp.vec3, device=self.device))
-        self._bvhs.append(bvh)
-        return (*arrays, wp.uint64(bvh.id))
-
-    def _particle_spheres(self, state) -> tuple:
-        """The free particles as a sphere set."""
-        return self._sphere_set(state.particle_q.numpy()[self._free], self.model.particle_radius.numpy()[self._free],
-                                np.tile(PARTICLE_COLOR, (self._free.size, 1)))
-
-    def _marker_spheres(self, markers: dict) -> tuple:
-        """The markers (name -> (points (N, 3) m, RGB colour, radius m)) as a sphere set."""
-        centres, radii, colors = [np.zeros((0, 3))], [np.zeros(0)], [np.zeros((0, 3))]
-        for name, (points, color, radius) in markers.items():
-            points = np.asarray(points, np.float64).reshape(-1, 3)
-            if not np.isfinite(points).all() or not radius > 0.0:
-                raise ValueError(f"marker set {name!r}: positions must be finite and the radius > 0 m")
-            centres.append(points)
-            radii.append(np.full(len(points), radius))
-            colors.append(np.tile(color, (len(points), 1)))
-        return self._sphere_set(np.concatenate(centres), np.concatenate(radii), np.concatenate(colors))
+def camera_for(frames, up_axis: int, width: int, height: int) -> Camera:
+    """``frame_camera`` for the bounds of all ``frames``."""
+    corners = np.array([corner for frame in frames for corner in frame.bounds()])
+    return frame_camera(corners.min(axis=0), corners.max(axis=0), up_axis, width, height)
 
 
 def image_strip(images, columns: int = 4) -> np.ndarray:

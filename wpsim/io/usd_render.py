@@ -1,0 +1,181 @@
+"""Pictures of a USD stage: the geometry prims of a stage (the ones wpsim writes: Mesh,
+Points, Sphere, Cube, Capsule, Plane, at every time code) read back into
+``wpsim.io.render.Frame``s and drawn by the same ray caster.
+
+A prim's world transform comes from its xform ops at each time code; a Cube is a box of
+half extents size / 2 times its scale, a Capsule is turned so that its axis is the ray
+caster's local z, a Plane is infinite. Colours: soft-body surfaces, cloth and particles as
+in ``wpsim.io.render``; the shapes of ``body_<b>`` in body b's palette colour. A stage
+with the variant set ``iteration`` (several takes, ``UsdRecorder.write``) shows one take.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from wpsim.io.render import (
+    CLOTH_COLOR,
+    GROUND_COLOR,
+    PALETTE,
+    PARTICLE_COLOR,
+    SOFT_COLOR,
+    Frame,
+    Painter,
+    camera_for,
+    save_images,
+)
+from wpsim.kernels.enums import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_PLANE, SHAPE_SPHERE
+
+TAKE_SET = "iteration"
+"""Variant set of the takes in a stage that ``UsdRecorder`` wrote."""
+
+
+def open_stage(path, take: str | None = None):
+    """(stage, chosen take or None) of the USD file ``path``, with take ``take`` selected
+    (default: the last one) when the stage has several."""
+    from pxr import Usd
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file")
+    try:
+        stage = Usd.Stage.Open(str(path))
+    except Exception:  # USD raises its own error type with internal text
+        stage = None
+    if stage is None:
+        raise ValueError(f"{path}: cannot be read as a USD stage")
+    world = stage.GetDefaultPrim() or stage.GetPrimAtPath("/World")
+    sets = world.GetVariantSets() if world else None
+    if sets is None or not sets.HasVariantSet(TAKE_SET):
+        if take is not None:
+            raise ValueError(f"{path}: the stage has no takes (variant set {TAKE_SET!r}); drop --take")
+        return stage, None
+    variants = sets.GetVariantSet(TAKE_SET)
+    names = variants.GetVariantNames()
+    chosen = names[-1] if take is None else take
+    if chosen not in names:
+        raise ValueError(f"{path}: no take {chosen!r}; the stage has {', '.join(names)}")
+    variants.SetVariantSelection(chosen)
+    return stage, chosen
+
+
+def _decompose(matrix) -> tuple:
+    """(position (3,), quaternion x, y, z, w, scale (3,)) of a USD world matrix."""
+    from pxr import Gf
+
+    transform = Gf.Transform(matrix)
+    quat = transform.GetRotation().GetQuat()
+    imaginary = quat.GetImaginary()
+    return (np.array(transform.GetTranslation()), np.array([*imaginary, quat.GetReal()]),
+            np.array(transform.GetScale()))
+
+
+def _apply(matrix, points: np.ndarray) -> np.ndarray:
+    """(N, 3) points moved by a USD matrix (row vectors: p M)."""
+    m = np.array(matrix, np.float64)
+    return points @ m[:3, :3] + m[3, :3]
+
+
+def _body_color(prim) -> np.ndarray:
+    """Palette colour of the body_<b> above ``prim`` (white for static shapes)."""
+    while prim and prim.GetPath().pathString != "/":
+        name = prim.GetName()
+        if name.startswith("body_") and name[5:].isdigit():
+            return PALETTE[int(name[5:]) % len(PALETTE)]
+        prim = prim.GetParent()
+    return np.array(GROUND_COLOR, np.float64)
+
+
+_CAPSULE_TURN = {"X": (0.0, np.sqrt(0.5), 0.0, np.sqrt(0.5)), "Y": (-np.sqrt(0.5), 0.0, 0.0, np.sqrt(0.5)),
+                 "Z": (0.0, 0.0, 0.0, 1.0)}
+"""Quaternion (x, y, z, w) turning local z onto a USD capsule's axis."""
+
+
+def stage_frame(stage, time: float) -> Frame:
+    """The ``Frame`` of ``stage``'s geometry at time code ``time``."""
+    from pxr import Usd, UsdGeom
+
+    from wpsim.core.geometry import transform_multiply
+
+    cache = UsdGeom.XformCache(time)
+    shapes, points, faces, face_colors, spheres = [], [], [], [], []
+    count = 0
+    for prim in stage.Traverse(Usd.TraverseInstanceProxies()):
+        if not prim.IsA(UsdGeom.Gprim) or UsdGeom.Imageable(prim).ComputeVisibility(time) == UsdGeom.Tokens.invisible:
+            continue
+        matrix = cache.GetLocalToWorldTransform(prim)
+        position, quat, scale = _decompose(matrix)
+        pose = np.concatenate([position, quat])
+        if prim.IsA(UsdGeom.Mesh):
+            mesh = UsdGeom.Mesh(prim)
+            local = np.asarray(mesh.GetPointsAttr().Get(time), np.float64).reshape(-1, 3)
+            counts = np.asarray(mesh.GetFaceVertexCountsAttr().Get(time) or [], np.int64)
+            indices = np.asarray(mesh.GetFaceVertexIndicesAttr().Get(time) or [], np.int64)
+            world = _apply(matrix, local)
+            starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+            tris = [(indices[s], indices[s + k], indices[s + k + 1]) for s, n in zip(starts, counts)
+                    for k in range(1, n - 1)]
+            color = {"soft": SOFT_COLOR, "cloth": CLOTH_COLOR}.get(prim.GetName(), _body_color(prim))
+            points.append(world)
+            faces.append(np.asarray(tris, np.int64).reshape(-1, 3) + count)
+            face_colors.append(np.tile(color, (len(tris), 1)))
+            count += len(world)
+        elif prim.IsA(UsdGeom.Points):
+            geom = UsdGeom.Points(prim)
+            local = np.asarray(geom.GetPointsAttr().Get(time), np.float64).reshape(-1, 3)
+            widths = np.asarray(geom.GetWidthsAttr().Get(time) or [0.02], np.float64)
+            world = _apply(matrix, local)
+            radii = np.broadcast_to(widths, (len(world),)) * 0.5 * scale.max()
+            spheres.append((world, radii))
+        elif prim.IsA(UsdGeom.Sphere):
+            radius = UsdGeom.Sphere(prim).GetRadiusAttr().Get(time) * scale.max()
+            shapes.append((SHAPE_SPHERE, pose, (radius, 0.0, 0.0), _body_color(prim)))
+        elif prim.IsA(UsdGeom.Cube):
+            half = 0.5 * UsdGeom.Cube(prim).GetSizeAttr().Get(time) * scale
+            shapes.append((SHAPE_BOX, pose, half, _body_color(prim)))
+        elif prim.IsA(UsdGeom.Capsule):
+            capsule = UsdGeom.Capsule(prim)
+            turned = transform_multiply(pose, np.array([0.0, 0.0, 0.0, *_CAPSULE_TURN[capsule.GetAxisAttr().Get()]]))
+            size = (capsule.GetRadiusAttr().Get(time) * scale.max(), 0.5 * capsule.GetHeightAttr().Get(time) * scale.max(),
+                    0.0)
+            shapes.append((SHAPE_CAPSULE, turned, size, _body_color(prim)))
+        elif prim.IsA(UsdGeom.Plane):
+            axis = UsdGeom.Plane(prim).GetAxisAttr().Get()
+            turned = transform_multiply(pose, np.array([0.0, 0.0, 0.0, *_CAPSULE_TURN[axis]]))
+            shapes.append((SHAPE_PLANE, turned, (0.0, 0.0, 0.0), np.array(GROUND_COLOR, np.float64)))
+    centres = np.concatenate([c for c, _ in spheres]) if spheres else np.zeros((0, 3))
+    radii = np.concatenate([r for _, r in spheres]) if spheres else np.zeros(0)
+    return Frame(np.array([s[0] for s in shapes], np.int64), np.array([s[1] for s in shapes]).reshape(-1, 7),
+                 np.array([s[2] for s in shapes], np.float64).reshape(-1, 3),
+                 np.array([s[3] for s in shapes], np.float64).reshape(-1, 3),
+                 np.concatenate(points) if points else np.zeros((0, 3)),
+                 np.concatenate(faces) if faces else np.zeros((0, 3), np.int64),
+                 np.concatenate(face_colors) if face_colors else np.zeros((0, 3)), centres, radii,
+                 np.tile(PARTICLE_COLOR, (len(centres), 1)))
+
+
+def stage_times(stage, every: int = 1) -> list:
+    """Every ``every``-th time code from the stage's start to its end (integers)."""
+    start, end = stage.GetStartTimeCode(), stage.GetEndTimeCode()
+    return [float(t) for t in np.arange(start, end + 0.5, every)]
+
+
+def render_stage(path, out, take: str | None = None, width: int = 480, height: int = 360, every: int = 1,
+                 device=None) -> dict:
+    """Render every ``every``-th time code of the stage ``path`` (one camera framing all of
+    them) into ``out`` (``save_images``: .gif, .mp4, .png strip or a folder) at the stage's
+    time codes per second / every. Returns {"out", "frames", "fps", "take"}."""
+    from pxr import UsdGeom
+
+    if int(every) != every or every < 1:
+        raise ValueError(f"every must be an integer >= 1, got {every}")
+    stage, chosen = open_stage(path, take)
+    frames = [stage_frame(stage, t) for t in stage_times(stage, int(every))]
+    up = {"Z": 2, "Y": 1}.get(str(UsdGeom.GetStageUpAxis(stage)), 2)
+    camera = camera_for(frames, up, width, height)
+    painter = Painter(device)
+    fps = stage.GetTimeCodesPerSecond() / every
+    written = save_images(out, [painter.draw(frame, camera) for frame in frames], fps)
+    return {"out": str(written), "frames": len(frames), "fps": fps, "take": chosen}
