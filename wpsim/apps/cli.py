@@ -32,7 +32,8 @@ def cmd_demo(args) -> int:
     print("calibrating the soft finger against assets/soft_finger_markers_fine.csv (finer mesh, 0.5 mm noise)")
     report = calibrate("fine", FingerConfig(iterations=args.iterations or 40), args.out, args.device)
     print(describe(report))
-    print(f"wrote {args.out}/calibration.png, history.png, calibration.usd (variants 'initial' and 'fitted'), "
+    print(f"wrote {args.out}/calibration.png, history.png, calibration.gif (the fitted finger and its markers), "
+          "calibration.usd (variants 'initial' and 'fitted'), "
           "calibration.json")
     return 0 if report["fit"]["success"] and targets(report)["markers_within_1_mm"] else 1
 
