@@ -225,3 +225,42 @@ def test_render_draws_a_stage_that_run_wrote_and_names_bad_input(tmp_path):
         lines = [line for line in proc.stderr.splitlines() if line.strip()]
         assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
         assert not out.exists()
+
+
+def test_every_option_has_help_and_the_version_is_printed():
+    import argparse
+
+    from wpsim import __version__
+    from wpsim.apps.cli import build_parser
+
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    missing = [f"{name} {'/'.join(action.option_strings) or action.dest}"
+               for name, sub in subparsers.choices.items() for action in sub._actions
+               if not isinstance(action, argparse._HelpAction) and not action.help]
+    assert not missing, f"options without help text: {missing}"
+    without_device = [name for name, sub in subparsers.choices.items()
+                  if not any(a.dest == "device" for a in sub._actions)]
+    assert not without_device, f"subcommands without --device: {without_device}"
+    proc = run(["--version"])
+    assert proc.returncode == 0 and proc.stdout.strip() == f"wpsim {__version__}"
+    assert (ASSETS.parent / "LICENSE").read_text().lstrip().startswith("Apache License")
+
+
+def test_a_blow_up_is_one_line_with_what_to_try(tmp_path):
+    out = tmp_path / "quadruped.usd"
+    proc = run(["run", str(ASSETS / "quadruped.xml"), "--contact", "penalty", "--steps", "2000", "--out", str(out)])
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert last.startswith("wpsim run: simulation failed: world 0 blew up at step ") and "--contact soft" in last
+    assert not out.exists()
+
+
+def test_the_mesher_cell_defaults_from_the_mesh_and_bad_meshes_are_warned(tmp_path):
+    default = run(["run", str(ASSETS / "icosphere.stl"), "--steps", "2", "--out", str(tmp_path / "a.usd")])
+    assert default.returncode == 0, default.stderr[-2000:]
+    tets = int(default.stdout.split("icosphere.stl: ")[1].split(" tets")[0])
+    assert tets <= 20_000 and "wpsim run: warning" not in default.stderr
+    coarse = run(["run", str(ASSETS / "icosphere.stl"), "--cell", "0.0167", "--steps", "2", "--out",
+                  str(tmp_path / "b.usd")])
+    assert coarse.returncode == 0 and "wpsim run: warning: the tet mesh's volume is -19 % off" in coarse.stderr

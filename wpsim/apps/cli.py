@@ -49,8 +49,10 @@ def cmd_gradcheck(args) -> int:
         progress_line(done, total, f"{row['solver']:<14} {row['family']:<22} {row['param']:<25} "
                       f"rel. error {row['rel_error']:.2e}  {status}", stream=sys.stderr)
 
+    import warp as wp
+
     # Warp prints module-load lines on stdout; keep stdout for the result.
-    with contextlib.redirect_stdout(sys.stderr):
+    with contextlib.redirect_stdout(sys.stderr), wp.ScopedDevice(args.device):
         rows = run_audit(progress)
     failed = [r for r in rows if not r["ok"]]
     if args.json:
@@ -79,7 +81,14 @@ def cmd_run(args) -> int:
     """Simulate a robot file, or a soft body from a mesh file dropped on the ground; write
     its USD stage."""
     _quiet_warp()
-    from wpsim.apps.run_scene import SoftSceneOptions, check_run_options, robot_scene, simulate_to_usd, soft_scene
+    from wpsim.apps.run_scene import (
+        SoftSceneOptions,
+        check_run_options,
+        mesh_warnings,
+        robot_scene,
+        simulate_to_usd,
+        soft_scene,
+    )
     from wpsim.io.robots import is_robot_file
     from wpsim.solvers import SoftContactOptions
 
@@ -100,10 +109,12 @@ def cmd_run(args) -> int:
         builder, quality = soft_scene(args.scene, options)
         dt = dt or 1e-4
     if quality is not None:
-        print(f"{args.scene}: {quality['tets']} tets of {args.cell * 1e3:.1f} mm cells; volume "
+        print(f"{args.scene}: {quality['tets']} tets of {quality['cell_size_m'] * 1e3:.1f} mm cells; volume "
               f"{quality['volume_m3'] * 1e6:.3f} cm^3 ({quality['volume_relative_error'] * 100:+.1f} % vs the surface); "
               f"shape quality min {quality['shape_min']:.3f}, dihedral angles "
               f"{quality['dihedral_min_deg']:.0f}-{quality['dihedral_max_deg']:.0f} deg")
+        for warning in mesh_warnings(quality):
+            print(f"wpsim run: warning: {warning}", file=sys.stderr)
     summary = simulate_to_usd(builder, args.out, args.steps, dt, args.fps, args.solver, args.device, soft_contact,
                               args.video)
     print(f"wrote {summary['usd']}" + (f" and {summary['video']}" if "video" in summary else "") +
@@ -150,7 +161,14 @@ def cmd_sysid(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = version("wpsim")
+    except PackageNotFoundError:  # run from a source tree that pip never installed
+        installed = "unknown (not installed)"
     parser = argparse.ArgumentParser(prog="wpsim", description="wpsim: differentiable physics on NVIDIA Warp")
+    parser.add_argument("--version", action="version", version=f"wpsim {installed}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser("demo", help="calibrate a soft finger's stiffness, Poisson ratio, damping and actuation gain "
@@ -165,6 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     grad = sub.add_parser("gradcheck", help="audit every differentiable parameter family against finite differences")
     grad.add_argument("--json", action="store_true", help="print a JSON list of {family, param, rel_error, ok}")
+    grad.add_argument("--device", default=None, help="Warp device, e.g. cpu or cuda:0")
     grad.set_defaults(func=cmd_gradcheck)
 
     from wpsim.bench.suites import SUITES
@@ -188,11 +207,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--video", default=None,
                      help="also render the recorded frames (headless ray caster) into this .gif, .mp4 (needs "
                           "imageio-ffmpeg), .png (an image strip) or folder of PNGs")
-    run.add_argument("--solver", choices=("semi-implicit", "implicit"), default="semi-implicit")
+    run.add_argument("--solver", choices=("semi-implicit", "implicit"), default="semi-implicit",
+                     help="soft bodies: semi-implicit (symplectic Euler, default) or implicit (backward Euler with "
+                          "Newton-Krylov iterations, for stiff materials at large steps); robots: semi-implicit only")
     run.add_argument("--contact", choices=("soft", "penalty"), default="soft",
                      help="robots: rigid contact and joint limits as soft constraints solved each step (default; "
                           "stable at the file's time step) or as penalty springs")
-    run.add_argument("--cell", type=float, default=0.005, help="tet mesher cell size in m (default: 0.005)")
+    run.add_argument("--cell", type=float, default=None,
+                     help="tet mesher cell size in m (default: six cells across the surface's thinnest side, "
+                          "coarser if that gives more than 20,000 tets)")
     run.add_argument("--scale", type=float, default=1.0, help="file units to m (default: 1)")
     run.add_argument("--density", type=float, default=1000.0, help="kg/m^3 (default: 1000)")
     run.add_argument("--young", type=float, default=5.0e4, help="Young's modulus in Pa (default: 5e4)")
@@ -243,12 +266,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     """Entry point of the ``wpsim`` console script."""
+    from wpsim.core.health import SimulationError
+
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except ValueError as error:  # bad input: one line, no traceback
         print(f"wpsim {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except SimulationError as error:  # the simulation itself failed: one line, with what to try
+        hint = "; try a smaller --dt" + (" or --contact soft" if args.command == "run" else "")
+        print(f"wpsim {args.command}: simulation failed: {error}{hint}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from wpsim.core.builder import ModelBuilder
-from wpsim.io.mesh_files import SURFACE_SUFFIXES, tetrahedralize_file
+from wpsim.core.meshing import tetrahedralize
+from wpsim.io.mesh_files import SURFACE_SUFFIXES, load_surface
 from wpsim.io.progress import progress_line
 from wpsim.io.robots import import_robot
 from wpsim.io.usd_export import UsdRecorder
@@ -24,7 +25,7 @@ from wpsim.solvers import ImplicitEulerSolver, SemiImplicitSolver, SoftContactOp
 class SoftSceneOptions:
     """Material and placement of a soft body loaded from a file (SI units)."""
 
-    cell_size: float = 0.005  # m, voxel cell of the tetrahedral mesher (surface files)
+    cell_size: float | None = None  # m, voxel cell of the tetrahedral mesher (None: ``auto_tetrahedralize``)
     scale: float = 1.0  # file units to m
     density: float = 1000.0  # kg/m^3
     young_modulus: float = 5.0e4  # Pa
@@ -37,9 +38,49 @@ class SoftSceneOptions:
     ground_mu: float = 0.5
 
 
+TET_BUDGET = 20_000
+"""Tets ``auto_cell_size`` aims to stay under, and above which ``mesh_warnings`` warns."""
+VOLUME_TOLERANCE = 0.10
+"""Relative volume error of a tet mesh against its surface above which it is warned about."""
+
+
+def auto_cell_size(lower, upper) -> float:
+    """A first mesher cell (m) for a surface with bounding box [lower, upper]: six cells
+    across its thinnest side, coarsened where that would fill the box with more than
+    ``TET_BUDGET`` tets (six per cell)."""
+    extent = np.maximum(np.asarray(upper, np.float64) - np.asarray(lower, np.float64), 1e-9)
+    return float(max(extent.min() / 6.0, (np.prod(extent) / (TET_BUDGET / 6.0)) ** (1.0 / 3.0)))
+
+
+def auto_tetrahedralize(vertices, faces, name: str):
+    """The tet mesh of a surface with an automatic cell: from ``auto_cell_size``, shrunk by
+    0.7 (at most four times) while the volume is more than ``VOLUME_TOLERANCE`` off and the
+    next mesh would stay within ``TET_BUDGET`` tets."""
+    cell = auto_cell_size(vertices.min(axis=0), vertices.max(axis=0))
+    mesh = tetrahedralize(vertices, faces, cell, name)
+    for _ in range(4):
+        if abs(mesh.quality["volume_relative_error"]) <= VOLUME_TOLERANCE or len(mesh.tets) / 0.7**3 > TET_BUDGET:
+            break
+        cell *= 0.7
+        mesh = tetrahedralize(vertices, faces, cell, name)
+    return mesh, cell
+
+
+def mesh_warnings(quality: dict) -> list:
+    """Warnings about a mesher result: a volume far from the surface's, or too many tets."""
+    found = []
+    error = quality["volume_relative_error"]
+    if abs(error) > VOLUME_TOLERANCE:
+        found.append(f"the tet mesh's volume is {error * 100:+.0f} % off the surface's (above "
+                     f"{VOLUME_TOLERANCE * 100:.0f} %): try a smaller --cell")
+    if quality["tets"] > TET_BUDGET:
+        found.append(f"{quality['tets']} tets (more than {TET_BUDGET}) will be slow: try a larger --cell")
+    return found
+
+
 def soft_mesh_from_file(path, options: SoftSceneOptions) -> tuple:
-    """(vertices (V, 3) in m, tets (E, 4), mesher quality dict or None for a .npz tet mesh)
-    of the soft body in ``path``."""
+    """(vertices (V, 3) in m, tets (E, 4), mesher quality dict with the cell used, or None for
+    a .npz tet mesh) of the soft body in ``path``."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix == ".npz":
@@ -47,8 +88,12 @@ def soft_mesh_from_file(path, options: SoftSceneOptions) -> tuple:
         return vertices * options.scale, tets, None
     if suffix not in SURFACE_SUFFIXES:
         raise ValueError(f"{path}: unsupported scene file {suffix!r}; expected {SURFACE_SUFFIXES} or .npz")
-    mesh = tetrahedralize_file(path, options.cell_size, options.scale)
-    return mesh.vertices, mesh.tets, mesh.quality
+    surface = load_surface(path, options.scale)
+    if options.cell_size is None:
+        mesh, cell = auto_tetrahedralize(surface.vertices, surface.faces, str(path))
+    else:
+        mesh, cell = tetrahedralize(surface.vertices, surface.faces, options.cell_size, str(path)), options.cell_size
+    return mesh.vertices, mesh.tets, {**mesh.quality, "cell_size_m": cell}
 
 
 def _tet_mesh_npz(path: Path) -> tuple:
@@ -109,7 +154,9 @@ def check_run_options(options: SoftSceneOptions, out, fps: float, video=None):
         raise ValueError(f"fps must be > 0, got {fps}")
     if not options.drop_height >= 0.0:
         raise ValueError(f"drop height must be >= 0 m (above the ground), got {options.drop_height}")
-    for name in ("cell_size", "scale", "density", "young_modulus"):
+    if options.cell_size is not None and not options.cell_size > 0.0:
+        raise ValueError(f"--cell must be > 0 m, got {options.cell_size}")
+    for name in ("scale", "density", "young_modulus"):
         if not getattr(options, name) > 0.0:
             raise ValueError(f"{name} must be > 0, got {getattr(options, name)}")
 
@@ -168,6 +215,7 @@ def simulate_to_usd(builder: ModelBuilder, out, steps: int, dt: float, fps: floa
         stepper.step(a, b, None, dt)
         a, b = b, a
         if k % every == 0:
+            stepper.check_health()  # a blow-up is reported as such, with its step and world
             recorder.record(a)
             if frames is not None:
                 frames.append(_copy(model, a))
