@@ -117,7 +117,7 @@ class SoftContact:
         return m.body_world.numpy()[child[np.minimum(root_joint, len(child) - 1)]].astype(np.int64)
 
     def reset_status(self):
-        """Forget the convergence record (``status``)."""
+        """Forget the convergence record (``unconverged``, ``most_iterations``)."""
         self.unconverged: dict = {}
         self.most_iterations = 0
         self._warned_tape = False
@@ -288,11 +288,13 @@ class SoftContact:
                        (self.island_dof_start, self.island_H_start))
         return step, violation
 
-    def _line_search(self, scratch, state_in, rows, accel, step, violation) -> wp.array:
+    def _line_search(self, scratch, state_in, rows, accel, step, violation, fresh: bool) -> wp.array:
         """(islands,) exact step lengths along the Newton steps (off the tape: an unrolled
-        adjoint treats them as constants, exact at convergence where they are 1)."""
+        adjoint treats them as constants, exact at convergence where they are 1); ``fresh``:
+        a new array (a recorded iteration keeps its own), else a reused buffer."""
         m = self.model
-        alpha = self._array("alpha", self.island_count, False)
+        alpha = (wp.zeros(self.island_count, dtype=m.dtype, device=m.device) if fresh
+                 else self._array("alpha", self.island_count, False))
         wp.launch(for_precision(soft_contact.soft_contact_line_search, m.dtype), dim=self.island_count,
                   inputs=[m.dof_joint, m.articulation_dof_start, m.articulation_H_start, m.joint_type, m.joint_q_start,
                           m.joint_limit_lower, m.joint_limit_upper, self.island_dof_start,
@@ -310,7 +312,7 @@ class SoftContact:
         grad = tape is not None
         step, violation = self._newton_direction(scratch, state_in, rows, accel,
                                                  self._array("factor", self.hessian_size, grad), tape)
-        alpha = self._line_search(scratch, state_in, rows, accel, step, violation)
+        alpha = self._line_search(scratch, state_in, rows, accel, step, violation, grad)
         out = self._vector(out_name, grad)
         self._launch(soft_contact.newton_update, self.model.joint_dof_count, [accel, step, alpha, self.dof_island],
                      [out])
