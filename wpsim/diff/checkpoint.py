@@ -246,7 +246,7 @@ class Rollout:
         return float(self.losses().sum())
 
     def backward(self, diagnostics: bool = False, check_finite: bool = False,
-                 track: dict | None = None) -> GradientReport | None:
+                 track: dict | None = None, loss_adjoint: wp.array | None = None) -> GradientReport | None:
         """Accumulate d loss / d x into the ``.grad`` of ``state0``'s positions and velocities,
         the controls and every array the steps read (model parameters, controller parameters).
 
@@ -260,6 +260,9 @@ class Rollout:
             step): for debugging.
         track: name -> array with ``.grad`` (e.g. a controller's parameters), named in the
             report and the error; needs ``diagnostics`` or ``check_finite``.
+        loss_adjoint: (loss_size,) weights of the loss entries (default all 1): the
+            gradients are then those of sum_i loss_adjoint[i] * loss[i], a vector-Jacobian
+            product of the per-entry losses.
         """
         if not self._pending:
             raise ValueError("backward() needs a forward() before it (one backward per forward)")
@@ -267,6 +270,8 @@ class Rollout:
             raise ValueError("backward(): state0 was created without requires_grad, so it has no gradient arrays")
         if track and not (diagnostics or check_finite):
             raise ValueError("track needs diagnostics=True or check_finite=True")
+        if loss_adjoint is not None and loss_adjoint.shape != (self.loss_size,):
+            raise ValueError(f"loss_adjoint must have shape ({self.loss_size},), got {loss_adjoint.shape}")
         self._names = self._base_names(track) if check_finite or diagnostics else {}
         if check_finite:
             already = nonfinite_grads(self._names)
@@ -277,11 +282,11 @@ class Rollout:
         self._pending = False
         try:
             if self.mode == "full":
-                self._loss.grad.fill_(1.0)
+                self._seed(self._loss, loss_adjoint)
                 self._backward_steps(0, self.num_steps, self._states, *self._tapes)
                 self._states = self._tapes = None  # final_state stays
             else:
-                self._rerun_loss.grad.fill_(1.0)
+                self._seed(self._rerun_loss, loss_adjoint)
                 self._verify(self._state0, 0, self._checkpoint(0, 0, 0))
                 final = tuple(getattr(self._final, name) for name in DYNAMIC_STATE_FIELDS)
                 self._backward_range(0, self.num_steps, 0, final)
@@ -290,6 +295,14 @@ class Rollout:
         if not diagnostics:
             return None
         return self._monitor.report(nonfinite_grads(self._names), self.truncation_window, self.adjoint_clip)
+
+    @staticmethod
+    def _seed(loss: wp.array, loss_adjoint: wp.array | None):
+        """Set the adjoint of the loss entries: ones, or ``loss_adjoint``."""
+        if loss_adjoint is None:
+            loss.grad.fill_(1.0)
+        else:
+            wp.copy(loss.grad, loss_adjoint)
 
     def zero_grad(self):
         """Zero the gradients of ``state0`` (last forward), the user-given controls and the
