@@ -164,11 +164,12 @@ class _Bridge:
         """[(field, tensor)] of a control dict (a ``[T, ...]`` sequence with ``time_steps``)."""
         control = {} if control is None else control
         if not isinstance(control, dict):
-            raise ValueError(f"control must be a dict of tensors by field name, got {type(control).__name__}")
+            raise ValueError(f"controls must be a dict of tensors by Control field name, got {type(control).__name__}")
         for name in control:
             if name not in _CONTROL_SPECS:
                 raise self._unknown("control", name, _CONTROL_SPECS)
-        return [(name, self._check(f"control[{name!r}]", control[name], (self._layout(name, time_steps),)))
+        label = "control" if time_steps is None else "controls"
+        return [(name, self._check(f"{label}[{name!r}]", control[name], (self._layout(name, time_steps),)))
                 for name in sorted(control)]
 
     def parameters(self, parameters: dict | None) -> list:
