@@ -57,3 +57,17 @@ def test_implicit_contact_memory_does_not_grow_with_newton_iterations():
                  if r["metric"] == "peak_memory_bytes" and r["params"]["iterations"] == 10
                  and r["params"]["contacts"] == 16}
     assert gradients["implicit"] == pytest.approx(gradients["unrolled"], rel=1e-9)
+
+
+def test_torch_rollout_memory_is_checkpointed():
+    """Quick suite ``torch``: the four gradient computations agree (the suite raises
+    otherwise), and a checkpointed TorchRollout holds several times less Warp memory than a
+    full tape. No timing is asserted."""
+    pytest.importorskip("torch")
+    records = bench.run_suites(["torch"], device="cpu", quick=True)
+    modes = {r["params"]["mode"] for r in records if r["metric"] == "wall_s"}
+    assert modes == {"warp_checkpoint", "torch_rollout", "warp_full", "torch_step_loop"}
+    peaks = {r["params"]["mode"]: r["value"] for r in records if r["metric"] == "peak_memory_bytes"}
+    assert peaks["full"] > 2.0 * peaks["checkpoint"] > 0
+    gradients = {r["params"]["gradient_l1"] for r in records if r["metric"] == "peak_memory_bytes"}
+    assert len(gradients) == 1

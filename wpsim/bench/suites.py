@@ -20,6 +20,14 @@ from wpsim.bench.records import progress
 from wpsim.bench.render_speed import render_suite
 from wpsim.bench.scene_speed import forward_suite, rigid_suite
 
+
+def torch_suite(device=None, quick: bool = False) -> list[dict]:
+    """Suite ``torch`` (``wpsim.bench.torch_bridge``), imported when run: it needs torch."""
+    from wpsim.bench.torch_bridge import torch_suite as run
+
+    return run(device, quick)
+
+
 SUITES: dict[str, Callable[..., list]] = {
     "forward": forward_suite,
     "checkpoint": checkpoint_suite,
@@ -27,6 +35,7 @@ SUITES: dict[str, Callable[..., list]] = {
     "implicit_contact": implicit_contact_suite,
     "rigid": rigid_suite,
     "render": render_suite,
+    "torch": torch_suite,
 }
 """Registered suites by name; each is ``(device, quick: bool) -> list[dict]`` of records."""
 
