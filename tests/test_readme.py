@@ -65,3 +65,10 @@ def test_fitting_snippet_recovers_the_spring(tmp_path):
               if line.split()[:1] in (["ke"], ["kd"])}
     assert abs(fitted["ke"] / 400.0 - 1.0) < 1e-3 and abs(fitted["kd"] / 2.0 - 1.0) < 1e-3, proc.stdout
     assert (tmp_path / "fit.png").stat().st_size > 10_000
+
+
+def test_pytorch_snippet_trains_the_policy(tmp_path):
+    proc = run_snippet(snippet("PyTorch"), tmp_path, 600)
+    losses = [float(v) for v in re.findall(r"^iteration \d+: loss (\S+) m\^2$", proc.stdout, flags=re.M)]
+    assert len(losses) == 7
+    assert losses[-1] < losses[0] / 4.0
