@@ -70,5 +70,5 @@ def test_fitting_snippet_recovers_the_spring(tmp_path):
 def test_pytorch_snippet_trains_the_policy(tmp_path):
     proc = run_snippet(snippet("PyTorch"), tmp_path, 600)
     losses = [float(v) for v in re.findall(r"^iteration \d+: loss (\S+) m\^2$", proc.stdout, flags=re.M)]
-    assert len(losses) == 7
+    assert len(losses) == 6  # iterations 0, 30, ..., 120, 149
     assert losses[-1] < losses[0] / 4.0
