@@ -264,3 +264,29 @@ def test_the_mesher_cell_defaults_from_the_mesh_and_bad_meshes_are_warned(tmp_pa
     coarse = run(["run", str(ASSETS / "icosphere.stl"), "--cell", "0.0167", "--steps", "2", "--out",
                   str(tmp_path / "b.usd")])
     assert coarse.returncode == 0 and "wpsim run: warning: the tet mesh's volume is -19 % off" in coarse.stderr
+
+
+@pytest.mark.parametrize("fps, dt", [(60.0, 2e-3), (25.0, 3e-3), (1000.0, 2e-3)])
+def test_recorded_frames_are_at_exactly_the_asked_rate(tmp_path, fps, dt):
+    """Frame j of the stage is the state of the step nearest to j / fps (a falling
+    particle's semi-implicit height there); an fps above 1 / dt records every step."""
+    from pxr import Usd, UsdGeom
+
+    import wpsim
+    from wpsim.apps.run_scene import simulate_to_usd
+
+    builder = wpsim.ModelBuilder()
+    builder.add_particle((0.0, 0.0, 10.0), mass=1.0, radius=0.01)
+    steps = int(round(1.2 / dt))
+    summary = simulate_to_usd(builder, tmp_path / "fall.usda", steps, dt, fps=fps)
+    rate = min(fps, 1.0 / dt)
+    stage = Usd.Stage.Open(str(tmp_path / "fall.usda"))
+    assert stage.GetTimeCodesPerSecond() == pytest.approx(rate, rel=1e-12)
+    assert summary["frames"] == int(np.floor(1.2 * rate + 1e-9)) + 1
+    points = UsdGeom.Points(stage.GetPrimAtPath("/World/world_0/particles")).GetPointsAttr()
+    g = 9.81
+    for j in (1, 7, summary["frames"] - 1):
+        k = int(round(j / (rate * dt)))
+        assert abs(k * dt - j / rate) <= dt / 2 + 1e-12
+        height = 10.0 - g * dt * dt * k * (k + 1) / 2.0  # symplectic Euler after k steps from rest
+        assert points.Get(j)[0][2] == pytest.approx(height, abs=1e-5)

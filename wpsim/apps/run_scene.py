@@ -183,12 +183,21 @@ def soft_scene(path, options: SoftSceneOptions) -> tuple:
     return builder, quality
 
 
+def frame_step_indices(steps: int, dt: float, fps: float) -> np.ndarray:
+    """Step indices of frames 0, 1, ... of a recording at ``fps`` (<= 1 / dt) frames per
+    second of ``steps`` steps of ``dt`` s: frame j is the step nearest to j / fps s."""
+    count = int(np.floor(steps * dt * fps + 1e-9)) + 1
+    return np.rint(np.arange(count) / (fps * dt)).astype(np.int64)
+
+
 def simulate_to_usd(builder: ModelBuilder, out, steps: int, dt: float, fps: float = 60.0, solver: str = "semi-implicit",
                     device=None, soft_contact: SoftContactOptions | None = None, video=None) -> dict:
-    """Simulate ``steps`` steps of ``dt`` s (float64), recording about ``fps`` frames per
-    second into the USD stage ``out`` (and, with ``video``, rendered into that GIF, MP4, PNG
-    strip or folder, ``wpsim.io.render``); raises ``SimulationBlowUp`` if the state blows
-    up. ``soft_contact``: rigid contact and joint limits as soft constraints (semi-implicit
+    """Simulate ``steps`` steps of ``dt`` s (float64), recording ``fps`` frames per second
+    into the USD stage ``out`` (and, with ``video``, rendered into that GIF, MP4, PNG strip or
+    folder, ``wpsim.io.render``); raises ``SimulationBlowUp`` if the state blows up. Frame j
+    (time code j, ``fps`` time codes per second) holds the state of the step nearest to
+    j / fps s, within dt / 2; an ``fps`` above 1 / dt records every step (1 / dt frames per
+    second). ``soft_contact``: rigid contact and joint limits as soft constraints (semi-implicit
     solver; None: penalty forces). Returns a summary (frames, final height range and speed
     of particles and body origins, Newton statistics)."""
     import warp as wp
@@ -205,8 +214,10 @@ def simulate_to_usd(builder: ModelBuilder, out, steps: int, dt: float, fps: floa
         raise ValueError("soft contact is a semi-implicit solver option")
     extra = {} if soft_contact is None else {"soft_contact": soft_contact}
     stepper = kinds[solver](model, raise_on_blowup=True, health_check_interval=100, **extra)
-    every = max(1, int(round(1.0 / (fps * dt))))
-    recorder = UsdRecorder(model, fps=1.0 / (every * dt))
+    fps = min(float(fps), 1.0 / dt)  # at most one frame per step
+    frame_steps = iter(frame_step_indices(steps, dt, fps)[1:])
+    next_frame = next(frame_steps, None)
+    recorder = UsdRecorder(model, fps=fps)
     a, b = model.state(requires_grad=False), model.state(requires_grad=False)
     recorder.record(a)
     frames = [_copy(model, a)] if video is not None else None
@@ -214,7 +225,8 @@ def simulate_to_usd(builder: ModelBuilder, out, steps: int, dt: float, fps: floa
     for k in range(1, steps + 1):
         stepper.step(a, b, None, dt)
         a, b = b, a
-        if k % every == 0:
+        if k == next_frame:
+            next_frame = next(frame_steps, None)
             stepper.check_health()  # a blow-up is reported as such, with its step and world
             recorder.record(a)
             if frames is not None:
