@@ -11,6 +11,7 @@ from pxr import Usd
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 OUTPUTS = {
     "arm_reach": ["reach.png", "reach.usd"],
+    "arm_residual": ["heldout_00.png", "analytic_fit.png", "residual_training.png"],
     "arm_sysid": ["tracking.png", "history.png", "rollouts.usd", "calibrated.usda", "sysid.json"],
     "bounce_to_target": ["loss.png", "trajectory.png", "rollout.usd"],
     "box_toss_friction": ["path.png", "history.png", "box_toss.usd"],
