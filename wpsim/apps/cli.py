@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -269,6 +270,8 @@ def main(argv=None) -> int:
     from wpsim.core.health import SimulationError
 
     args = build_parser().parse_args(argv)
+    # a terminated run unwinds (temporary files are removed) instead of dying where it stands
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         return args.func(args)
     except ValueError as error:  # bad input: one line, no traceback

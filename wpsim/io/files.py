@@ -15,12 +15,53 @@ def _umask() -> int:
     return mask
 
 
+_TEMP_TAG = "-wpsim"
+"""Temporary files of ``atomic_write`` are named ``.<target name>-wpsim<pid>-<random><suffix>``;
+a library that writes through its own temporary file beside that one (USD does) names it
+from the same stem, so every leftover of a writer starts with ``.<target name>-wpsim<pid>-``."""
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process with this id exists."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
+def remove_stale_temporaries(path: str | os.PathLike) -> list:
+    """Remove the temporary files that writers of ``path`` left behind when they were killed
+    (their process is gone); returns the removed paths."""
+    path = Path(path)
+    prefix = f".{path.name}{_TEMP_TAG}"
+    removed = []
+    if not path.parent.is_dir():
+        return removed
+    for entry in path.parent.iterdir():
+        if not entry.name.startswith(prefix):
+            continue
+        pid = entry.name[len(prefix):].split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            try:
+                entry.unlink()
+                removed.append(entry)
+            except FileNotFoundError:
+                pass  # another writer removed it first
+    return removed
+
+
 def atomic_write(path: str | os.PathLike, write) -> Path:
     """Write a file through ``write(tmp_path)`` into a temporary file beside ``path``, then
-    rename it over ``path``, so an interrupted run never leaves a truncated file behind."""
+    rename it over ``path``, so an interrupted run never leaves a truncated file behind. The
+    temporary file is removed on every error; one left by a writer that was killed (no
+    handler runs then) is removed by the next write of the same path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=path.suffix, dir=path.parent)
+    remove_stale_temporaries(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}{_TEMP_TAG}{os.getpid()}-", suffix=path.suffix, dir=path.parent)
     os.close(fd)
     try:
         write(tmp)
