@@ -38,8 +38,15 @@ wp.config.log_level = wp.LOG_WARNING
 from wpsim.apps.console import example_main
 from wpsim.io.files import write_json
 from wpsim.io.plots import plot_joint_tracking, plot_optimization_history
-from wpsim.opt.residual import JointResidual, fit_analytic, load_runs, open_loop, rms_error, shooting_windows, \
-    train_residual
+from wpsim.opt.residual import (
+    JointResidual,
+    fit_analytic,
+    load_runs,
+    open_loop,
+    rms_error,
+    shooting_windows,
+    train_residual,
+)
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 ROBOT = ASSETS / "arm_2link.xml"

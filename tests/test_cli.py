@@ -290,3 +290,48 @@ def test_recorded_frames_are_at_exactly_the_asked_rate(tmp_path, fps, dt):
         assert abs(k * dt - j / rate) <= dt / 2 + 1e-12
         height = 10.0 - g * dt * dt * k * (k + 1) / 2.0  # symplectic Euler after k steps from rest
         assert points.Get(j)[0][2] == pytest.approx(height, abs=1e-5)
+
+
+def _damaged_files(tmp_path) -> list:
+    """(path, what) of empty, binary-garbage and truncated files of every type wpsim run reads."""
+    rng = np.random.default_rng(3)
+    garbage = rng.integers(0, 256, 400, dtype=np.uint8).tobytes()
+    originals = {".obj": "cube.obj", ".stl": "icosphere.stl", ".ply": "cylinder.ply", ".npz": "soft_finger_tets.npz",
+                 ".xml": "cartpole.xml", ".urdf": "cartpole.urdf", ".usda": None, ".usd": None}
+    files = []
+    for suffix, original in originals.items():
+        contents = {"empty": b"", "garbage": garbage}
+        if original is not None:
+            data = (ASSETS / original).read_bytes()
+            contents["truncated"] = data[: len(data) // 2]
+        for what, content in contents.items():
+            path = tmp_path / f"{what}{suffix}"
+            path.write_bytes(content)
+            files.append((path, what))
+    return files
+
+
+def test_run_names_every_damaged_file_in_one_line(tmp_path, capsys):
+    """Empty, garbage and truncated scene files of every supported type: exit status 2, one
+    line naming the file, no traceback (in process: nothing may escape main), no output."""
+    from wpsim.apps.cli import main
+
+    failures = []
+    for path, what in _damaged_files(tmp_path):
+        out = tmp_path / "out.usd"
+        status = main(["run", str(path), "--steps", "2", "--out", str(out)])
+        lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        if status != 2 or len(lines) != 1 or path.name not in lines[0] or "pxrInternal" in lines[0] \
+                or "pickle" in lines[0] or out.exists():
+            failures.append((path.name, status, lines))
+    assert not failures, failures
+
+
+def test_a_mesh_with_a_non_utf8_comment_loads(tmp_path):
+    from wpsim.apps.cli import main
+
+    text = (ASSETS / "cube.obj").read_bytes()
+    path = tmp_path / "latin1.obj"
+    path.write_bytes(b"# caf\xe9 cr\xe8me\n" + text)
+    assert main(["run", str(path), "--steps", "2", "--cell", "0.025", "--out", str(tmp_path / "cube.usd")]) == 0
+    assert (tmp_path / "cube.usd").stat().st_size > 0

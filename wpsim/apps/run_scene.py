@@ -7,6 +7,7 @@ its world); and the simulation of such a scene into a USD stage.
 
 from __future__ import annotations
 
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,13 +101,15 @@ def _tet_mesh_npz(path: Path) -> tuple:
     """(vertices (V, 3) float64, tets (E, 4) int64) of a .npz tet mesh, without unused vertices."""
     if not path.is_file():
         raise ValueError(f"{path}: no such file")
+    if not zipfile.is_zipfile(path):  # empty, truncated or another format (np.load would try pickle)
+        raise ValueError(f"{path}: not an .npz archive (a zip of .npy arrays 'vertices' and 'tets')")
     try:
-        data = np.load(path)
+        data = np.load(path, allow_pickle=False)
         if not isinstance(data, np.lib.npyio.NpzFile):
             raise ValueError("not an .npz archive")
         with data:
             vertices, tets = np.asarray(data["vertices"]), np.asarray(data["tets"])
-    except (KeyError, ValueError, OSError) as error:
+    except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile) as error:
         raise ValueError(f"{path}: not a tet mesh with arrays 'vertices' and 'tets' ({error})") from error
     if vertices.ndim != 2 or vertices.shape[1] != 3 or len(vertices) == 0 or not np.issubdtype(vertices.dtype, np.number):
         raise ValueError(f"{path}: 'vertices' must be a non-empty (V, 3) numeric array, got {vertices.shape} "

@@ -410,8 +410,8 @@ def import_usd(path, builder: ModelBuilder | None = None) -> tuple:
         raise SceneFileError(f"{path}: no such file")
     try:
         stage = Usd.Stage.Open(str(path))
-    except Exception as error:  # pxr raises Tf errors of several kinds
-        raise SceneFileError(f"{path}: cannot be read as a USD stage ({error})") from error
+    except Exception as error:  # pxr raises Tf errors whose text is USD's internal source location
+        raise SceneFileError(f"{path}: cannot be read as a USD stage (not a USD file, or a damaged one)") from error
     if stage is None:
         raise SceneFileError(f"{path}: cannot be read as a USD stage")
     up = str(UsdGeom.GetStageUpAxis(stage)).lower()

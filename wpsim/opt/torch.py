@@ -31,7 +31,7 @@ import numpy as np
 import torch
 import warp as wp
 
-from wpsim.core.fields import CONTROL_FIELDS, DYNAMIC_STATE_FIELDS, MODEL_FIELDS, STATE_FIELDS, warp_dtype
+from wpsim.core.fields import CONTROL_FIELDS, DYNAMIC_STATE_FIELDS, MODEL_FIELDS, STATE_FIELDS
 from wpsim.core.model import Control, State
 from wpsim.diff.checkpoint import MODES, Rollout
 from wpsim.kernels import losses
