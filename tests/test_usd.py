@@ -13,7 +13,7 @@ import warp as wp
 
 import wpsim
 from wpsim.core.geometry import boundary_faces, quat_to_matrix
-from wpsim.io.usd_export import UsdRecorder
+from wpsim.io.usd_export import UsdRecorder, write_rollouts
 
 READER = textwrap.dedent('''
     import json, sys
@@ -303,3 +303,19 @@ def test_mesh_shape_on_a_body_is_written_as_a_mesh(tmp_path):
     prim = stage["prims"]["/World/world_0/body_0/shape_0"]
     assert prim["type"] == "Mesh" and prim["counts"] == [3] * len(cube.faces)
     assert np.allclose(prim["world_translation_at_3"], (0.0, 0.0, 1.02), atol=1e-6)
+
+
+def test_body_prims_are_named_after_the_bodies_valid_and_unique(tmp_path):
+    from pxr import Usd
+
+    builder = wpsim.ModelBuilder()
+    for _ in range(4):
+        body = builder.add_body()
+        builder.add_shape_sphere(body, radius=0.1)
+        builder.add_joint_free(body)
+    model = builder.finalize()
+    names = {0: "upper arm", 1: "upper-arm", 2: "3rd link"}  # body 3 has no name
+    path = write_rollouts(tmp_path / "named.usda", model, {"only": [model.state()]}, 10.0, body_names=names)
+    stage = Usd.Stage.Open(str(path))
+    bodies = {p.GetName(): p.GetAttribute("wpsim:body").Get() for p in stage.Traverse() if p.HasAttribute("wpsim:body")}
+    assert bodies == {"upper_arm": 0, "upper_arm_2": 1, "_rd_link": 2, "body_3": 3}

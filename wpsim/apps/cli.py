@@ -96,9 +96,10 @@ def cmd_run(args) -> int:
     options = SoftSceneOptions(cell_size=args.cell, scale=args.scale, density=args.density,
                                young_modulus=args.young, drop_height=args.height)
     check_run_options(options, args.out, args.fps, args.video)
-    quality, dt, soft_contact = None, args.dt, None
+    quality, dt, soft_contact, body_names = None, args.dt, None, None
     if is_robot_file(args.scene):
         builder, scene = robot_scene(args.scene, floating=args.floating)
+        body_names = {index: name for name, index in scene.bodies.items()}
         dt = dt or scene.timestep or 1e-3
         if args.solver != "semi-implicit":
             raise ValueError("robots are stepped by the semi-implicit solver only")
@@ -117,7 +118,7 @@ def cmd_run(args) -> int:
         for warning in mesh_warnings(quality):
             print(f"wpsim run: warning: {warning}", file=sys.stderr)
     summary = simulate_to_usd(builder, args.out, args.steps, dt, args.fps, args.solver, args.device, soft_contact,
-                              args.video)
+                              args.video, body_names)
     print(f"wrote {summary['usd']}" + (f" and {summary['video']}" if "video" in summary else "") +
           f": {summary['frames']} frames at {summary['fps']:.1f} fps; final lowest point "
           f"{summary['final_lowest_z_m'] * 1e3:.2f} mm, max speed {summary['final_max_speed_m_per_s']:.3f} m/s")

@@ -194,14 +194,16 @@ def frame_step_indices(steps: int, dt: float, fps: float) -> np.ndarray:
 
 
 def simulate_to_usd(builder: ModelBuilder, out, steps: int, dt: float, fps: float = 60.0, solver: str = "semi-implicit",
-                    device=None, soft_contact: SoftContactOptions | None = None, video=None) -> dict:
+                    device=None, soft_contact: SoftContactOptions | None = None, video=None,
+                    body_names: dict | None = None) -> dict:
     """Simulate ``steps`` steps of ``dt`` s (float64), recording ``fps`` frames per second
     into the USD stage ``out`` (and, with ``video``, rendered into that GIF, MP4, PNG strip or
     folder, ``wpsim.io.render``); raises ``SimulationBlowUp`` if the state blows up. Frame j
     (time code j, ``fps`` time codes per second) holds the state of the step nearest to
     j / fps s, within dt / 2; an ``fps`` above 1 / dt records every step (1 / dt frames per
     second). ``soft_contact``: rigid contact and joint limits as soft constraints (semi-implicit
-    solver; None: penalty forces). Returns a summary (frames, final height range and speed
+    solver; None: penalty forces). ``body_names`` (body index -> name) name the bodies' prims.
+    Returns a summary (frames, final height range and speed
     of particles and body origins, Newton statistics)."""
     import warp as wp
 
@@ -220,7 +222,7 @@ def simulate_to_usd(builder: ModelBuilder, out, steps: int, dt: float, fps: floa
     fps = min(float(fps), 1.0 / dt)  # at most one frame per step
     frame_steps = iter(frame_step_indices(steps, dt, fps)[1:])
     next_frame = next(frame_steps, None)
-    recorder = UsdRecorder(model, fps=fps)
+    recorder = UsdRecorder(model, fps=fps, body_names=body_names)
     a, b = model.state(requires_grad=False), model.state(requires_grad=False)
     recorder.record(a)
     frames = [_copy(model, a)] if video is not None else None

@@ -9,7 +9,8 @@ extension, atomically (a temporary file beside the target, then a rename). Layou
         particles              Points: particles in no triangle or tetrahedron, widths 2 r
         cloth                  Mesh: the world's triangles
         soft                   Mesh: the boundary faces of the world's tetrahedra
-        body_<b>               Xform per rigid body: translate + orient time samples,
+        <body name>            Xform per rigid body (body_<b> if unnamed; its index in the int attribute
+                               wpsim:body): translate + orient time samples,
           shape_<s>            its collision shapes (Sphere, Cube scaled, Capsule, Mesh) in body frame
       /World/shapes            static collision shapes (Plane, Sphere, Cube, Capsule, Mesh)
 
@@ -51,6 +52,10 @@ class _Part:
         self.faces = None if faces is None else np.searchsorted(particles, faces)
 
 
+BODY_ATTRIBUTE = "wpsim:body"
+"""Custom int attribute of a body's Xform prim: the body index in the model."""
+
+
 class UsdRecorder:
     """Frames of a rollout of ``model``, written as a USD stage.
 
@@ -60,9 +65,13 @@ class UsdRecorder:
         world: record only this world index, or all worlds (None).
         world_spacing: offset (m) between consecutive worlds when all are recorded side by
             side; None keeps them where they are (e.g. when ``replicate`` already spaced them).
+        body_names: body index -> name (e.g. the links of an imported robot file,
+            ``ImportedScene.bodies`` inverted); a body's prim is named after it, made a valid
+            USD identifier and unique among the world's prims. Unnamed bodies are ``body_<b>``.
     """
 
-    def __init__(self, model: Model, fps: float, world: int | None = None, world_spacing=None):
+    def __init__(self, model: Model, fps: float, world: int | None = None, world_spacing=None,
+                 body_names: dict | None = None):
         if not fps > 0.0:
             raise ValueError(f"fps must be > 0, got {fps}")
         if model.up_axis == 0:
@@ -75,6 +84,7 @@ class UsdRecorder:
         self._parts = self._world_parts()
         self._shapes, self._body_shapes = self._shape_rows()
         self._bodies = {w: np.flatnonzero(model.body_world.numpy() == w) for w in self._parts}
+        self._body_prims = self._body_prim_names(body_names or {})
         self._plane_half = self._plane_half_size()
         self.takes: dict[str, list] = {}
         """Recorded frames per take name: lists of (particle positions (P, 3) in m, body
@@ -104,6 +114,23 @@ class UsdRecorder:
                     found.append(_Part(name, np.unique(faces), faces))
             parts[w] = found
         return parts
+
+    def _body_prim_names(self, names: dict) -> dict:
+        """body index -> prim name: its sanitised name, unique within its world."""
+        from pxr import Tf
+
+        prims = {}
+        for w, bodies in self._bodies.items():
+            taken = {part.name for part in self._parts[w]}
+            for b in bodies:
+                stem = Tf.MakeValidIdentifier(str(names[int(b)])) if int(b) in names else f"body_{b}"
+                name, n = stem, 1
+                while name in taken:
+                    n += 1
+                    name = f"{stem}_{n}"
+                taken.add(name)
+                prims[int(b)] = name
+        return prims
 
     def _shape_rows(self) -> tuple:
         """Rows (index, kind, world, transform (7,), size (3,)) of the recorded static shapes
@@ -236,14 +263,15 @@ class UsdRecorder:
                     prim.CreateDoubleSidedAttr(part.kind == "cloth")
                 out.append((prim, part))
             for b in self._bodies[w]:
-                out.append((self._define_body(stage, f"/World/world_{w}/body_{b}", b), int(b)))
+                out.append((self._define_body(stage, f"/World/world_{w}/{self._body_prims[int(b)]}", b), int(b)))
         return out
 
     def _define_body(self, stage, path: str, body: int):
         """An Xform for ``body`` holding its shapes (transforms relative to the body)."""
-        from pxr import UsdGeom
+        from pxr import Sdf, UsdGeom
 
         xform = UsdGeom.Xform.Define(stage, path)
+        xform.GetPrim().CreateAttribute(BODY_ATTRIBUTE, Sdf.ValueTypeNames.Int, custom=True).Set(int(body))
         xform.AddTranslateOp()
         xform.AddOrientOp(UsdGeom.XformOp.PrecisionDouble)
         for i, kind, _, transform, size in self._body_shapes.get(int(body), []):
@@ -342,7 +370,7 @@ def define_shape(stage, path: str, kind: int, transform: np.ndarray, size: np.nd
 def write_rollouts(path, model: Model, takes: dict, fps: float, **recorder_options) -> Path:
     """Write one stage with a take per entry of ``takes`` (name -> sequence of States, one
     per frame): a single take directly, several as the variants of the set "iteration".
-    ``recorder_options`` go to ``UsdRecorder`` (world, world_spacing)."""
+    ``recorder_options`` go to ``UsdRecorder`` (world, world_spacing, body_names)."""
     recorder = UsdRecorder(model, fps, **recorder_options)
     for name, states in takes.items():
         recorder.begin_take(name)

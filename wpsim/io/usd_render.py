@@ -5,7 +5,8 @@ Points, Sphere, Cube, Capsule, Plane, at every time code) read back into
 A prim's world transform comes from its xform ops at each time code; a Cube is a box of
 half extents size / 2 times its scale, a Capsule is turned so that its axis is the ray
 caster's local z, a Plane is infinite. Colours: soft-body surfaces, cloth and particles as
-in ``wpsim.io.render``; the shapes of ``body_<b>`` in body b's palette colour. A stage
+in ``wpsim.io.render``; the shapes of body b (the prim whose ``wpsim:body`` attribute is b)
+in b's palette colour. A stage
 with the variant set ``iteration`` (several takes, ``UsdRecorder.write``) shows one take.
 """
 
@@ -26,6 +27,7 @@ from wpsim.io.render import (
     camera_for,
     save_images,
 )
+from wpsim.io.usd_export import BODY_ATTRIBUTE
 from wpsim.kernels.enums import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_PLANE, SHAPE_SPHERE
 
 TAKE_SET = "iteration"
@@ -79,11 +81,12 @@ def _apply(matrix, points: np.ndarray) -> np.ndarray:
 
 
 def _body_color(prim) -> np.ndarray:
-    """Palette colour of the body_<b> above ``prim`` (white for static shapes)."""
+    """Palette colour of the body above ``prim`` (its index in ``BODY_ATTRIBUTE``; white for
+    static shapes)."""
     while prim and prim.GetPath().pathString != "/":
-        name = prim.GetName()
-        if name.startswith("body_") and name[5:].isdigit():
-            return PALETTE[int(name[5:]) % len(PALETTE)]
+        body = prim.GetAttribute(BODY_ATTRIBUTE)
+        if body and body.HasValue():
+            return PALETTE[int(body.Get()) % len(PALETTE)]
         prim = prim.GetParent()
     return np.array(GROUND_COLOR, np.float64)
 

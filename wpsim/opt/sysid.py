@@ -357,7 +357,8 @@ class SysidResult:
             "tracking": plot_joint_tracking(time, self.run.measured, curves, self.run.joints, out / "tracking.png",
                                             f"{Path(self.robot).name} against {Path(self.data).name}"),
             "history": self.fit.plot(out / "history.png"),
-            "rollouts": write_rollouts(out / "rollouts.usd", self.run.model, self.frames, FRAME_RATE),
+            "rollouts": write_rollouts(out / "rollouts.usd", self.run.model, self.frames, FRAME_RATE,
+                                       body_names=self.run.body_names),
             "robot": export_physics(self.run.model, out / "calibrated.usda"),
         }
 
