@@ -42,6 +42,17 @@ def test_demo_calibrates_the_finger_and_writes_its_outputs(tmp_path):
     for line in ("young_modulus", "Pa", "marker RMS error"):
         assert line in proc.stdout
     assert not list(tmp_path.glob(".*")), "temporary files left behind"
+    from pxr import Usd
+
+    stage = Usd.Stage.Open(str(tmp_path / "calibration.usd"))
+    variant_set = stage.GetPrimAtPath("/World").GetVariantSets().GetVariantSet("iteration")
+    assert variant_set.GetVariantNames() == ["fitted", "initial"]
+    for take in ("initial", "fitted"):  # the measured markers and this take's simulated ones
+        variant_set.SetVariantSelection(take)
+        for markers in ("measured", "simulated"):
+            points = stage.GetPrimAtPath(f"/World/markers/{markers}").GetAttribute("points")
+            assert points.GetNumTimeSamples() == stage.GetEndTimeCode() + 1
+            assert len(points.Get(0)) == 6
 
 
 def test_throw_demo_writes_its_outputs(tmp_path):
@@ -55,6 +66,16 @@ def test_throw_demo_writes_its_outputs(tmp_path):
         assert (tmp_path / name).stat().st_size > 1000
     assert "loss" in proc.stdout and "m^2" in proc.stdout
     assert not list(tmp_path.glob(".*")), "temporary files left behind"
+    import re
+
+    from pxr import Usd
+
+    accepted = int(re.search(r"the throw after each of the (\d+) accepted steps", proc.stdout).group(1))
+    stage = Usd.Stage.Open(str(tmp_path / "rollout.usd"))
+    variants = stage.GetPrimAtPath("/World").GetVariantSets().GetVariantSet("iteration").GetVariantNames()
+    assert len(variants) == (accepted if accepted > 1 else 0)  # one take is written without a variant set
+    target = stage.GetPrimAtPath("/World/markers/target").GetAttribute("points").Get()
+    assert [round(v, 6) for v in target[0]] == [round(v, 6) for v in result["target_m"]]
 
 
 def test_bench_quick_json():

@@ -175,3 +175,23 @@ def test_a_stage_renders_like_the_rollout_it_records(tmp_path):
     assert summary["frames"] == 3 and summary["fps"] == 20.0
     with pytest.raises(ValueError, match="has no takes"):
         render_stage(stage_path, tmp_path / "x.gif", take="fitted")
+
+
+def test_a_stages_markers_are_drawn_in_their_colour(tmp_path):
+    from wpsim.io.usd_export import UsdRecorder
+    from wpsim.io.usd_render import open_stage, stage_frame
+
+    builder = wpsim.ModelBuilder()
+    builder.add_particle((0.0, 0.0, 0.5), mass=1.0, radius=0.05)
+    model = builder.finalize()
+    recorder = UsdRecorder(model, fps=10.0)
+    recorder.record(model.state())
+    recorder.add_markers("target", [[0.4, 0.0, 0.5]], radius=0.03, color=(0.9, 0.1, 0.1))
+    stage, _ = open_stage(recorder.write(tmp_path / "target.usda"))
+    frame = stage_frame(stage, 0.0)
+    target = np.flatnonzero(np.isclose(frame.sphere_centre[:, 0], 0.4))
+    assert len(target) == 1 and frame.sphere_radius[target[0]] == pytest.approx(0.03)
+    np.testing.assert_allclose(frame.sphere_color[target[0]], (0.9, 0.1, 0.1), atol=1e-6)
+    image = SceneRenderer(model, 120, 90).painter.draw(frame, camera((0.2, -2.0, 0.5), (0.2, 0.0, 0.5)))
+    red = (image[..., 0] > 150) & (image[..., 1] < 80) & (image[..., 2] < 80)
+    assert red.sum() > 10  # the target shows as a red disc

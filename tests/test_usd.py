@@ -319,3 +319,36 @@ def test_body_prims_are_named_after_the_bodies_valid_and_unique(tmp_path):
     stage = Usd.Stage.Open(str(path))
     bodies = {p.GetName(): p.GetAttribute("wpsim:body").Get() for p in stage.Traverse() if p.HasAttribute("wpsim:body")}
     assert bodies == {"upper_arm": 0, "upper_arm_2": 1, "_rd_link": 2, "body_3": 3}
+
+
+def test_markers_are_points_prims_per_take(tmp_path):
+    from pxr import Usd
+
+    builder = wpsim.ModelBuilder()
+    builder.add_particle((0.0, 0.0, 1.0), mass=1.0)
+    model = builder.finalize()
+    recorder = UsdRecorder(model, 10.0)
+    for take, offset in (("first", 0.0), ("second", 1.0)):
+        recorder.begin_take(take)
+        for _ in range(3):
+            recorder.record(model.state())
+        recorder.add_markers("target", [[0.5, 0.0, 0.0]], radius=0.02, color=(1.0, 0.0, 0.0))
+        recorder.add_markers("path", np.arange(9.0).reshape(3, 1, 3) + offset)
+    stage = Usd.Stage.Open(str(recorder.write(tmp_path / "markers.usda")))
+    variants = stage.GetPrimAtPath("/World").GetVariantSets().GetVariantSet("iteration")
+    variants.SetVariantSelection("second")
+    path = stage.GetPrimAtPath("/World/markers/path").GetAttribute("points")
+    assert path.GetNumTimeSamples() == 3 and list(path.Get(2)[0]) == [7.0, 8.0, 9.0]
+    target = stage.GetPrimAtPath("/World/markers/target")
+    assert list(target.GetAttribute("points").Get()[0]) == [0.5, 0.0, 0.0]
+    assert list(target.GetAttribute("primvars:displayColor").Get()[0]) == [1.0, 0.0, 0.0]
+    assert list(target.GetAttribute("widths").Get()) == pytest.approx([0.04])
+    recorder.begin_take("third")
+    recorder.record(model.state())
+    recorder.add_markers("path", np.zeros((2, 1, 3)))
+    with pytest.raises(ValueError, match="markers 'path' of take 'third' have 2 frames, the take 1"):
+        recorder.write(tmp_path / "bad.usda")
+    with pytest.raises(ValueError, match="marker set name 'my path' must be an identifier"):
+        recorder.add_markers("my path", [[0.0, 0.0, 0.0]])
+    with pytest.raises(ValueError, match=r"positions must be finite \(M, 3\)"):
+        recorder.add_markers("nan", [[np.nan, 0.0, 0.0]])

@@ -51,6 +51,10 @@ MARKERS = {
     "top_57": (0.057, 0.0, 0.004), "side_30": (0.030, 0.004, 0.0), "side_50": (0.050, 0.004, 0.0),
 }
 """Marker positions in the finger's rest frame (m; the base at x = 0, the axis along x)."""
+MARKER_COLOR = {"measured": (0.2, 0.4, 0.95), "simulated": (1.0, 0.55, 0.1)}
+"""RGB of the measured (blue) and simulated (orange) markers in pictures and stages."""
+MARKER_RADIUS = {"measured": 1.5e-3, "simulated": 1.2e-3}
+"""Drawn radius (m) of the measured and simulated markers."""
 
 
 @dataclass
@@ -237,13 +241,15 @@ def _write(out: Path, calibration: FingerCalibration, result, before, after, rep
                          f"soft finger against {report['data']}: marker height and error")
     write_usd(out / "calibration.usd", calibration,
               {take: {name: entry[take] for name, entry in report["parameters"].items()}
-               for take in ("initial", "fitted")})
+               for take in ("initial", "fitted")}, {"initial": before, "fitted": after})
     write_video(out / "calibration.gif", calibration, after)
 
 
-def write_usd(path, calibration: FingerCalibration, takes: dict):
+def write_usd(path, calibration: FingerCalibration, takes: dict, simulated: dict | None = None):
     """A USD stage of the finger's rollout (every camera frame) for each entry of ``takes``
-    (take name -> parameter values by name), as the variants of "iteration"; the values of
+    (take name -> parameter values by name), as the variants of "iteration", with the
+    measured markers (blue points, /World/markers/measured) and, where ``simulated`` (take
+    name -> (frames, M, 3) m) has the take, its simulated markers (orange); the values of
     the last take stay in the model."""
     from wpsim.io.usd_export import UsdRecorder
 
@@ -254,6 +260,9 @@ def write_usd(path, calibration: FingerCalibration, takes: dict):
         recorder.begin_take(take)
         for state in camera_frames(model, config, calibration.schedule):
             recorder.record(state)
+        recorder.add_markers("measured", calibration.measured, MARKER_RADIUS["measured"], MARKER_COLOR["measured"])
+        if simulated is not None and take in simulated:
+            recorder.add_markers("simulated", simulated[take], MARKER_RADIUS["simulated"], MARKER_COLOR["simulated"])
     return recorder.write(path)
 
 
@@ -270,8 +279,8 @@ def write_video(path, calibration: FingerCalibration, simulated: np.ndarray, eve
         if k % every == 0:
             if renderer.camera is None:
                 renderer.camera = _framed_with_curl(renderer, *renderer.bounds(state))
-            markers = {"measured": (calibration.measured[k], (0.2, 0.4, 0.95), 1.5e-3),
-                       "simulated": (simulated[k], (1.0, 0.55, 0.1), 1.2e-3)}
+            markers = {"measured": (calibration.measured[k], MARKER_COLOR["measured"], MARKER_RADIUS["measured"]),
+                       "simulated": (simulated[k], MARKER_COLOR["simulated"], MARKER_RADIUS["simulated"])}
             images.append(renderer.render(state, markers))
     return save_images(path, images, fps=0.1 / (config.dt * config.frame_every * every))
 

@@ -131,25 +131,29 @@ def run_demo(out_dir="wpsim_out", config: DemoConfig | None = None, device=None,
     out = Path(out_dir)
     write_json(out / "result.json", result)
     _plot(out, problem, config, losses, best, target)
-    write_usd(out / "rollout.usd", problem, accepted_iterates)
+    write_usd(out / "rollout.usd", problem, accepted_iterates, target)
     if not quiet:
         print(f"loss {losses[0]:.3e} -> {losses[-1]:.3e} m^2 ({result['loss_reduction']:.3g}x lower); "
               f"final horizontal distance to the target {np.sqrt(losses[-1]) * 100:.2f} cm")
         print(f"wrote {out / 'loss.png'}, {out / 'trajectory.png'}, {out / 'result.json'}, {out / 'rollout.usd'} "
-              "(variant set 'iteration': the throw after each accepted step)")
+              f"(variant set 'iteration': the throw after each of the {len(accepted_iterates)} accepted steps)")
     return result
 
 
-def write_usd(path: Path, problem: BounceProblem, iterates: list, max_takes: int = 8, fps: float = 100.0) -> Path:
-    """The rollouts of up to ``max_takes`` accepted iterates (first and last included) as
-    the variants "iteration_<kkk>" (zero-padded, so that they sort) of one USD stage, at
-    ``fps`` frames per second."""
-    from wpsim.io.usd_export import write_rollouts
+def write_usd(path: Path, problem: BounceProblem, iterates: list, target, fps: float = 100.0) -> Path:
+    """The rollout of every accepted iterate as the variants "iteration_<kkk>" (zero-padded,
+    so that they sort) of one USD stage at about ``fps`` frames per second (a whole number of
+    steps per frame), with the target spot ((3,) m) as the red marker set "target"."""
+    from wpsim.io.usd_export import UsdRecorder
 
     every = max(1, int(round(1.0 / (fps * problem.config.dt))))
-    chosen = sorted(set(np.linspace(0, len(iterates) - 1, min(max_takes, len(iterates))).round().astype(int)))
-    takes = {f"iteration_{iterates[i][0]:03d}": problem.states(iterates[i][1])[::every] for i in chosen}
-    return write_rollouts(path, problem.model, takes, fps=1.0 / (every * problem.config.dt))
+    recorder = UsdRecorder(problem.model, fps=1.0 / (every * problem.config.dt))
+    for iteration, velocity in iterates:
+        recorder.begin_take(f"iteration_{iteration:03d}")
+        for state in problem.states(velocity)[::every]:
+            recorder.record(state)
+        recorder.add_markers("target", [target], radius=0.02, color=(0.9, 0.1, 0.1))
+    return recorder.write(path)
 
 
 def _plot(out: Path, problem: BounceProblem, config: DemoConfig, losses, final_velocity, target):

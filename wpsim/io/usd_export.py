@@ -13,6 +13,8 @@ extension, atomically (a temporary file beside the target, then a rename). Layou
                                wpsim:body): translate + orient time samples,
           shape_<s>            its collision shapes (Sphere, Cube scaled, Capsule, Mesh) in body frame
       /World/shapes            static collision shapes (Plane, Sphere, Cube, Capsule, Mesh)
+      /World/markers/<name>    Points with a display colour per marker set (``add_markers``):
+                               targets, measured and simulated markers
 
 Mesh topology and widths are written once; points, extents and body poses are
 time-sampled (quaternions converted to USD's (w, x, y, z)), one time code per recorded frame: frame k (an integer counter) is time code k, and
@@ -52,6 +54,14 @@ class _Part:
         self.faces = None if faces is None else np.searchsorted(particles, faces)
 
 
+def _check_identifier(what: str, name) -> str:
+    """``name`` as a string if it is an identifier (a valid USD prim or variant name)."""
+    name = str(name)
+    if not name or not (name[0].isalpha() or name[0] == "_") or not all(c.isalnum() or c == "_" for c in name):
+        raise ValueError(f"{what} {name!r} must be an identifier (letters, digits, _)")
+    return name
+
+
 BODY_ATTRIBUTE = "wpsim:body"
 """Custom int attribute of a body's Xform prim: the body index in the model."""
 
@@ -86,6 +96,9 @@ class UsdRecorder:
         self._bodies = {w: np.flatnonzero(model.body_world.numpy() == w) for w in self._parts}
         self._body_prims = self._body_prim_names(body_names or {})
         self._plane_half = self._plane_half_size()
+        self.markers: dict[str, dict] = {}
+        """Marker sets per take name: marker name -> (positions (F or 1, M, 3) m, radius m,
+        colour (3,) RGB in [0, 1])."""
         self.takes: dict[str, list] = {}
         """Recorded frames per take name: lists of (particle positions (P, 3) in m, body
         poses (B, 7): position in m, quaternion x, y, z, w), float64."""
@@ -149,13 +162,30 @@ class UsdRecorder:
 
     def begin_take(self, name: str):
         """Start a new take (a variant when written); frames recorded next belong to it."""
-        name = str(name)
-        if not name or not (name[0].isalpha() or name[0] == "_") or not all(c.isalnum() or c == "_" for c in name):
-            raise ValueError(f"take name {name!r} must be an identifier (letters, digits, _)")
+        name = _check_identifier("take name", name)
         if name in self.takes:
             raise ValueError(f"take {name!r} exists already")
         self.takes[name] = []
+        self.markers[name] = {}
         self._take = name
+
+    def add_markers(self, name: str, positions, radius: float = 2.0e-3, color=(1.0, 0.55, 0.1)):
+        """Markers of the current take, written as the Points prim /World/markers/<name>
+        (a target, measured or simulated marker positions): ``positions`` (M, 3) m fixed for
+        the take, or (frames, M, 3) m, one row per frame the take records; ``radius`` (m)
+        and ``color`` (RGB in [0, 1]) are the points' size and display colour."""
+        _check_identifier("marker set name", name)
+        points = np.asarray(positions, dtype=np.float64)
+        if points.ndim == 2:
+            points = points[None]
+        if points.ndim != 3 or points.shape[2] != 3 or points.shape[1] == 0 or not np.isfinite(points).all():
+            raise ValueError(f"markers {name!r}: positions must be finite (M, 3) or (frames, M, 3) m, "
+                             f"got shape {np.shape(positions)}")
+        if not radius > 0.0:
+            raise ValueError(f"markers {name!r}: radius must be > 0 m, got {radius}")
+        if self._take is None:
+            self.begin_take("rollout")
+        self.markers[self._take][name] = (points, float(radius), np.clip(np.asarray(color, np.float64), 0.0, 1.0))
 
     def record(self, state: State):
         """Append one frame: the particle positions and body poses of ``state`` (read back to
@@ -219,8 +249,11 @@ class UsdRecorder:
         stage.SetDefaultPrim(root.GetPrim())
         prims = self._define_prims(stage)
         self._define_shapes(stage)
+        marker_prims = self._define_markers(stage, takes)
         if variant_set is None or len(takes) == 1:
-            self._author_frames(prims, next(iter(takes.values())))
+            name, frames = next(iter(takes.items()))
+            self._author_frames(prims, frames)
+            self._author_markers(marker_prims, name, len(frames))
         else:
             variants = root.GetPrim().GetVariantSets().AddVariantSet(variant_set)
             for name, frames in takes.items():
@@ -228,11 +261,44 @@ class UsdRecorder:
                 variants.SetVariantSelection(name)
                 with variants.GetVariantEditContext():
                     self._author_frames(prims, frames)
+                    self._author_markers(marker_prims, name, len(frames))
         def export(tmp):
             if not stage.GetRootLayer().Export(str(tmp)):
                 raise OSError(f"{path}: USD could not write the stage")
 
         return atomic_write(path, export)
+
+    def _define_markers(self, stage, takes: dict) -> dict:
+        """Points prims of the marker sets of ``takes`` (widths and colour of the first take
+        that has the set); returns name -> prim."""
+        from pxr import Gf, UsdGeom, Vt
+
+        prims = {}
+        for take in takes:
+            for name, (points, radius, color) in self.markers.get(take, {}).items():
+                if name in prims:
+                    continue
+                prim = UsdGeom.Points.Define(stage, f"/World/markers/{name}")
+                prim.CreateWidthsAttr(Vt.FloatArray([2.0 * radius] * points.shape[1]))
+                prim.SetWidthsInterpolation(UsdGeom.Tokens.vertex)
+                prim.CreateDisplayColorAttr(Vt.Vec3fArray([Gf.Vec3f(*color)]))
+                prims[name] = prim
+        return prims
+
+    def _author_markers(self, prims: dict, take: str, frames: int):
+        """The take's marker positions: a default value (fixed markers) or one time sample
+        per frame."""
+        from pxr import Vt
+
+        for name, (points, _, _) in self.markers.get(take, {}).items():
+            attr = prims[name].GetPointsAttr()
+            if len(points) == 1:
+                attr.Set(Vt.Vec3fArray.FromNumpy(points[0].astype(np.float32)))
+                continue
+            if len(points) != frames:
+                raise ValueError(f"markers {name!r} of take {take!r} have {len(points)} frames, the take {frames}")
+            for k, frame in enumerate(points):
+                attr.Set(Vt.Vec3fArray.FromNumpy(frame.astype(np.float32)), k)
 
     def _world_offset(self, w: int) -> np.ndarray:
         if self.world_spacing is None or self.world is not None:

@@ -1,5 +1,5 @@
 """Pictures of a USD stage: the geometry prims of a stage (the ones wpsim writes: Mesh,
-Points, Sphere, Cube, Capsule, Plane, at every time code) read back into
+Points (in their display colour), Sphere, Cube, Capsule, Plane, at every time code) read back into
 ``wpsim.io.render.Frame``s and drawn by the same ray caster.
 
 A prim's world transform comes from its xform ops at each time code; a Cube is a box of
@@ -127,11 +127,15 @@ def stage_frame(stage, time: float) -> Frame:
             count += len(world)
         elif prim.IsA(UsdGeom.Points):
             geom = UsdGeom.Points(prim)
-            local = np.asarray(geom.GetPointsAttr().Get(time), np.float64).reshape(-1, 3)
+            local = np.asarray(geom.GetPointsAttr().Get(time) or [], np.float64).reshape(-1, 3)
+            if not len(local):  # e.g. a marker set that this take does not have
+                continue
             widths = np.asarray(geom.GetWidthsAttr().Get(time) or [0.02], np.float64)
             world = _apply(matrix, local)
             radii = np.broadcast_to(widths, (len(world),)) * 0.5 * scale.max()
-            spheres.append((world, radii))
+            shown = geom.GetDisplayColorAttr().Get(time)
+            color = np.asarray(shown[0], np.float64) if shown else np.asarray(PARTICLE_COLOR, np.float64)
+            spheres.append((world, radii, np.tile(color, (len(world), 1))))
         elif prim.IsA(UsdGeom.Sphere):
             radius = UsdGeom.Sphere(prim).GetRadiusAttr().Get(time) * scale.max()
             shapes.append((SHAPE_SPHERE, pose, (radius, 0.0, 0.0), _body_color(prim)))
@@ -148,15 +152,15 @@ def stage_frame(stage, time: float) -> Frame:
             axis = UsdGeom.Plane(prim).GetAxisAttr().Get()
             turned = transform_multiply(pose, np.array([0.0, 0.0, 0.0, *_CAPSULE_TURN[axis]]))
             shapes.append((SHAPE_PLANE, turned, (0.0, 0.0, 0.0), np.array(GROUND_COLOR, np.float64)))
-    centres = np.concatenate([c for c, _ in spheres]) if spheres else np.zeros((0, 3))
-    radii = np.concatenate([r for _, r in spheres]) if spheres else np.zeros(0)
+    centres = np.concatenate([c for c, _, _ in spheres]) if spheres else np.zeros((0, 3))
+    radii = np.concatenate([r for _, r, _ in spheres]) if spheres else np.zeros(0)
+    colors = np.concatenate([c for _, _, c in spheres]) if spheres else np.zeros((0, 3))
     return Frame(np.array([s[0] for s in shapes], np.int64), np.array([s[1] for s in shapes]).reshape(-1, 7),
                  np.array([s[2] for s in shapes], np.float64).reshape(-1, 3),
                  np.array([s[3] for s in shapes], np.float64).reshape(-1, 3),
                  np.concatenate(points) if points else np.zeros((0, 3)),
                  np.concatenate(faces) if faces else np.zeros((0, 3), np.int64),
-                 np.concatenate(face_colors) if face_colors else np.zeros((0, 3)), centres, radii,
-                 np.tile(PARTICLE_COLOR, (len(centres), 1)))
+                 np.concatenate(face_colors) if face_colors else np.zeros((0, 3)), centres, radii, colors)
 
 
 def stage_times(stage, every: int = 1) -> list:
