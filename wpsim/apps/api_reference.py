@@ -18,13 +18,13 @@ from pathlib import Path
 
 def module_names() -> list:
     """Every module of the wpsim package (sub-packages included), sorted."""
-    import wpsim
-    from wpsim import kernels
+    import wpsim.kernels
 
     names = {"wpsim", "wpsim.kernels"}
+    package = str(Path(__file__).resolve().parents[1])  # the wpsim folder
     # wpsim.kernels is installed from the top-level kernels/ folder, outside wpsim's own
-    for package, prefix in ((wpsim, "wpsim."), (kernels, "wpsim.kernels.")):
-        names.update(info.name for info in pkgutil.walk_packages(package.__path__, prefix=prefix))
+    for path, prefix in (([package], "wpsim."), (wpsim.kernels.__path__, "wpsim.kernels.")):
+        names.update(info.name for info in pkgutil.walk_packages(path, prefix=prefix))
     return sorted(names)
 
 
