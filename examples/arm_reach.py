@@ -35,6 +35,7 @@ from wpsim.io.mjcf import import_mjcf
 from wpsim.io.plots import save_figure
 from wpsim.io.progress import progress_line
 from wpsim.io.usd_export import write_rollouts
+from wpsim.io.usd_render import render_strip
 
 ASSET = Path(__file__).resolve().parents[1] / "assets" / "arm_2link.xml"
 DT, KNOTS, EFFORT = 1e-3, 6, 1e-6  # s, knots per joint, m^2 / (N m)^2
@@ -132,6 +133,7 @@ def run(test: bool, out, device) -> dict:
     every = int(round(0.01 / DT))
     write_rollouts(out / "reach.usd", model, {"first": first_states[::every], "best": best_states[::every]},
                    fps=1.0 / (every * DT))
+    render_strip(out / "reach.usd", out / "reach_frames.png", take="best")
     final_miss = float(np.linalg.norm(best_path[-1] - TARGET))
     result = {"iterations": iterations, "steps": steps, "dt_s": DT, "target_m": list(TARGET),
               "first_miss_m": float(np.linalg.norm(first_path[-1] - TARGET)), "final_miss_m": final_miss,

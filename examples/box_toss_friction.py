@@ -36,6 +36,7 @@ from wpsim.io.measurements import load_trajectory
 from wpsim.io.mjcf import import_mjcf
 from wpsim.io.plots import save_figure
 from wpsim.io.usd_export import write_rollouts
+from wpsim.io.usd_render import render_strip
 from wpsim.opt import Parameter, Problem, minimize
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
@@ -131,6 +132,7 @@ def run(test: bool, out, device=None) -> dict:
     _plot(out / "path.png", toss, paths)
     write_rollouts(out / "box_toss.usd", toss.model, {"initial": paths["initial"][1], "fitted": paths["fitted"][1]},
                    fps=1.0 / (toss.dt * toss.every))
+    render_strip(out / "box_toss.usd", out / "box_toss_frames.png", take="fitted")
     return result
 
 

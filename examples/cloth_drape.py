@@ -31,6 +31,7 @@ from wpsim.io.files import write_json
 from wpsim.io.plots import save_figure
 from wpsim.io.progress import progress_line
 from wpsim.io.usd_export import UsdRecorder
+from wpsim.io.usd_render import render_strip
 
 SPHERE_CENTRE, SPHERE_RADIUS = np.array([0.0, 0.0, 0.25]), 0.25  # m
 CLOTH_SIZE, DROP_HEIGHT, DENSITY = 1.2, 0.65, 0.5  # m, m, kg/m^2
@@ -143,6 +144,7 @@ def run(config: DrapeConfig, out_dir, device=None) -> dict:
     write_json(out / "result.json", result)
     _plot(out / "drape.png", model, state, times, energies)
     recorder.write(out / "drape.usd")
+    render_strip(out / "drape.usd", out / "drape_frames.png")
     print(f"health: {health}; kinetic energy {checks['kinetic_energy_j']:.2e} J (limit {MAX_KINETIC_ENERGY:.0e} J)")
     print(f"{checks['vertices_above_sphere']} vertices on top of the sphere, at most "
           f"{checks['largest_lift_above_sphere_m'] * 1e3:.2f} mm off its surface "

@@ -49,6 +49,7 @@ from wpsim.io.files import write_json
 from wpsim.io.plots import plot_gradient_norms, save_figure
 from wpsim.io.progress import progress_line
 from wpsim.io.usd_export import UsdRecorder
+from wpsim.io.usd_render import render_strip
 from wpsim.opt.optimisers import adaptive_gradient_descent
 
 LINKS = 8
@@ -226,6 +227,7 @@ def run(config: SwingConfig, out_dir, device=None) -> dict:
         recorder.begin_take(name)
         swing.bob_path(p, recorder=recorder)
     recorder.write(out / "swing.usd")
+    render_strip(out / "swing.usd", out / "swing_frames.png", take="optimised")
     print(f"bob {result['final_distance_m'] * 1e3:.3f} mm from the target after {config.horizon_s:.1f} s "
           f"(from {result['initial_distance_m'] * 1e3:.1f} mm): "
           f"{radial * 1e3:+.3f} mm radial, {result['final_miss_along_swing_m'] * 1e3:.3f} mm along the swing")

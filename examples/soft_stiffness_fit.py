@@ -35,6 +35,7 @@ from wpsim.io.files import write_json
 from wpsim.io.plots import save_figure
 from wpsim.io.progress import progress_line
 from wpsim.io.usd_export import write_rollouts
+from wpsim.io.usd_render import render_strip
 from wpsim.opt.optimisers import adaptive_gradient_descent
 
 CELLS = 4  # along the beam; one cell across
@@ -197,6 +198,7 @@ def run(config: FitConfig, out_dir, device=None) -> dict:
         fit._set_modulus(modulus)
         takes[name] = fit._rollout()[::config.frame_every]
     write_rollouts(out / "fit.usd", fit.model, takes, fps=1.0 / (config.frame_every * config.dt))
+    render_strip(out / "fit.usd", out / "fit_frames.png", take="fitted")
     print(f"fitted E = {fitted / 1e3:.3f} kPa (hidden {config.hidden_modulus_pa / 1e3:.3f} kPa, "
           f"error {error * 100:+.3f} %)")
     print(f"wrote {out / 'fit.png'}, {out / 'fit.usd'} (variants 'measured' and 'fitted'), {out / 'result.json'}")

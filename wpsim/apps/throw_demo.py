@@ -23,6 +23,7 @@ from wpsim.diff.losses import squared_distance
 from wpsim.io.files import write_json
 from wpsim.io.plots import save_figure
 from wpsim.io.progress import progress_line
+from wpsim.io.usd_render import render_strip
 from wpsim.opt.optimisers import adaptive_gradient_descent
 from wpsim.solvers import SemiImplicitSolver
 from wpsim.solvers.rollout import simulate
@@ -132,10 +133,12 @@ def run_demo(out_dir="wpsim_out", config: DemoConfig | None = None, device=None,
     write_json(out / "result.json", result)
     _plot(out, problem, config, losses, best, target)
     write_usd(out / "rollout.usd", problem, accepted_iterates, target)
+    render_strip(out / "rollout.usd", out / "rollout_frames.png")
     if not quiet:
         print(f"loss {losses[0]:.3e} -> {losses[-1]:.3e} m^2 ({result['loss_reduction']:.3g}x lower); "
               f"final horizontal distance to the target {np.sqrt(losses[-1]) * 100:.2f} cm")
-        print(f"wrote {out / 'loss.png'}, {out / 'trajectory.png'}, {out / 'result.json'}, {out / 'rollout.usd'} "
+        print(f"wrote {out / 'loss.png'}, {out / 'trajectory.png'}, {out / 'result.json'}, {out / 'rollout_frames.png'}, "
+              f"{out / 'rollout.usd'} "
               f"(variant set 'iteration': the throw after each of the {len(accepted_iterates)} accepted steps)")
     return result
 

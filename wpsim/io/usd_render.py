@@ -186,3 +186,15 @@ def render_stage(path, out, take: str | None = None, width: int = 480, height: i
     fps = stage.GetTimeCodesPerSecond() / every
     written = save_images(out, [painter.draw(frame, camera) for frame in frames], fps)
     return {"out": str(written), "frames": len(frames), "fps": fps, "take": chosen}
+
+
+def render_strip(path, out, count: int = 8, take: str | None = None, width: int = 240, height: int = 180) -> dict:
+    """A picture of the stage ``path`` at ``count`` evenly spaced time codes (first and
+    last included when they fall on the spacing), written by ``render_stage`` (an image strip
+    for a ``.png`` ``out``): what an example shows beside its plots."""
+    if int(count) != count or count < 1:
+        raise ValueError(f"count must be an integer >= 1, got {count}")
+    stage, _ = open_stage(path, take)
+    span = stage.GetEndTimeCode() - stage.GetStartTimeCode() + 1
+    every = max(1, int(np.ceil(span / count)))
+    return render_stage(path, out, take, width, height, every)

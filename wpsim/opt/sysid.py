@@ -340,7 +340,7 @@ class SysidResult:
     def write(self, out) -> dict:
         """Write sysid.json, tracking.png (measured vs simulated before and after),
         history.png, rollouts.usd (the initial and the fitted model's replays as the
-        variants of "iteration") and calibrated.usda (the fitted robot as a UsdPhysics
+        variants of "iteration"), rollouts.png (frames of the fitted replay) and calibrated.usda (the fitted robot as a UsdPhysics
         stage) into the folder ``out``; returns name -> path."""
         from pathlib import Path
 
@@ -348,6 +348,7 @@ class SysidResult:
         from wpsim.io.plots import plot_joint_tracking
         from wpsim.io.usd_export import write_rollouts
         from wpsim.io.usd_physics import export_physics
+        from wpsim.io.usd_render import render_strip
 
         out = Path(out)
         time = self.run.dt * np.arange(self.run.steps + 1)
@@ -359,6 +360,7 @@ class SysidResult:
             "history": self.fit.plot(out / "history.png"),
             "rollouts": write_rollouts(out / "rollouts.usd", self.run.model, self.frames, FRAME_RATE,
                                        body_names=self.run.body_names),
+            "frames": render_strip(out / "rollouts.usd", out / "rollouts.png", take="fitted")["out"],
             "robot": export_physics(self.run.model, out / "calibrated.usda"),
         }
 
