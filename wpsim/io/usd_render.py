@@ -170,16 +170,23 @@ def stage_times(stage, every: int = 1) -> list:
 
 
 def render_stage(path, out, take: str | None = None, width: int = 480, height: int = 360, every: int = 1,
-                 device=None) -> dict:
+                 device=None, count: int | None = None) -> dict:
     """Render every ``every``-th time code of the stage ``path`` (one camera framing all of
     them) into ``out`` (``save_images``: .gif, .mp4, .png strip or a folder) at the stage's
-    time codes per second / every. Returns {"out", "frames", "fps", "take"}."""
+    time codes per second / every; with ``count``, ``count`` time codes evenly spaced from
+    the first to the last instead (e.g. for a strip). Returns {"out", "frames", "fps", "take"}."""
     from pxr import UsdGeom
 
     if int(every) != every or every < 1:
         raise ValueError(f"every must be an integer >= 1, got {every}")
+    if count is not None and (int(count) != count or count < 1):
+        raise ValueError(f"count must be an integer >= 1, got {count}")
     stage, chosen = open_stage(path, take)
-    frames = [stage_frame(stage, t) for t in stage_times(stage, int(every))]
+    times = stage_times(stage, int(every))
+    if count is not None:
+        times = sorted({float(t) for t in np.linspace(times[0], times[-1], int(count)).round()})
+        every = (times[-1] - times[0]) / max(len(times) - 1, 1) or 1.0
+    frames = [stage_frame(stage, t) for t in times]
     up = {"Z": 2, "Y": 1}.get(str(UsdGeom.GetStageUpAxis(stage)), 2)
     camera = camera_for(frames, up, width, height)
     painter = Painter(device)
@@ -188,13 +195,7 @@ def render_stage(path, out, take: str | None = None, width: int = 480, height: i
     return {"out": str(written), "frames": len(frames), "fps": fps, "take": chosen}
 
 
-def render_strip(path, out, count: int = 8, take: str | None = None, width: int = 240, height: int = 180) -> dict:
-    """A picture of the stage ``path`` at ``count`` evenly spaced time codes (first and
-    last included when they fall on the spacing), written by ``render_stage`` (an image strip
-    for a ``.png`` ``out``): what an example shows beside its plots."""
-    if int(count) != count or count < 1:
-        raise ValueError(f"count must be an integer >= 1, got {count}")
-    stage, _ = open_stage(path, take)
-    span = stage.GetEndTimeCode() - stage.GetStartTimeCode() + 1
-    every = max(1, int(np.ceil(span / count)))
-    return render_stage(path, out, take, width, height, every)
+def render_strip(path, out, take: str | None = None, count: int = 8, width: int = 240, height: int = 180) -> dict:
+    """An image strip (``out`` a .png) of ``count`` evenly spaced frames of a take of the
+    stage ``path``: what an example shows beside its plots."""
+    return render_stage(path, out, take, width, height, count=count)
