@@ -79,13 +79,18 @@ def cmd_bench(args) -> int:
 
 
 def cmd_run(args) -> int:
-    """Simulate a robot file, or a soft body from a mesh file dropped on the ground; write
-    its USD stage."""
+    """Simulate a robot file (from its start pose, its actuators driven by ``--control``), or
+    a soft body from a mesh file dropped on the ground; write its USD stage."""
     _quiet_warp()
     from wpsim.apps.run_scene import (
+        RobotControlOptions,
         SoftSceneOptions,
+        apply_start_pose,
+        check_control_options,
         check_run_options,
+        control_mode,
         mesh_warnings,
+        robot_controller,
         robot_scene,
         simulate_to_usd,
         soft_scene,
@@ -95,19 +100,36 @@ def cmd_run(args) -> int:
 
     options = SoftSceneOptions(cell_size=args.cell, scale=args.scale, density=args.density,
                                young_modulus=args.young, drop_height=args.height)
+    control = RobotControlOptions(mode=args.control, kp=args.kp, kd=args.kd, time_constant=args.time_constant,
+                                  amplitude=args.amplitude, frequency=args.frequency, q0=args.q0, key=args.key)
     check_run_options(options, args.out, args.fps, args.video)
-    quality, dt, soft_contact, body_names = None, args.dt, None, None
+    check_control_options(control)
+    quality, dt, soft_contact, body_names, make_controller, joint_names = None, args.dt, None, None, None, None
+    mode = None
     if is_robot_file(args.scene):
         builder, scene = robot_scene(args.scene, floating=args.floating)
         body_names = {index: name for name, index in scene.bodies.items()}
+        joint_names = {index: name for name, index in scene.joints.items()}
         dt = dt or scene.timestep or 1e-3
         if args.solver != "semi-implicit":
             raise ValueError("robots are stepped by the semi-implicit solver only")
+        if args.steps < 1 or not dt > 0.0:
+            raise ValueError(f"steps must be >= 1 and dt > 0 s, got {args.steps} and {dt}")
         soft_contact = SoftContactOptions() if args.contact == "soft" else None
-        print(f"{args.scene}: {builder.body_count} bodies, {builder.joints.count} joints, "
-              f"{len(scene.actuators)} actuators (not driven by wpsim run); dt = {dt:g} s; {args.contact} contact "
-              "and joint limits")
+        key = apply_start_pose(builder, scene, args.scene, args.q0, args.key)
+        make_controller, described = robot_controller(builder, scene, args.scene, control, dt, args.steps)
+        mode = control_mode(control, scene)
+        kinds = sorted({a["kind"] for a in scene.actuators})
+        print(f"{args.scene}: {builder.body_count} bodies, {builder.joints.count} joints, {len(scene.actuators)} "
+              f"actuators{' (' + ', '.join(kinds) + ')' if kinds else ''}; dt = {dt:g} s; {args.contact} contact and "
+              "joint limits")
+        start = " + ".join(([f"<key name=\"{key}\">"] if key else []) + (["--q0"] if args.q0 else [])) or "the file's"
+        print(f"start pose: {start}; control: {described}")
     else:
+        given = [f"--{name.replace('_', '-')}" for name in ("control", "q0", "key", "kp", "kd", "time_constant")
+                 if getattr(args, name) is not None]
+        if given:
+            raise ValueError(f"{given[0]} applies to robot files only, not to {args.scene}")
         builder, quality = soft_scene(args.scene, options)
         dt = dt or 1e-4
     if quality is not None:
@@ -118,12 +140,19 @@ def cmd_run(args) -> int:
         for warning in mesh_warnings(quality):
             print(f"wpsim run: warning: {warning}", file=sys.stderr)
     summary = simulate_to_usd(builder, args.out, args.steps, dt, args.fps, args.solver, args.device, soft_contact,
-                              args.video, body_names)
+                              args.video, body_names, make_controller, joint_names)
     print(f"wrote {summary['usd']}" + (f" and {summary['video']}" if "video" in summary else "") +
           f": {summary['frames']} frames at {summary['fps']:.1f} fps; final lowest point "
           f"{summary['final_lowest_z_m'] * 1e3:.2f} mm, max speed {summary['final_max_speed_m_per_s']:.3f} m/s")
     if "unconverged_steps" in summary:
         print(f"implicit solver: {summary['unconverged_steps']} of {args.steps} steps did not converge")
+    if summary.get("joints"):
+        speed, most, final = (summary["joints"][k] for k in ("max_speed", "max_distance_from_start",
+                                                                 "final_distance_from_start"))
+        print(f"joints over the recorded frames: largest speed {speed['value']:.3f} {speed['unit']} ({speed['joint']}, "
+              f"t = {speed['time_s']:.2f} s); largest |q - q0| {most['value']:.2e} {most['unit']} ({most['joint']}, "
+              f"t = {most['time_s']:.2f} s); {'final hold error' if mode == 'hold' else 'final'} |q - q0| "
+              f"{final['value']:.2e} {final['unit']} ({final['joint']})")
     return 0
 
 
@@ -222,6 +251,33 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--density", type=float, default=1000.0, help="kg/m^3 (default: 1000)")
     run.add_argument("--young", type=float, default=5.0e4, help="Young's modulus in Pa (default: 5e4)")
     run.add_argument("--height", type=float, default=0.02, help="drop height in m (default: 0.02)")
+    run.add_argument("--control", default=None, metavar="none|hold|sine|FILE.csv",
+                     help="robots: how the actuators are driven (default: hold for a robot with actuators, else "
+                          "none). none: passive (zero torques and drive targets); hold: position actuators target the "
+                          "start pose, velocity actuators target zero speed (they damp, they do not hold a pose), "
+                          "motors apply a PD torque towards the start pose plus the torque that holds it still there "
+                          "(gravity compensation computed at the start); sine: the start pose plus --amplitude "
+                          "sin(2 pi --frequency t) on every actuated joint; FILE.csv (or .npz, the "
+                          "wpsim.io.measurements format): its tau:<joint> joint torques (N m or N, no gear applied) and q:<joint> / "
+                          "qd:<joint> references of actuated joints, each held until the next sample (the file's first "
+                          "time is t = 0; joints without a column get zero controls, as with none)")
+    run.add_argument("--q0", default=None, metavar="JOINT=VALUE,...",
+                     help="robots: start coordinates of hinge (rad) and slide (m) joints by name, within their "
+                          "limits; applied after the keyframe")
+    run.add_argument("--key", default=None, metavar="NAME",
+                     help="MJCF: start from this <keyframe><key name=...> (default: the file's first key, if any)")
+    run.add_argument("--kp", type=float, default=None,
+                     help="motor PD stiffness in N m/rad (N/m for slide joints), with --kd in N m s/rad (N s/m) "
+                          "(default: kp = M / T^2 and kd = 2 M / T, critical damping, with M the joint-space "
+                          "inertia matrix of the motor joints at the start pose)")
+    run.add_argument("--kd", type=float, default=None,
+                     help="motor PD damping in N m s/rad or N s/m (with --kp); the PD torque is explicit, so keep "
+                          "kd * dt well below the lightest joint's inertia")
+    run.add_argument("--time-constant", type=float, default=None, metavar="T",
+                     help="time constant T in s of the default motor gains (default: max(0.01 s, 10 dt))")
+    run.add_argument("--amplitude", type=float, default=0.3,
+                     help="sine amplitude in rad (m for slide joints) (default: %(default)s)")
+    run.add_argument("--frequency", type=float, default=0.5, help="sine frequency in Hz (default: %(default)s)")
     run.add_argument("--device", default=None, help="Warp device, e.g. cpu or cuda:0")
     run.set_defaults(func=cmd_run)
 

@@ -2,7 +2,8 @@
 PLY; tetrahedralised by ``wpsim.core.meshing``) or from a tetrahedral mesh (``.npz`` with
 ``vertices`` (V, 3) in m and ``tets`` (E, 4)), dropped onto a ground plane; rigid bodies
 from URDF (with a ground plane added), MJCF or USD with UsdPhysics (as the file describes
-its world); and the simulation of such a scene into a USD stage.
+its world), with a start pose and their actuators driven (``RobotControlOptions``); and the
+simulation of such a scene into a USD stage.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from wpsim.io.mesh_files import SURFACE_SUFFIXES, load_surface
 from wpsim.io.progress import progress_line
 from wpsim.io.robots import import_robot
 from wpsim.io.usd_export import UsdRecorder
+from wpsim.kernels.enums import JOINT_COORD_COUNT, JOINT_DOF_COUNT, JOINT_PRISMATIC, JOINT_REVOLUTE
 from wpsim.solvers import ImplicitEulerSolver, SemiImplicitSolver, SoftContactOptions
 
 
@@ -173,6 +175,222 @@ def robot_scene(path, floating: bool = False) -> tuple:
     return builder, scene
 
 
+CONTROL_MODES = ("none", "hold", "sine")
+"""``--control`` words; anything else must be a ``wpsim.io.measurements`` file (.csv, .npz)."""
+DATA_SUFFIXES = (".csv", ".npz")
+
+
+@dataclass
+class RobotControlOptions:
+    """Start pose and actuator drive of a robot for ``wpsim run`` (SI units; see
+    ``robot_controller``)."""
+
+    mode: str | None = None  # none, hold, sine or a data file; None: hold with actuators, else none
+    kp: float | None = None  # N m/rad or N/m, motor PD stiffness (None: from the effective inertia)
+    kd: float | None = None  # N m s/rad or N s/m, motor PD damping (with kp)
+    time_constant: float | None = None  # s, of the derived motor gains (None: max(0.01 s, 10 dt))
+    amplitude: float = 0.3  # rad or m, sine
+    frequency: float = 0.5  # Hz, sine
+    q0: str | None = None  # "JOINT=VALUE,..." start coordinates (rad or m)
+    key: str | None = None  # MJCF <key> name (None: the file's first key, if any)
+
+
+def check_control_options(options: RobotControlOptions):
+    """Reject bad robot options (naming the option) before anything is imported."""
+    mode = options.mode
+    if mode is not None and mode not in CONTROL_MODES and Path(mode).suffix.lower() not in DATA_SUFFIXES:
+        raise ValueError(f"--control {mode}: expected {', '.join(CONTROL_MODES)} or a .csv / .npz data file")
+    if (options.kp is None) != (options.kd is None):
+        raise ValueError("--kp and --kd go together (give both, or neither to derive them from --time-constant)")
+    for option, value in (("--kp", options.kp), ("--kd", options.kd)):
+        if value is not None and not (np.isfinite(value) and value >= 0.0):
+            raise ValueError(f"{option} must be a finite number >= 0, got {value}")
+    if options.time_constant is not None and not (np.isfinite(options.time_constant) and options.time_constant > 0.0):
+        raise ValueError(f"--time-constant must be > 0 s, got {options.time_constant}")
+    if not (np.isfinite(options.amplitude) and options.amplitude >= 0.0):
+        raise ValueError(f"--amplitude must be a finite number >= 0 (rad or m), got {options.amplitude}")
+    if not (np.isfinite(options.frequency) and options.frequency > 0.0):
+        raise ValueError(f"--frequency must be > 0 Hz, got {options.frequency}")
+    parse_joint_values(options.q0)
+
+
+def parse_joint_values(text: str | None, option: str = "--q0") -> dict:
+    """``{joint: value}`` of ``"JOINT=VALUE,..."`` (finite numbers, each joint once)."""
+    values = {}
+    for item in [] if text is None else text.split(","):
+        name, equals, number = (part.strip() for part in item.partition("="))
+        if not equals or not name:
+            raise ValueError(f"{option} {text}: {item.strip()!r} is not JOINT=VALUE")
+        try:
+            value = float(number)
+        except ValueError:
+            raise ValueError(f"{option} {text}: {number!r} (joint {name}) is not a number") from None
+        if not np.isfinite(value):
+            raise ValueError(f"{option} {text}: joint {name}'s value {number} is not finite")
+        if name in values:
+            raise ValueError(f"{option} {text}: joint {name} is given twice")
+        values[name] = value
+    if text is not None and not values:
+        raise ValueError(f"{option}: give JOINT=VALUE,... (rad or m)")
+    return values
+
+
+def _joint_offsets(builder: ModelBuilder) -> tuple:
+    """(joint types, first coordinate, first dof) of every joint in the builder's tables."""
+    types = builder.joints.array("joint_type").astype(np.int64)
+    coords = np.concatenate([[0], np.cumsum(np.array(JOINT_COORD_COUNT)[types])])[:-1]
+    dofs = np.concatenate([[0], np.cumsum(np.array(JOINT_DOF_COUNT)[types])])[:-1]
+    return types, coords.astype(np.int64), dofs.astype(np.int64)
+
+
+def _unit(joint_type: int, rate: bool = False) -> str:
+    """The unit of a 1-dof joint's coordinate (or rate)."""
+    return ("m" if joint_type == JOINT_PRISMATIC else "rad") + ("/s" if rate else "")
+
+
+def apply_start_pose(builder: ModelBuilder, scene, path, q0: str | None = None, key: str | None = None):
+    """Set the builder's start coordinates (and velocities) from the file's keyframe ``key``
+    (None: its first, if any), then the hinge and slide joints in ``q0`` ("JOINT=VALUE,...",
+    rad or m, within the joint's limits); returns the name of the key used, or None."""
+    keys = scene.keyframes
+    if key is not None and key not in keys:
+        raise ValueError(f"--key {key}: {path} has no <key name=\"{key}\"> (keys: {', '.join(keys) or 'none'})")
+    used = key if key is not None else next(iter(keys), None)
+    types, coord_of, dof_of = _joint_offsets(builder)
+    q, qd = builder.joint_coords.array("joint_q"), builder.joint_dofs.array("joint_qd")
+    if used is not None:
+        for joint, values in keys[used]["q"].items():
+            q[coord_of[joint]:coord_of[joint] + len(values)] = values
+        for joint, values in keys[used]["qd"].items():
+            qd[dof_of[joint]:dof_of[joint] + len(values)] = values
+    lower, upper = builder.joint_dofs.array("joint_limit_lower"), builder.joint_dofs.array("joint_limit_upper")
+    for name, value in parse_joint_values(q0).items():
+        if name not in scene.joints:
+            raise ValueError(f"--q0 {name}={value:g}: {path} has no joint {name!r} (joints: {', '.join(scene.joints)})")
+        joint = scene.joints[name]
+        if int(types[joint]) not in (JOINT_REVOLUTE, JOINT_PRISMATIC):
+            raise ValueError(f"--q0 {name}={value:g}: only hinge and slide joints can be set; {name} has "
+                             f"{JOINT_COORD_COUNT[int(types[joint])]} coordinates")
+        dof, unit = dof_of[joint], _unit(int(types[joint]))
+        if not lower[dof] <= value <= upper[dof]:
+            raise ValueError(f"--q0 {name}={value:g}: outside the joint's limits [{lower[dof]:g}, {upper[dof]:g}] "
+                             f"{unit}")
+        q[coord_of[joint]] = value
+    return used
+
+
+def control_mode(options: RobotControlOptions, scene) -> str:
+    """The ``--control`` a robot gets: the option's, else hold with actuators, none without."""
+    return options.mode or ("hold" if scene.actuators else "none")
+
+
+def robot_controller(builder: ModelBuilder, scene, path, options: RobotControlOptions, dt: float, steps: int) -> tuple:
+    """(make, description): ``make(model)`` builds the ``JointPDController`` driving the robot's
+    actuators as ``options.mode`` says (None: no controller, ``none``), for ``steps`` steps of
+    ``dt`` s; the description names what it does. Actuators (``ImportedScene.actuators``):
+
+    - position: the drive target joint_target_q is the reference (the file's kp acts on it);
+    - velocity: joint_target_qd is the reference's rate (the file's kv acts on it): ``hold``
+      damps motion without holding a position;
+    - motor: a PD joint torque kp (q* - q) + kd (qd* - qd) with the stated kp, kd, or kp =
+      M / T^2, kd = 2 M / T (critical damping, time constant T) with M the joint-space inertia
+      of the motor joints at the start pose (``effective_inertia``, other joints free).
+
+    ``hold``: the reference is the start pose, and motors add the torque that holds it still
+    there (gravity compensation at the start); ``sine``: the start pose plus amplitude sin(2 pi
+    f t) on every actuated joint (motors with that same holding torque); a data file
+    (``wpsim.io.measurements``): its ``tau:<joint>`` generalized forces (N m or N, on any
+    hinge or slide joint; joint torques, no gear applied), ``q:<joint>`` / ``qd:<joint>``
+    references of actuated joints (a motor's needs a ``q:`` column) replayed held over each
+    sample (file time ``time[0]`` is t = 0); joints without a column get zero controls, as
+    with ``none``."""
+    from wpsim.solvers.controllers import JointPDController, effective_inertia
+
+    mode = control_mode(options, scene)
+    if mode == "none":
+        return None, "none (passive: zero torques and drive targets)"
+    types, _, _ = _joint_offsets(builder)
+    kinds = {actuator["joint"]: actuator["kind"] for actuator in scene.actuators}
+    names = {joint: name for name, joint in scene.joints.items()}
+    columns, rows = {}, 1
+    if mode in CONTROL_MODES:
+        if not kinds:
+            raise ValueError(f"--control {mode}: {path} has no actuators to drive")
+        start_pose, motors = list(kinds), [j for j, kind in kinds.items() if kind == "motor"]
+    else:
+        columns, rows = _replayed_columns(mode, scene, types, kinds, dt, steps), steps
+        start_pose, motors = [], [scene.joints[n] for k, n in columns if k == "q" and kinds[scene.joints[n]] == "motor"]
+    time_constant = options.time_constant or max(0.01, 10.0 * dt)
+    amplitude = options.amplitude if mode == "sine" else 0.0
+
+    def make(model):
+        state = model.state(requires_grad=False)
+        q_start, qd_start = model.joint_q_start.numpy(), model.joint_qd_start.numpy()
+        q_init = state.joint_q.numpy().astype(np.float64)
+        dofs = model.joint_dof_count
+        schedules = {kind: np.zeros((rows, dofs)) for kind in ("q", "qd", "tau")}
+        wave = np.zeros(dofs)
+        for joint in start_pose:
+            schedules["q"][:, qd_start[joint]] = q_init[q_start[joint]]
+            wave[qd_start[joint]] = amplitude
+        for (kind, name), values in columns.items():
+            schedules[kind][:, qd_start[scene.joints[name]]] = values
+        kp = kd = None
+        pd = qd_start[np.asarray(motors, dtype=np.int64)]
+        if pd.size:
+            inertia, rest_acceleration = effective_inertia(model, state, pd)
+            stiffness, damping = ((inertia / time_constant**2, 2.0 * inertia / time_constant) if options.kp is None
+                                  else (np.eye(pd.size) * options.kp, np.eye(pd.size) * options.kd))
+            kp, kd = np.zeros((dofs, dofs)), np.zeros((dofs, dofs))
+            kp[np.ix_(pd, pd)], kd[np.ix_(pd, pd)] = stiffness, damping
+            if mode in CONTROL_MODES:
+                schedules["tau"][:, pd] -= inertia @ rest_acceleration
+        return JointPDController(model, dt, schedules["q"], schedules["qd"], schedules["tau"], kp, kd, wave,
+                                 options.frequency if mode == "sine" else 0.0)
+
+    gains = (f"kp {options.kp:g}, kd {options.kd:g}" if options.kp is not None else
+             f"kp = M / T^2, kd = 2 M / T with T = {time_constant:g} s")
+    named = mode not in CONTROL_MODES or set(motors) != set(kinds)
+    pd_text = (f"; motor PD ({gains})" + (f" on {', '.join(names[j] for j in motors)}" if named else "")) if motors else ""
+    if mode == "hold":
+        what = f"hold the start pose{pd_text}" + (" + the torque holding the start pose" if motors else "")
+    elif mode == "sine":
+        what = f"sine of {options.amplitude:g} rad (m) at {options.frequency:g} Hz around the start pose{pd_text}"
+    else:
+        what = f"replay {mode} ({', '.join(f'{kind}:{name}' for kind, name in columns)}){pd_text}"
+    return make, what + (f"; actuated: {', '.join(names[j] for j in kinds)}" if mode in CONTROL_MODES else "")
+
+
+def _replayed_columns(path, scene, types, kinds: dict, dt: float, steps: int) -> dict:
+    """{(kind, joint name): (steps,) values held over each sample} of a data file driving the
+    robot (see ``robot_controller``)."""
+    from wpsim.io.measurements import MeasurementError, load_trajectory
+
+    data = load_trajectory(path)
+    for column in data.columns:
+        if column.partition(":")[0] not in ("tau", "q", "qd"):
+            raise MeasurementError(f"{path}: column {column!r}: wpsim run replays tau:, q: and qd: columns only")
+    one_dof = [n for n, j in scene.joints.items() if int(types[j]) in (JOINT_REVOLUTE, JOINT_PRISMATIC)]
+    for kind in ("tau", "q", "qd"):
+        data.require(kind, one_dof, "hinge or slide joint of the robot")
+    actuated = ", ".join(n for n in one_dof if scene.joints[n] in kinds) or "none"
+    for kind in ("q", "qd"):
+        for name in data.names(kind):
+            joint = scene.joints[name]
+            if joint not in kinds:
+                raise MeasurementError(f"{path}: column '{kind}:{name}' is a reference for joint {name!r}, which no "
+                                       f"actuator drives (actuated: {actuated})")
+            if kind == "qd" and kinds[joint] == "motor" and name not in data.names("q"):
+                raise MeasurementError(f"{path}: column 'qd:{name}': motor joint {name!r} also needs a 'q:{name}' "
+                                       "column (a PD reference), or give 'tau:' only")
+    end = data.time[0] + dt * (steps - 1)
+    if end > data.time[-1] + 1e-9 * max(1.0, abs(data.time[-1])):
+        raise MeasurementError(f"{path}: the data covers {data.time[0]:g}-{data.time[-1]:g} s, but --steps {steps} "
+                               f"of {dt:g} s need {data.time[0]:g}-{end:g} s")
+    grid = data.resample(data.time[0] + dt * np.arange(steps), hold=("tau", "q", "qd"))
+    return {(kind, name): grid.channel(kind, name) for kind in ("tau", "q", "qd") for name in data.names(kind)}
+
+
 def soft_scene(path, options: SoftSceneOptions) -> tuple:
     """A ModelBuilder with the ground and the soft body of ``path`` lying ``drop_height``
     above it, and the mesher's quality statistics (None for a .npz tet mesh)."""
@@ -195,7 +413,7 @@ def frame_step_indices(steps: int, dt: float, fps: float) -> np.ndarray:
 
 def simulate_to_usd(builder: ModelBuilder, out, steps: int, dt: float, fps: float = 60.0, solver: str = "semi-implicit",
                     device=None, soft_contact: SoftContactOptions | None = None, video=None,
-                    body_names: dict | None = None) -> dict:
+                    body_names: dict | None = None, make_controller=None, joint_names: dict | None = None) -> dict:
     """Simulate ``steps`` steps of ``dt`` s (float64), recording ``fps`` frames per second
     into the USD stage ``out`` (and, with ``video``, rendered into that GIF, MP4, PNG strip or
     folder, ``wpsim.io.render``); raises ``SimulationBlowUp`` if the state blows up. Frame j
@@ -203,6 +421,10 @@ def simulate_to_usd(builder: ModelBuilder, out, steps: int, dt: float, fps: floa
     j / fps s, within dt / 2; an ``fps`` above 1 / dt records every step (1 / dt frames per
     second). ``soft_contact``: rigid contact and joint limits as soft constraints (semi-implicit
     solver; None: penalty forces). ``body_names`` (body index -> name) name the bodies' prims.
+    ``make_controller(model)``: a controller ``(k, state, control)`` filling the Control of
+    every step k (e.g. from ``robot_controller``; None: zero controls). ``joint_names`` (joint
+    index -> name): the hinge and slide joints whose speeds and distance from the start pose
+    are summarised over the recorded frames ("joints", see ``JointWatch``).
     Returns a summary (frames, final height range and speed
     of particles and body origins, Newton statistics)."""
     import warp as wp
@@ -224,16 +446,23 @@ def simulate_to_usd(builder: ModelBuilder, out, steps: int, dt: float, fps: floa
     next_frame = next(frame_steps, None)
     recorder = UsdRecorder(model, fps=fps, body_names=body_names)
     a, b = model.state(requires_grad=False), model.state(requires_grad=False)
+    controller = None if make_controller is None else make_controller(model)
+    control = None if controller is None else model.control(requires_grad=False)
     recorder.record(a)
+    watch = None if not joint_names else JointWatch(model, joint_names, a)
     frames = [_copy(model, a)] if video is not None else None
     report_every = max(1, steps // 10)
     for k in range(1, steps + 1):
-        stepper.step(a, b, None, dt)
+        if controller is not None:
+            controller(k - 1, a, control)
+        stepper.step(a, b, control, dt)
         a, b = b, a
         if k == next_frame:
             next_frame = next(frame_steps, None)
             stepper.check_health()  # a blow-up is reported as such, with its step and world
             recorder.record(a)
+            if watch is not None:
+                watch.record(a, k * dt)
             if frames is not None:
                 frames.append(_copy(model, a))
         if k % report_every == 0:
@@ -254,7 +483,53 @@ def simulate_to_usd(builder: ModelBuilder, out, steps: int, dt: float, fps: floa
         summary["unconverged_steps"] = stepper.unconverged_steps
     if video is not None:
         summary["video"] = str(video)
+    if watch is not None:
+        summary["joints"] = watch.summary(a)
     return summary
+
+
+class JointWatch:
+    """Speeds and distances from the start pose of named hinge and slide joints, over the
+    recorded frames of a run."""
+
+    def __init__(self, model, joint_names: dict, start):
+        types = model.joint_type.numpy()
+        self.joints = [(j, name) for j, name in sorted(joint_names.items())
+                       if int(types[j]) in (JOINT_REVOLUTE, JOINT_PRISMATIC)]
+        self.units = [_unit(int(types[j])) for j, _ in self.joints]
+        self.coords = model.joint_q_start.numpy()[[j for j, _ in self.joints]].astype(np.int64)
+        self.dofs = model.joint_qd_start.numpy()[[j for j, _ in self.joints]].astype(np.int64)
+        self.start = start.joint_q.numpy().astype(np.float64)[self.coords]
+        self.speed = (0.0, 0, 0.0)  # (value, index into joints, time s)
+        self.distance = (0.0, 0, 0.0)
+        self.record(start, 0.0)
+
+    def record(self, state, t: float):
+        """Take in the state of time ``t`` (s)."""
+        if not self.joints:
+            return
+        speed = np.abs(state.joint_qd.numpy().astype(np.float64)[self.dofs])
+        distance = np.abs(state.joint_q.numpy().astype(np.float64)[self.coords] - self.start)
+        for name, values in (("speed", speed), ("distance", distance)):
+            i = int(np.argmax(values))
+            if values[i] > getattr(self, name)[0]:
+                setattr(self, name, (float(values[i]), i, t))
+
+    def summary(self, final) -> dict:
+        """Largest speed (rad/s or m/s) and distance from the start pose (rad or m) over the
+        frames, with their joint and time (s), and the final pose's largest distance."""
+        if not self.joints:
+            return {}
+        distance = np.abs(final.joint_q.numpy().astype(np.float64)[self.coords] - self.start)
+        last = int(np.argmax(distance))
+
+        def entry(value, i, t=None):
+            item = {"value": value, "joint": self.joints[i][1], "unit": self.units[i]}
+            return item if t is None else {**item, "time_s": t}
+
+        return {"max_speed": {**entry(*self.speed), "unit": self.units[self.speed[1]] + "/s"},
+                "max_distance_from_start": entry(*self.distance),
+                "final_distance_from_start": entry(float(distance[last]), last)}
 
 
 def _copy(model, state):

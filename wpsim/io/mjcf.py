@@ -9,11 +9,16 @@ limited damping armature``) or ``<freejoint>``, and ``<geom type="sphere|capsule
 cylinder|mesh|plane">`` (``size fromto pos quat|euler|axisangle density mass friction``;
 a cylinder becomes a capsule of the same radius, overall length and mass; planes only in
 the worldbody; geoms with contype and conaffinity 0 are visual and skipped); ``<actuator>`` ``<motor joint gear>``, ``<position joint kp>`` and
-``<velocity joint kv>`` (position/velocity actuators set the joint's drive gains).
+``<velocity joint kv>`` (position/velocity actuators set the joint's drive gains);
+``<keyframe><key name qpos qvel>`` poses (MuJoCo's layout: the file's joints in document
+order, quaternions w x y z, angles in rad whatever ``<compiler angle>`` says; a key's
+``ctrl``, ``act``, ``mpos``, ``mquat`` and ``time`` are not used), unnamed keys named
+``key0``, ``key1``, ... by their place.
 
 Rejected with a ``SceneFileError`` naming the file and element: malformed XML, unknown
 joint or geom types, several joints in one body, default classes, ``<frame>``, missing mesh files,
-non-positive masses or inertias, unknown joint names in actuators. A body without a joint
+non-positive masses or inertias, unknown joint names in actuators, keys whose qpos / qvel
+lack one number per joint coordinate / dof or repeat a name. A body without a joint
 is welded to its parent. Without ``<inertial>`` a body's mass comes from its geoms
 (density 1000 kg/m^3 unless given), as in MuJoCo. Contact stiffness and damping are not
 in MJCF's compliant terms; they are importer arguments.
@@ -40,7 +45,14 @@ from wpsim.io.scene_parsing import (
     quat_from_euler,
     resolve_mesh,
 )
-from wpsim.kernels.enums import JOINT_DOF_COUNT, JOINT_PRISMATIC, JOINT_REVOLUTE
+from wpsim.kernels.enums import (
+    JOINT_BALL,
+    JOINT_COORD_COUNT,
+    JOINT_DOF_COUNT,
+    JOINT_FREE,
+    JOINT_PRISMATIC,
+    JOINT_REVOLUTE,
+)
 
 _IDENTITY = np.array([0.0, 0.0, 0.0, 1.0])
 
@@ -298,6 +310,35 @@ class _Reader:
             self.scene.actuators.append({"name": actuator.get("name") or f"actuator{len(self.scene.actuators)}",
                                          "joint": joint, "kind": actuator.tag, "gear": gear})
 
+    # -------------------------------------------------------------- keyframes
+    def add_keyframes(self, b: ModelBuilder, root):
+        """The ``<keyframe><key>`` poses into ``scene.keyframes`` (see ``ImportedScene``)."""
+        types = b.joints.array("joint_type")
+        joints = [(j, int(types[j])) for j in self.scene.joints.values()]
+        nq = sum(JOINT_COORD_COUNT[t] for _, t in joints)
+        nv = sum(JOINT_DOF_COUNT[t] for _, t in joints)
+        keys = [key for keyframe in root.findall("keyframe") for key in keyframe.findall("key")]
+        for index, key in enumerate(keys):
+            name = key.get("name") or f"key{index}"
+            if name in self.scene.keyframes:
+                self.fail(key, f"a second key named \"{name}\"")
+            qpos = floats(self.path, key, "qpos", nq)
+            qvel = floats(self.path, key, "qvel", nv)
+            entry, qi, vi = {"q": {}, "qd": {}}, 0, 0
+            for j, t in joints:
+                if qpos is not None:
+                    coords = qpos[qi:qi + JOINT_COORD_COUNT[t]].copy()
+                    if t in (JOINT_FREE, JOINT_BALL):  # (w, x, y, z) -> (x, y, z, w), unit length
+                        w_xyz = coords[-4:]
+                        if np.linalg.norm(w_xyz) < 1e-12:
+                            self.fail(key, f"qpos holds a zero quaternion at coordinates {qi}..{qi + len(coords) - 1}")
+                        coords[-4:] = np.roll(w_xyz / np.linalg.norm(w_xyz), -1)
+                    entry["q"][j] = coords
+                if qvel is not None:
+                    entry["qd"][j] = qvel[vi:vi + JOINT_DOF_COUNT[t]].copy()
+                qi, vi = qi + JOINT_COORD_COUNT[t], vi + JOINT_DOF_COUNT[t]
+            self.scene.keyframes[name] = entry
+
     @staticmethod
     def set_gain(b: ModelBuilder, joint: int, column: str, value: float):
         """Set a drive gain of a 1-dof joint (its row in the builder's dof table)."""
@@ -333,6 +374,7 @@ def import_mjcf(path, builder: ModelBuilder | None = None, ke: float = 1.0e4, kd
         for body in reader.children(world, "body"):
             reader.add_body(b, body, -1)
         reader.add_actuators(b, root)
+        reader.add_keyframes(b, root)
 
     add_all_or_nothing(builder, build)
     if gravity is not None:

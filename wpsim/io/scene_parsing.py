@@ -25,13 +25,17 @@ class ImportedScene:
     bodies / joints: name -> body / joint index; actuators: one dict per actuator with
     ``name``, ``joint`` (its dof in the per-dof Control arrays is
     ``model.joint_qd_start.numpy()[joint]``), ``kind`` ("motor", "position" or "velocity")
-    and ``gear``; timestep: the file's time step (s) if it gives one.
+    and ``gear``; timestep: the file's time step (s) if it gives one; keyframes: name -> dict
+    with "q" (joint index -> its coordinates in wpsim's layout, see ``wpsim.kernels.articulation``)
+    and "qd" (joint index -> its velocities), the poses a file names (MJCF ``<key>``), in file
+    order.
     """
 
     bodies: dict = field(default_factory=dict)
     joints: dict = field(default_factory=dict)
     actuators: list = field(default_factory=list)
     timestep: float | None = None
+    keyframes: dict = field(default_factory=dict)
 
 
 def parse_xml(path: Path, root_tag: str):
