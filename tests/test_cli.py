@@ -170,7 +170,7 @@ def test_run_rejects_what_it_cannot_import(tmp_path, name, match):
     ({"vertices": np.zeros((4, 2)), "tets": np.array([[0, 1, 2, 3]])}, [], "'vertices' must be"),
     ({"vertices": np.eye(4)[:, :3], "tets": np.array([[0.0, 1.0, 2.0, 3.0]])}, [], "'tets' must be"),
     ({"vertices": np.eye(4)[:, :3], "tets": np.array([[0, 1, 2, 4]])}, [], "outside"),
-    ({"vertices": np.eye(4)[:, :3], "tets": np.array([[0, 1, 2, 3]])}, ["--fps", "0"], "fps must be > 0"),
+    ({"vertices": np.eye(4)[:, :3], "tets": np.array([[0, 1, 2, 3]])}, ["--fps", "0"], "--fps must be a finite rate > 0"),
     ({"vertices": np.eye(4)[:, :3], "tets": np.array([[0, 1, 2, 3]])}, ["--height", "-0.1"], "drop height"),
 ])
 def test_run_checks_tet_files_and_options_first(tmp_path, arrays, extra, match):
@@ -360,3 +360,15 @@ def test_a_mesh_with_a_non_utf8_comment_loads(tmp_path):
     path.write_bytes(b"# caf\xe9 cr\xe8me\n" + text)
     assert main(["run", str(path), "--steps", "2", "--cell", "0.025", "--out", str(tmp_path / "cube.usd")]) == 0
     assert (tmp_path / "cube.usd").stat().st_size > 0
+
+
+@pytest.mark.parametrize("option, value", [("--dt", "0"), ("--dt", "-1e-3"), ("--dt", "inf"), ("--dt", "nan"),
+                                           ("--fps", "inf"), ("--fps", "0"), ("--steps", "0")])
+def test_run_names_a_bad_number_option(tmp_path, capsys, option, value):
+    from wpsim.apps.cli import main
+
+    out = tmp_path / "x.usd"
+    assert main(["run", str(ASSETS / "cartpole.xml"), f"{option}={value}", "--out", str(out)]) == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"wpsim run: error: {option} must be") and value in lines[0]
+    assert not out.exists()

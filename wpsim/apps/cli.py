@@ -102,7 +102,7 @@ def cmd_run(args) -> int:
                                young_modulus=args.young, drop_height=args.height)
     control = RobotControlOptions(mode=args.control, kp=args.kp, kd=args.kd, time_constant=args.time_constant,
                                   amplitude=args.amplitude, frequency=args.frequency, q0=args.q0, key=args.key)
-    check_run_options(options, args.out, args.fps, args.video)
+    check_run_options(options, args.out, args.fps, args.video, args.dt, args.steps)
     check_control_options(control)
     quality, dt, soft_contact, body_names, make_controller, joint_names = None, args.dt, None, None, None, None
     mode = None

@@ -143,10 +143,18 @@ def check_writable(path, what: str):
         raise ValueError(f"{what} {path}: the folder is not writable")
 
 
-def check_run_options(options: SoftSceneOptions, out, fps: float, video=None):
+def check_run_options(options: SoftSceneOptions, out, fps: float, video=None, dt: float | None = None,
+                      steps: int = 1):
     """Reject bad ``wpsim run`` settings (and unwritable outputs) before anything is
-    simulated."""
+    simulated; ``dt`` None means the scene's own step."""
     from wpsim.io.render import VIDEO_SUFFIXES
+
+    if dt is not None and not (np.isfinite(dt) and dt > 0.0):
+        raise ValueError(f"--dt must be a finite time step > 0 s, got {dt}")
+    if not steps >= 1:
+        raise ValueError(f"--steps must be >= 1, got {steps}")
+    if not (np.isfinite(fps) and fps > 0.0):
+        raise ValueError(f"--fps must be a finite rate > 0 frames/s, got {fps}")
 
     if Path(out).suffix not in (".usd", ".usda", ".usdc"):
         raise ValueError(f"{out}: the output must be a USD stage (.usd, .usda or .usdc)")
@@ -155,8 +163,6 @@ def check_run_options(options: SoftSceneOptions, out, fps: float, video=None):
         if Path(video).suffix.lower() not in (*VIDEO_SUFFIXES, ".png", ""):
             raise ValueError(f"--video {video}: use .gif, .mp4, .png (an image strip) or a folder (numbered PNGs)")
         check_writable(video, "--video")
-    if not fps > 0.0:
-        raise ValueError(f"fps must be > 0, got {fps}")
     if not options.drop_height >= 0.0:
         raise ValueError(f"drop height must be >= 0 m (above the ground), got {options.drop_height}")
     if options.cell_size is not None and not options.cell_size > 0.0:
