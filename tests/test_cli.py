@@ -362,7 +362,7 @@ def test_a_mesh_with_a_non_utf8_comment_loads(tmp_path):
     assert (tmp_path / "cube.usd").stat().st_size > 0
 
 
-@pytest.mark.parametrize("option, value", [("--dt", "0"), ("--dt", "-1e-3"), ("--dt", "inf"), ("--dt", "nan"),
+@pytest.mark.parametrize("option, value", [("--dt", "0"), ("--dt", "-0.001"), ("--dt", "inf"), ("--dt", "nan"),
                                            ("--fps", "inf"), ("--fps", "0"), ("--steps", "0")])
 def test_run_names_a_bad_number_option(tmp_path, capsys, option, value):
     from wpsim.apps.cli import main
