@@ -1,6 +1,7 @@
 """The ``wpsim`` console script: gradcheck, demo, bench and run, as a user runs them."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -278,6 +279,7 @@ def test_a_blow_up_is_one_line_with_what_to_try(tmp_path):
     last = proc.stderr.strip().splitlines()[-1]
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert last.startswith("wpsim run: simulation failed: world 0 blew up at step ") and "--contact soft" in last
+    assert re.search(r"worst: body '\w+' \(\d+\) at \[.*\] m moving \S+ m/s", last), last  # the file's body name
     assert not out.exists()
 
 

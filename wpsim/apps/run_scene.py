@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from wpsim.core.builder import ModelBuilder
+from wpsim.core.health import SimulationBlowUp
 from wpsim.core.meshing import tetrahedralize
 from wpsim.io.mesh_files import SURFACE_SUFFIXES, load_surface
 from wpsim.io.progress import progress_line
@@ -461,11 +462,15 @@ def simulate_to_usd(builder: ModelBuilder, out, steps: int, dt: float, fps: floa
     for k in range(1, steps + 1):
         if controller is not None:
             controller(k - 1, a, control)
-        stepper.step(a, b, control, dt)
+        try:
+            stepper.step(a, b, control, dt)
+            if k == next_frame or k == steps:
+                stepper.check_health()  # a blow-up is reported as such, before a frame is recorded
+        except SimulationBlowUp as error:
+            raise SimulationBlowUp(f"{error}; {worst_element(model, b, body_names or {})}") from error
         a, b = b, a
         if k == next_frame:
             next_frame = next(frame_steps, None)
-            stepper.check_health()  # a blow-up is reported as such, with its step and world
             recorder.record(a)
             if watch is not None:
                 watch.record(a, k * dt)
@@ -475,7 +480,6 @@ def simulate_to_usd(builder: ModelBuilder, out, steps: int, dt: float, fps: floa
             q, qd = _points(model, a)
             progress_line(k // report_every, steps // report_every, f"t = {k * dt:.3f} s   lowest point "
                           f"z = {q[:, 2].min() * 1e3:.2f} mm   max speed {np.abs(qd).max():.3f} m/s")
-    stepper.check_health()
     path = recorder.write(out)
     if frames is not None:
         from wpsim.io.render import render_rollout
@@ -543,6 +547,23 @@ def _copy(model, state):
     copy = model.state(requires_grad=False)
     copy.assign(state)
     return copy
+
+
+def worst_element(model, state, body_names: dict) -> str:
+    """Which particle or body of ``state`` is furthest gone: the first with a non-finite
+    position or velocity, else the one farthest from the origin or fastest (relative to the
+    blow-up limits of 1e5 m and 1e5 m/s), with its position (m) and speed (m/s)."""
+    q, qd = _points(model, state)
+    with np.errstate(invalid="ignore", over="ignore"):
+        badness = np.maximum(np.linalg.norm(q, axis=1), np.linalg.norm(qd, axis=1))
+    badness[~(np.isfinite(q).all(axis=1) & np.isfinite(qd).all(axis=1))] = np.inf
+    i = int(np.argmax(badness))
+    if i < model.particle_count:
+        what = f"particle {i}"
+    else:
+        body = i - model.particle_count
+        what = f"body {body_names[body]!r} ({body})" if body in body_names else f"body {body}"
+    return f"worst: {what} at {np.array2string(q[i], precision=3)} m moving {np.linalg.norm(qd[i]):.3g} m/s"
 
 
 def _points(model, state) -> tuple:
