@@ -67,8 +67,6 @@ def test_throw_demo_writes_its_outputs(tmp_path):
         assert (tmp_path / name).stat().st_size > 1000
     assert "loss" in proc.stdout and "m^2" in proc.stdout
     assert not list(tmp_path.glob(".*")), "temporary files left behind"
-    import re
-
     from pxr import Usd
 
     accepted = int(re.search(r"the throw after each of the (\d+) accepted steps", proc.stdout).group(1))
