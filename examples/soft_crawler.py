@@ -83,28 +83,37 @@ def check_time_step(model, dt: float):
           f"kd*dt/m = {damping:.2f} (< 2)")
 
 
+def crawler_builder() -> ModelBuilder:
+    """The ground (with friction) and the soft block robot resting on it."""
+    builder = ModelBuilder()
+    builder.add_ground_plane(ke=GROUND_KE, kd=GROUND_KD, mu=GROUND_MU)
+    builder.add_soft_grid(
+        pos=(0.0, 0.0, RADIUS), dim_x=DIMS[0], dim_y=DIMS[1], dim_z=DIMS[2], cell_x=CELL, cell_y=CELL,
+        cell_z=CELL, density=DENSITY, young_modulus=MODULUS, poisson_ratio=POISSON, kd=TET_KD,
+        fiber=(1.0, 0.0, 0.0), radius=RADIUS,
+    )
+    return builder
+
+
+def group_membership(model) -> np.ndarray:
+    """One-hot group of every tet (tets, groups) from the tet centroids in the rest shape (one world)."""
+    centre = model.particle_q.numpy()[model.tet_indices.numpy()].mean(axis=1)
+    front = centre[:, 0] > 0.5 * DIMS[0] * CELL
+    top = centre[:, 2] > RADIUS + 0.5 * DIMS[2] * CELL
+    return np.eye(len(GROUPS))[2 * front + top]
+
+
 class Crawler:
     """The block robot on the ground, and its displacement as a function of the gait."""
 
     def __init__(self, config: CrawlConfig, device=None):
         """Build the robot, its tet groups, the gait basis and one Control per step."""
         self.config = config
-        builder = ModelBuilder()
-        builder.add_ground_plane(ke=GROUND_KE, kd=GROUND_KD, mu=GROUND_MU)
-        builder.add_soft_grid(
-            pos=(0.0, 0.0, RADIUS), dim_x=DIMS[0], dim_y=DIMS[1], dim_z=DIMS[2], cell_x=CELL, cell_y=CELL,
-            cell_z=CELL, density=DENSITY, young_modulus=MODULUS, poisson_ratio=POISSON, kd=TET_KD,
-            fiber=(1.0, 0.0, 0.0), radius=RADIUS,
-        )
-        self.model = model = builder.finalize(device=device, requires_grad=True)
+        self.model = model = crawler_builder().finalize(device=device, requires_grad=True)
         self.solver = SemiImplicitSolver(model)
         self.weights = diagnostics.mass_weights(model)
         self.state0 = model.state()
-        # group membership (tets, groups) from the tet centroids in the rest shape
-        centre = model.particle_q.numpy()[model.tet_indices.numpy()].mean(axis=1)
-        front = centre[:, 0] > 0.5 * DIMS[0] * CELL
-        top = centre[:, 2] > RADIUS + 0.5 * DIMS[2] * CELL
-        self.membership = np.eye(len(GROUPS))[2 * front + top]
+        self.membership = group_membership(model)
         self.times = np.arange(config.steps) * config.dt
         phase = 2.0 * np.pi * config.frequency_hz * self.times
         self.basis = np.stack([np.cos(phase), np.sin(phase)], axis=1)  # (steps, 2)

@@ -10,15 +10,17 @@ from pxr import Usd
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 OUTPUTS = {
-    "arm_reach": ["reach.png", "reach.usd"],
+    "arm_reach": ["reach.png", "reach.usd", "reach_frames.png"],
     "arm_residual": ["heldout_00.png", "analytic_fit.png", "residual_training.png"],
-    "arm_sysid": ["tracking.png", "history.png", "rollouts.usd", "calibrated.usda", "sysid.json"],
-    "bounce_to_target": ["loss.png", "trajectory.png", "rollout.usd"],
-    "box_toss_friction": ["path.png", "history.png", "box_toss.usd"],
-    "cloth_drape": ["drape.png", "drape.usd"],
-    "long_horizon_swing": ["optimisation.png", "gradient_norms.png", "swing.usd"],
+    "arm_sysid": ["tracking.png", "history.png", "rollouts.usd", "rollouts.png", "calibrated.usda", "sysid.json"],
+    "bounce_to_target": ["loss.png", "trajectory.png", "rollout.usd", "rollout_frames.png"],
+    "box_toss_friction": ["path.png", "history.png", "box_toss.usd", "box_toss_frames.png"],
+    "cartpole_swingup": ["training.png", "swingup.usd", "swingup_frames.png"],
+    "cloth_drape": ["drape.png", "drape.usd", "drape_frames.png"],
+    "long_horizon_swing": ["optimisation.png", "gradient_norms.png", "swing.usd", "swing_frames.png"],
     "soft_crawler": ["crawl.png", "crawl.usd"],
-    "soft_stiffness_fit": ["fit.png", "fit.usd"],
+    "soft_crawler_policy": ["crawl_training.png"],
+    "soft_stiffness_fit": ["fit.png", "fit.usd", "fit_frames.png"],
 }
 
 
