@@ -19,6 +19,7 @@ mode; ``memory_ratio`` = full / checkpoint.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 import warp as wp
@@ -42,8 +43,6 @@ def suite_config(quick: bool) -> dict:
 
 def _cartpoles(device, worlds: int):
     """(model, solver) of ``worlds`` cart-poles of the assets' MJCF, poles tilted 0.3 rad."""
-    from pathlib import Path
-
     from wpsim.io.mjcf import import_mjcf
     from wpsim.solvers import SemiImplicitSolver
 

@@ -70,6 +70,14 @@ class _Field:
         return arr
 
 
+def _split(names: tuple, tensors) -> tuple:
+    """(states, controls, parameters) as (field, tensor) lists of one call's flat inputs."""
+    state_names, control_names, param_names = names
+    n_s, n_c = len(state_names), len(control_names)
+    return (list(zip(state_names, tensors[:n_s])), list(zip(control_names, tensors[n_s:n_s + n_c])),
+            list(zip(param_names, tensors[n_s + n_c:])))
+
+
 def _tensor(arr: wp.array, shape: tuple) -> torch.Tensor:
     """A torch view of the Warp array ``arr`` in ``shape``."""
     return wp.to_torch(arr, requires_grad=False).reshape(shape)
@@ -190,6 +198,14 @@ class _Bridge:
             checked.append((name, tensor))
         return checked
 
+    def inputs(self, states: list, controls: list, params: list, state_label: str, control_label: str) -> tuple:
+        """(flat tensors, names) of a call's checked inputs, after the finiteness check."""
+        self._check_finite([(f"{state_label}[{n!r}]", t) for n, t in states]
+                           + [(f"{control_label}[{n!r}]", t) for n, t in controls]
+                           + [(f"parameters[{n!r}]", t) for n, t in params])
+        tensors = [t for _, t in states + controls + params]
+        return tensors, tuple([n for n, _ in group] for group in (states, controls, params))
+
     def needs_recording(self, tensors: list) -> bool:
         """Whether autograd must see this call; refuses a model without gradient arrays."""
         recording = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
@@ -241,6 +257,12 @@ class _ModelValues:
     def __init__(self, bridge: _Bridge, parameters: list):
         self.arrays = [getattr(bridge.model, name) for name, _ in parameters]
         self.used = [wp.clone(arr) for arr in self.arrays]
+        self.shapes = [tensor.shape for _, tensor in parameters]
+
+    def gradients(self) -> list:
+        """The model arrays' gradients as tensors in the shapes the call's parameters had."""
+        return [wp.to_torch(arr.grad, requires_grad=False).clone().reshape(shape)
+                for arr, shape in zip(self.arrays, self.shapes)]
 
     def __enter__(self):
         self.current = [wp.clone(arr) for arr in self.arrays]
@@ -283,13 +305,10 @@ class TorchStep(_Bridge):
 
     def __call__(self, state: dict, control: dict | None = None, parameters: dict | None = None) -> dict:
         states, controls, params = self.states(state), self.controls(control), self.parameters(parameters)
-        labelled = [(f"state[{n!r}]", t) for n, t in states] + [(f"control[{n!r}]", t) for n, t in controls]
-        self._check_finite(labelled + [(f"parameters[{n!r}]", t) for n, t in params])
-        tensors = [t for _, t in states + controls + params]
+        tensors, names = self.inputs(states, controls, params, "state", "control")
         if not self.needs_recording(tensors):
             outputs = self._forward(states, controls, params, None)[0]
         else:
-            names = ([n for n, _ in states], [n for n, _ in controls], [n for n, _ in params])
             outputs = _StepFunction.apply(self, names, *tensors)
         return dict(zip(self.state_fields, outputs))
 
@@ -316,16 +335,11 @@ class _StepFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, step: TorchStep, names: tuple, *tensors):
-        state_names, control_names, param_names = names
-        n_s, n_c = len(state_names), len(control_names)
-        states = list(zip(state_names, tensors[:n_s]))
-        controls = list(zip(control_names, tensors[n_s:n_s + n_c]))
-        params = list(zip(param_names, tensors[n_s + n_c:]))
+        states, controls, params = _split(names, tensors)
         ctx.tape = wp.Tape()
         ctx.step, ctx.names = step, names
         outputs, ctx.arrays = step._forward(states, controls, params, ctx.tape)
         ctx.values = _ModelValues(step, params)
-        ctx.param_shapes = [t.shape for _, t in params]
         ctx.save_for_backward(*tensors)  # torch then refuses a backward after an in-place change of an input
         return outputs
 
@@ -334,7 +348,7 @@ class _StepFunction(torch.autograd.Function):
         ctx.saved_tensors  # noqa: B018 -- raises if an input was modified in place since the forward
         step = ctx.step
         views, control_views, out = ctx.arrays
-        state_names, control_names, param_names = ctx.names
+        state_names, control_names, _ = ctx.names
         with ctx.values:
             ctx.tape.zero()
             for arr in list(views.values()) + list(control_views.values()):
@@ -349,8 +363,7 @@ class _StepFunction(torch.autograd.Function):
             ctx.tape.backward()
             grads = [_tensor(views[n].grad, step._layout(n)).clone() for n in state_names]
             grads += [_tensor(control_views[n].grad, step._layout(n)).clone() for n in control_names]
-            for arr, shape in zip(ctx.values.arrays, ctx.param_shapes):
-                grads.append(wp.to_torch(arr.grad, requires_grad=False).clone().reshape(shape))
+            grads += ctx.values.gradients()
         return (None, None, *grads)
 
 
@@ -393,10 +406,7 @@ class TorchRollout(_Bridge):
         states = self.states(state0)
         sequences = self.controls(controls, self.num_steps)
         params = self.parameters(parameters)
-        labelled = [(f"state0[{n!r}]", t) for n, t in states] + [(f"controls[{n!r}]", t) for n, t in sequences]
-        self._check_finite(labelled + [(f"parameters[{n!r}]", t) for n, t in params])
-        tensors = [t for _, t in states + sequences + params]
-        names = ([n for n, _ in states], [n for n, _ in sequences], [n for n, _ in params])
+        tensors, names = self.inputs(states, sequences, params, "state0", "controls")
         if not self.needs_recording(tensors):
             run = _RecordedRollout(self, names, tensors, grad=False)
             return run.outputs()
@@ -410,16 +420,14 @@ class _RecordedRollout:
     """One TorchRollout call: its Warp views, its ``Rollout`` and its trajectory buffers."""
 
     def __init__(self, bridge: TorchRollout, names: tuple, tensors: list, grad: bool):
-        state_names, control_names, param_names = names
-        n_s, n_c = len(state_names), len(control_names)
+        states, sequences, self.params = _split(names, tensors)
         self.bridge, self.grad, model = bridge, grad, bridge.model
-        self.params = list(zip(param_names, tensors[n_s + n_c:]))
         bridge.write_parameters(self.params)
         self.values = _ModelValues(bridge, self.params) if grad else None
-        self.views = {n: bridge._fields[n].view(t, grad) for n, t in zip(state_names, tensors[:n_s])}
+        self.views = {n: bridge._fields[n].view(t, grad) for n, t in states}
         self.state0 = bridge.state_object(self.views, State(model, grad), grad)
         self.sequences = {}
-        for name, tensor in zip(control_names, tensors[n_s:n_s + n_c]):
+        for name, tensor in sequences:
             field = bridge._fields[name]
             flat = tensor.detach().reshape(bridge.num_steps, *field.flat_shape)
             arr = wp.from_torch(flat, dtype=field.wp_dtype, requires_grad=False)
@@ -464,7 +472,7 @@ class _RecordedRollout:
             return wp.to_torch(self.rollout.loss, requires_grad=False).clone()
         return {n: _tensor(arr, bridge._layout(n, bridge.num_steps + 1)) for n, arr in self.trajectory.items()}
 
-    def backward(self, grad_outputs: tuple, param_shapes: list) -> list:
+    def backward(self, grad_outputs: tuple) -> list:
         """Gradients of the call's inputs for the upstream gradients of its outputs."""
         bridge = self.bridge
         loss_adjoint = None
@@ -490,8 +498,7 @@ class _RecordedRollout:
             grads = [_tensor(arr.grad, bridge._layout(n)).clone() for n, arr in self.views.items()]
             grads += [_tensor(arr.grad, bridge._layout(n, bridge.num_steps)).clone()
                       for n, arr in self.sequences.items()]
-            for arr, shape in zip(values.arrays, param_shapes):
-                grads.append(wp.to_torch(arr.grad, requires_grad=False).clone().reshape(shape))
+            grads += values.gradients()
         return grads
 
 
@@ -501,7 +508,6 @@ class _RolloutFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, bridge: TorchRollout, names: tuple, *tensors):
         ctx.run = _RecordedRollout(bridge, names, list(tensors), grad=True)
-        ctx.param_shapes = [t.shape for t in tensors[len(names[0]) + len(names[1]):]]
         ctx.save_for_backward(*tensors)
         outputs = ctx.run.outputs()
         return (outputs,) if bridge.loss_fn is not None else tuple(outputs.values())
@@ -509,4 +515,4 @@ class _RolloutFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grad_outputs):
         ctx.saved_tensors  # noqa: B018 -- raises if an input was modified in place since the forward
-        return (None, None, *ctx.run.backward(grad_outputs, ctx.param_shapes))
+        return (None, None, *ctx.run.backward(grad_outputs))
