@@ -10,6 +10,15 @@ Actuation: F = Fe Fa with an active deformation Fa set by the per-tet activation
 dimensionless, clamped at -0.9). With a fibre direction d (unit): Fa = I + a d d^T, the
 fibre lengthens by 1 + a. Without one (d = 0): Fa = (1 + a)^(1/3) I, the volume scales by
 1 + a. Damping acts on the Green strain rate (Pa s), so rigid rotations are not damped.
+
+Face-based strain smoothing (optional per tet): linear tets are too stiff in bending on
+coarse meshes. A smoothed tet shares each of its faces' domains with the tet across the
+face; a domain's elastic deformation is the weighted mean of its one or two tets' F Fa^-1
+(weights: rest volume x det Fa / 4), its Lame parameters are the same means, and its
+energy is its weight times psi at that mean. The elastic stress of a smoothed tet is then
+the mean of its four domains' stresses, so forces stay minus the gradient of the energy.
+A homogeneous deformation gives every domain the tets' own F: the element passes the patch
+test, and a mesh of one tet (or of unsmoothed tets) behaves as before.
 """
 
 import warp as wp
@@ -69,6 +78,84 @@ def tet_deformation(tet: int, tet_indices: wp.array2d(dtype=int), rest_inv: mat3
     return Ds * rest_inv
 
 
+@wp.func
+def smoothing_domain_mean(
+    d: int,
+    domain_tets: wp.array2d(dtype=int),
+    tet_mu: wp.array(dtype=wp.Float),
+    tet_lambda: wp.array(dtype=wp.Float),
+    tet_strain_in: wp.array(dtype=mat33),
+    tet_weight_in: wp.array(dtype=wp.Float),
+):
+    """Weighted mean elastic deformation, mu and lambda of smoothing domain ``d``, and its weight (m^3)."""
+    a = domain_tets[d, 0]
+    b = domain_tets[d, 1]
+    w = tet_weight_in[a]
+    Fe = tet_strain_in[a] * w
+    mu = tet_mu[a] * w
+    lam = tet_lambda[a] * w
+    if b >= 0:
+        w_b = tet_weight_in[b]
+        Fe = Fe + tet_strain_in[b] * w_b
+        mu = mu + tet_mu[b] * w_b
+        lam = lam + tet_lambda[b] * w_b
+        w = w + w_b
+    return Fe / w, mu / w, lam / w, w
+
+
+@kernel
+def tet_elastic_strain(
+    tet_indices: wp.array2d(dtype=int),
+    tet_rest_inv: wp.array(dtype=mat33),
+    tet_rest_volume: wp.array(dtype=wp.Float),
+    tet_fiber: wp.array(dtype=vec3),
+    particle_q_in: wp.array(dtype=vec3),
+    tet_activation: wp.array(dtype=wp.Float),
+    tet_strain_out: wp.array(dtype=mat33),
+    tet_weight_out: wp.array(dtype=wp.Float),
+):
+    """Write each tetrahedron's elastic deformation F Fa^-1 and its weight in each of its face
+    domains, rest volume x det Fa / 4 (m^3)."""
+    t = wp.tid()
+    F = tet_deformation(t, tet_indices, tet_rest_inv[t], particle_q_in)
+    Fa_inv, det_a = active_deformation_inverse(tet_activation[t], tet_fiber[t])
+    tet_strain_out[t] = F * Fa_inv
+    tet_weight_out[t] = tet_rest_volume[t] * det_a * type(det_a)(0.25)
+
+
+@kernel
+def smoothing_domain_stress(
+    domain_tets: wp.array2d(dtype=int),
+    tet_mu: wp.array(dtype=wp.Float),
+    tet_lambda: wp.array(dtype=wp.Float),
+    tet_strain_in: wp.array(dtype=mat33),
+    tet_weight_in: wp.array(dtype=wp.Float),
+    domain_stress_out: wp.array(dtype=mat33),
+):
+    """Write each smoothing domain's first Piola-Kirchhoff stress (Pa) at its mean elastic deformation."""
+    d = wp.tid()
+    Fe, mu, lam, w = smoothing_domain_mean(d, domain_tets, tet_mu, tet_lambda, tet_strain_in, tet_weight_in)
+    domain_stress_out[d] = neo_hookean_stress(Fe, mu, lam)
+
+
+@kernel
+def smoothing_domain_energy(
+    domain_tets: wp.array2d(dtype=int),
+    tet_mu: wp.array(dtype=wp.Float),
+    tet_lambda: wp.array(dtype=wp.Float),
+    tet_indices: wp.array2d(dtype=int),
+    particle_world: wp.array(dtype=int),
+    tet_strain_in: wp.array(dtype=mat33),
+    tet_weight_in: wp.array(dtype=wp.Float),
+    energy_out: wp.array(dtype=wp.Float),
+):
+    """Accumulate each smoothing domain's elastic energy (J) into its world's entry."""
+    d = wp.tid()
+    Fe, mu, lam, w = smoothing_domain_mean(d, domain_tets, tet_mu, tet_lambda, tet_strain_in, tet_weight_in)
+    world = particle_world[tet_indices[domain_tets[d, 0], 0]]
+    wp.atomic_add(energy_out, world, w * neo_hookean_energy_density(Fe, mu, lam))
+
+
 @kernel
 def eval_tetrahedra(
     tet_indices: wp.array2d(dtype=int),
@@ -78,18 +165,26 @@ def eval_tetrahedra(
     tet_lambda: wp.array(dtype=wp.Float),
     tet_kd: wp.array(dtype=wp.Float),
     tet_fiber: wp.array(dtype=vec3),
+    tet_face_domain: wp.array2d(dtype=int),
     particle_q_in: wp.array(dtype=vec3),
     particle_qd_in: wp.array(dtype=vec3),
+    domain_stress_in: wp.array(dtype=mat33),
     tet_activation: wp.array(dtype=wp.Float),
     particle_f_out: wp.array(dtype=vec3),
 ):
-    """Accumulate each tetrahedron's elastic, damping and active forces (N) onto its vertices."""
+    """Accumulate each tetrahedron's elastic, damping and active forces (N) onto its vertices
+    (the elastic stress of a smoothed tet: the mean of its face domains' ``domain_stress_in``)."""
     t = wp.tid()
     Dm_inv = tet_rest_inv[t]
     F = tet_deformation(t, tet_indices, Dm_inv, particle_q_in)
     F_dot = tet_deformation(t, tet_indices, Dm_inv, particle_qd_in)
     Fa_inv, det_a = active_deformation_inverse(tet_activation[t], tet_fiber[t])
-    P = neo_hookean_stress(F * Fa_inv, tet_mu[t], tet_lambda[t]) * wp.transpose(Fa_inv) * det_a
+    if tet_face_domain[t, 0] >= 0:
+        P = (domain_stress_in[tet_face_domain[t, 0]] + domain_stress_in[tet_face_domain[t, 1]]
+             + domain_stress_in[tet_face_domain[t, 2]] + domain_stress_in[tet_face_domain[t, 3]]) * type(det_a)(0.25)
+    else:
+        P = neo_hookean_stress(F * Fa_inv, tet_mu[t], tet_lambda[t])
+    P = P * wp.transpose(Fa_inv) * det_a
     strain_rate = wp.transpose(F) * F_dot
     P = P + F * (strain_rate + wp.transpose(strain_rate)) * (type(det_a)(0.5) * tet_kd[t])
     H = P * wp.transpose(Dm_inv) * (-tet_rest_volume[t])
@@ -110,13 +205,17 @@ def tetrahedron_energy(
     tet_mu: wp.array(dtype=wp.Float),
     tet_lambda: wp.array(dtype=wp.Float),
     tet_fiber: wp.array(dtype=vec3),
+    tet_face_domain: wp.array2d(dtype=int),
     particle_world: wp.array(dtype=int),
     particle_q_in: wp.array(dtype=vec3),
     tet_activation: wp.array(dtype=wp.Float),
     energy_out: wp.array(dtype=wp.Float),
 ):
-    """Accumulate each tetrahedron's elastic energy (J) into its world's entry."""
+    """Accumulate each unsmoothed tetrahedron's elastic energy (J) into its world's entry
+    (smoothed ones: ``smoothing_domain_energy``)."""
     t = wp.tid()
+    if tet_face_domain[t, 0] >= 0:
+        return
     F = tet_deformation(t, tet_indices, tet_rest_inv[t], particle_q_in)
     Fa_inv, det_a = active_deformation_inverse(tet_activation[t], tet_fiber[t])
     psi = neo_hookean_energy_density(F * Fa_inv, tet_mu[t], tet_lambda[t])

@@ -147,11 +147,11 @@ def test_cloth_bending_angle_convention():
 
 
 # --------------------------------------------------------------------------- tetrahedra
-def soft_model(fiber=(0.0, 0.0, 0.0), dims=(2, 1, 1)):
+def soft_model(fiber=(0.0, 0.0, 0.0), dims=(2, 1, 1), strain_smoothing=False):
     b = wpsim.ModelBuilder(gravity=0.0)
     b.add_soft_grid((0.1, 0.2, 0.3), rot=(0.1, -0.2, 0.05, 0.97), dim_x=dims[0], dim_y=dims[1], dim_z=dims[2],
                     cell_x=0.1, cell_y=0.1, cell_z=0.1, density=1000.0, young_modulus=2.0e4, poisson_ratio=0.35,
-                    kd=0.0, fiber=fiber)
+                    kd=0.0, fiber=fiber, strain_smoothing=strain_smoothing)
     return b.finalize(dtype=wp.float64)
 
 
@@ -231,3 +231,71 @@ def test_activated_rest_shape_is_force_free(fiber):
     q = (x - x[0]) @ Fa.T + x[0]
     assert np.abs(step_forces(model, q, control=control)).max() <= 1e-10
     assert np.abs(step_forces(model, x, control=control)).max() > 1.0  # the passive rest shape is not
+
+
+# ------------------------------------------------------------- strain-smoothed tetrahedra
+def test_smoothing_domains_are_the_faces_of_smoothed_tets():
+    """A 2x1x1 grid (12 tets): every face of a smoothed tet is one domain, shared faces once."""
+    model = soft_model(strain_smoothing=True)
+    tets, domains = model.tet_indices.numpy(), model.domain_tets.numpy()
+    faces = {tuple(sorted(t[list(f)])) for t in tets for f in ((1, 2, 3), (0, 3, 2), (0, 1, 3), (0, 2, 1))}
+    assert model.domain_count == len(faces) == len(domains)
+    face_domain = model.tet_face_domain.numpy()
+    for t, row in enumerate(face_domain):
+        for k, d in enumerate(row):
+            face = sorted(np.delete(tets[t], k))
+            assert t in domains[d]
+            other = [u for u in domains[d] if u not in (t, -1)]
+            assert all(sorted(set(face) & set(tets[u])) == face for u in other)
+    assert (domains[:, 1] >= 0).sum() == len(faces) - len(wpsim.core.geometry.boundary_faces(tets))
+    assert model.tet_face_domain.numpy().min() >= 0 and soft_model().domain_count == 0
+
+
+@pytest.mark.parametrize("fiber", [(0.0, 0.0, 0.0), (1.0, 0.0, 0.0)], ids=["volumetric", "fiber"])
+def test_smoothed_tetrahedra_energy_gradient_is_minus_force(fiber):
+    """Forces of smoothed tets (activated, with a different material in every tet) are minus
+    the gradient of their domain energy, and differ from the unsmoothed forces."""
+    model = soft_model(fiber=fiber, dims=(2, 2, 1), strain_smoothing=True)
+    rng = np.random.default_rng(12)
+    model.tet_mu.assign(model.tet_mu.numpy() * rng.uniform(0.5, 2.0, model.tet_count))
+    model.tet_lambda.assign(model.tet_lambda.numpy() * rng.uniform(0.5, 2.0, model.tet_count))
+    control = model.control()
+    control.tet_activation.assign(rng.uniform(-0.3, 0.5, model.tet_count))
+    q = random_deformation(model, rng)
+    check_consistency(model, q, control=control, rng=rng)
+    plain = soft_model(fiber=fiber, dims=(2, 2, 1))
+    plain.tet_mu.assign(model.tet_mu.numpy())
+    plain.tet_lambda.assign(model.tet_lambda.numpy())
+    difference = step_forces(model, q, control=control) - step_forces(plain, q, control=control)
+    assert np.linalg.norm(difference) > 1e-2 * np.linalg.norm(step_forces(plain, q, control=control))
+
+
+def test_smoothed_tetrahedra_pass_the_patch_test():
+    """Under a homogeneous deformation every domain sees the tets' own F: forces and energy
+    equal those of plain tets; the rest shape and rigid motions are force free."""
+    model, plain = soft_model(dims=(2, 2, 2), strain_smoothing=True), soft_model(dims=(2, 2, 2))
+    x = model.particle_q.numpy().copy()
+    A = np.eye(3) + np.random.default_rng(3).uniform(-0.1, 0.1, (3, 3))
+    q = (x - x.mean(axis=0)) @ A.T
+    f, f_plain = step_forces(model, q), step_forces(plain, q)
+    assert np.abs(f_plain).max() > 1.0
+    assert np.abs(f - f_plain).max() <= 1e-9 * np.abs(f_plain).max()
+    assert energy(model, q) == pytest.approx(energy(plain, q), rel=1e-12)
+    assert np.abs(step_forces(model, x)).max() <= 1e-10
+    assert np.abs(step_forces(model, (x - x.mean(axis=0)) @ RIGID.T + 0.3)).max() <= 1e-10
+
+
+def test_smoothed_and_plain_bodies_in_one_model_do_not_share_domains():
+    """Two blocks that touch (shared vertices are not possible across bodies, so they only
+    share the model): the smoothed one gets domains, the plain one keeps its own stress."""
+    b = wpsim.ModelBuilder(gravity=0.0)
+    for offset, smooth in ((0.0, True), (0.5, False)):
+        b.add_soft_grid((offset, 0.0, 0.0), dim_x=2, dim_y=1, dim_z=1, cell_x=0.1, cell_y=0.1, cell_z=0.1,
+                        density=1000.0, young_modulus=2.0e4, poisson_ratio=0.35, strain_smoothing=smooth)
+    model = b.finalize(dtype=wp.float64)
+    face_domain = model.tet_face_domain.numpy()
+    assert (face_domain[:12] >= 0).all() and (face_domain[12:] == -1).all()
+    assert model.domain_count == soft_model(strain_smoothing=True).domain_count
+    rng = np.random.default_rng(4)
+    q = model.particle_q.numpy() + rng.normal(0.0, 0.01, (model.particle_count, 3))
+    check_consistency(model, q, rng=rng)

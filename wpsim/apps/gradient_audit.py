@@ -86,12 +86,14 @@ def _cloth_scene() -> AuditScene:
     return AuditScene(b, 40, 1e-3, fold)
 
 
-def _soft_scene(fiber) -> AuditScene:
-    """A 2x1x1-cell Neo-Hookean cantilever, fixed at x = 0, sagging while actuated."""
+def _soft_scene(fiber, strain_smoothing: bool = False) -> AuditScene:
+    """A 2x1x1-cell Neo-Hookean cantilever, fixed at x = 0, sagging while actuated (of
+    strain-smoothed tets with ``strain_smoothing``)."""
     b = ModelBuilder()
     left_face = np.flatnonzero(grid_points((3, 2, 2), (1.0, 1.0, 1.0))[:, 0] == 0.0)
     b.add_soft_grid(pos=(0.0, 0.0, 1.0), dim_x=2, dim_y=1, dim_z=1, cell_x=0.1, cell_y=0.1, cell_z=0.1,
-                    density=300.0, young_modulus=2.0e4, poisson_ratio=0.3, kd=2.0, fiber=fiber, fixed=left_face)
+                    density=300.0, young_modulus=2.0e4, poisson_ratio=0.3, kd=2.0, fiber=fiber, fixed=left_face,
+                    strain_smoothing=strain_smoothing)
 
     def actuate(scene):
         k = scene.model.tet_count
@@ -291,6 +293,10 @@ SEMI_IMPLICIT_CASES = (
     AuditCase("soft body", "rest volume", lambda: _soft_scene((0.0, 0.0, 0.0)), "model.tet_rest_volume"),
     AuditCase("tet activation", "volumetric", lambda: _soft_scene((0.0, 0.0, 0.0)), "control.tet_activation"),
     AuditCase("tet activation", "fiber", lambda: _soft_scene((1.0, 0.0, 0.0)), "control.tet_activation"),
+    *(AuditCase("smoothed soft body", param, lambda: _soft_scene((1.0, 0.0, 0.0), strain_smoothing=True), path)
+      for param, path in (("mu", "model.tet_mu"), ("lambda", "model.tet_lambda"), ("kd", "model.tet_kd"),
+                          ("rest shape", "model.tet_rest_inv"), ("rest volume", "model.tet_rest_volume"),
+                          ("fiber activation", "control.tet_activation"), ("initial positions", "state.particle_q"))),
     AuditCase("ground contact", "ke", lambda: _contact_scene("ground"), "model.shape_ke"),
     AuditCase("ground contact", "kd", lambda: _contact_scene("ground"), "model.shape_kd"),
     AuditCase("ground contact", "mu", lambda: _contact_scene("ground"), "model.shape_mu"),

@@ -133,11 +133,13 @@ class ModelBuilder(RigidBodyBuilder):
             rest_angles = geometry.dihedral_angles(self._rest_positions(), idx)
         return self.hinges.append(len(idx), bend_indices=idx, bend_rest_angle=rest_angles, bend_ke=ke, bend_kd=kd)
 
-    def add_tetrahedra(self, tets, mu, lam, kd=0.0, fiber=(0.0, 0.0, 0.0)) -> int:
+    def add_tetrahedra(self, tets, mu, lam, kd=0.0, fiber=(0.0, 0.0, 0.0), strain_smoothing: bool = False) -> int:
         """Add positively oriented tetrahedra (E, 4) at their current (rest) shape.
 
         mu, lam: Lame parameters (Pa); kd: strain-rate damping (Pa s); fiber: unit actuation
-        direction per tet, or zero for volumetric actuation.
+        direction per tet, or zero for volumetric actuation; strain_smoothing: average the
+        strain over face domains (``wpsim.kernels.fem``), much less stiff in bending on coarse
+        meshes than plain linear tets, at about twice the cost of their force evaluation.
         """
         idx = self._indices("tetrahedron", self.tetrahedra, tets, 4)
         rest_inv, volume = geometry.tet_rest_frames(self._rest_positions(), idx, self.tetrahedra.count)
@@ -148,7 +150,7 @@ class ModelBuilder(RigidBodyBuilder):
             raise ValueError(f"tetrahedron {self.tetrahedra.count + bad[0]}: fiber direction must be unit or zero")
         return self.tetrahedra.append(
             len(idx), tet_indices=idx, tet_rest_inv=rest_inv, tet_rest_volume=volume, tet_mu=mu, tet_lambda=lam,
-            tet_kd=kd, tet_fiber=fib,
+            tet_kd=kd, tet_fiber=fib, tet_smoothed=int(bool(strain_smoothing)),
         )
 
     # ------------------------------------------------------------------ meshes
@@ -222,13 +224,14 @@ class ModelBuilder(RigidBodyBuilder):
     def add_soft_mesh(
         self, vertices, tets, pos=(0.0, 0.0, 0.0), rot=_IDENTITY_QUAT, scale=1.0, vel=(0.0, 0.0, 0.0),
         density=1000.0, young_modulus=None, poisson_ratio=None, mu=None, lam=None, kd=0.0,
-        fiber=(0.0, 0.0, 0.0), radius=0.01, fixed=None,
+        fiber=(0.0, 0.0, 0.0), radius=0.01, fixed=None, strain_smoothing: bool = False,
     ) -> int:
         """Add a soft body from a tetrahedral mesh; returns the index of its first particle.
 
         Material: either young_modulus (Pa) and poisson_ratio, or Lame mu and lam (Pa).
         density (kg/m^3) is lumped onto vertices; kd is strain-rate damping (Pa s); fiber is
-        the actuation direction (zero: volumetric). Nothing is added if any check fails.
+        the actuation direction (zero: volumetric); strain_smoothing: face-based strain
+        smoothing (see ``add_tetrahedra``). Nothing is added if any check fails.
         """
         if young_modulus is not None or poisson_ratio is not None:
             if young_modulus is None or poisson_ratio is None or mu is not None or lam is not None:
@@ -244,7 +247,7 @@ class ModelBuilder(RigidBodyBuilder):
         rotated_fiber = as_array("tetrahedron fiber", fiber, (3,), len(idx)) @ geometry.quat_to_matrix(rot).T
         with self._all_or_nothing():
             start = self._add_mesh_particles(x, masses, vel, radius, fixed)
-            self.add_tetrahedra(idx + start, mu, lam, kd, rotated_fiber)
+            self.add_tetrahedra(idx + start, mu, lam, kd, rotated_fiber, strain_smoothing)
         return start
 
     def add_soft_grid(
@@ -447,6 +450,8 @@ class ModelBuilder(RigidBodyBuilder):
             pair_mu=[self.pair_mu],
             contact_pair=self._contact_pairs(),
         )
+        arrays["tet_face_domain"], arrays["domain_tets"] = geometry.face_smoothing_domains(
+            arrays["tet_indices"], arrays["tet_smoothed"])
         rigid_arrays, rigid_scalars = self._rigid_layout()
         arrays.update(rigid_arrays)
         scalars = {
@@ -456,6 +461,7 @@ class ModelBuilder(RigidBodyBuilder):
             "tri_count": self.triangles.count,
             "bend_count": self.hinges.count,
             "tet_count": self.tetrahedra.count,
+            "domain_count": len(arrays["domain_tets"]),
             "shape_count": self.shapes.count,
             "up_axis": self.up_axis,
             "up_vector": self.up_vector,

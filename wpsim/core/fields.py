@@ -5,7 +5,7 @@ tables below are appended to the class docstrings of ``wpsim.core.model``, alloc
 arrays, drive precision conversion and ``requires_grad``, and (for Model fields) name the
 ``ModelBuilder`` table column that collects them.
 
-Shape letters: P particles, S springs, T triangles, H bending hinges, E tetrahedra,
+Shape letters: P particles, S springs, T triangles, H bending hinges, E tetrahedra, G strain-smoothing domains,
 C collision shapes, V mesh-shape contact points, N candidate rigid contact pairs, W worlds, K particle-contact neighbours
 per particle (0 when particle-particle contact is off), B rigid bodies, J joints,
 Q joint coordinates, D joint dofs, A articulations, M mass-matrix entries (sum over
@@ -153,7 +153,13 @@ MODEL_FIELDS = (
         FieldSpec("tet_lambda", "real", "(E,)", "Pa", "second Lame parameter lambda"),
         FieldSpec("tet_kd", "real", "(E,)", "Pa s", "damping on the Green strain rate", check="nonnegative"),
         FieldSpec("tet_fiber", "vec3", "(E,)", "-", "unit actuation fibre direction in rest space; 0 = volumetric"),
+        FieldSpec("tet_smoothed", "int", "(E,)", "-",
+                  "1: strain averaged over face domains with the smoothed tets it touches (wpsim.kernels.fem)", False),
     ),
+    FieldSpec("tet_face_domain", "int", "(E, 4)", "-",
+              "smoothing domain of each face (opposite vertex k) of a smoothed tet; -1 for an unsmoothed tet", False),
+    FieldSpec("domain_tets", "int", "(G, 2)", "-",
+              "the smoothed tets of each smoothing domain: the face's one or two tets (-1: a boundary face)", False),
     *built_by(
         "shape",
         FieldSpec("shape_kind", "int", "(C,)", "-", kind_list(SHAPE_NAMES), False),

@@ -167,6 +167,32 @@ TET_FACES = ((1, 2, 3), (0, 3, 2), (0, 1, 3), (0, 2, 1))
 """Vertex triples of a positively oriented tetrahedron's faces, counter-clockwise seen from outside."""
 
 
+def face_smoothing_domains(tets: np.ndarray, smoothed: np.ndarray) -> tuple:
+    """Strain-smoothing domains of the tets (E, 4) flagged ``smoothed`` (E,): one per face of
+    a smoothed tet, shared with the smoothed tet across it. Returns (tet_face_domain (E, 4):
+    the domain of face k, opposite vertex k, -1 for unsmoothed tets; domain_tets (G, 2): the
+    domain's tets, -1 second for a face with one smoothed tet). Raises ValueError naming a
+    face that three or more tets share."""
+    tets = np.asarray(tets, dtype=np.int64).reshape(-1, 4)
+    chosen = np.flatnonzero(np.asarray(smoothed, dtype=bool))
+    face_domain = -np.ones((len(tets), 4), dtype=np.int64)
+    if chosen.size == 0:
+        return face_domain, np.zeros((0, 2), dtype=np.int64)
+    keys = np.sort(np.stack([tets[chosen][:, list(f)] for f in TET_FACES], axis=1), axis=2).reshape(-1, 3)
+    _, domain, counts = np.unique(keys, axis=0, return_inverse=True, return_counts=True)
+    if (counts > 2).any():
+        face = keys[np.flatnonzero(counts[domain] > 2)[0]]
+        raise ValueError(f"tetrahedron face {tuple(int(v) for v in face)} is shared by {counts.max()} tetrahedra "
+                         "(at most 2 in a valid mesh)")
+    face_domain[chosen] = domain.reshape(-1, 4)
+    order = np.argsort(domain, kind="stable")
+    first = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    owner = chosen[order // 4]
+    domain_tets = np.stack([owner[first], np.where(counts == 2, owner[np.minimum(first + 1, len(owner) - 1)], -1)],
+                           axis=1)
+    return face_domain, domain_tets
+
+
 def boundary_faces(tets: np.ndarray) -> np.ndarray:
     """Faces (F, 3) used by exactly one tetrahedron of ``tets`` (E, 4), oriented outward."""
     tets = np.asarray(tets, dtype=np.int64).reshape(-1, 4)

@@ -97,7 +97,8 @@ class Model:
     ``wp.Tape.backward``.
 
     Scalar attributes: device, dtype (wp.float32 or wp.float64), requires_grad, num_worlds,
-    particle_count, spring_count, tri_count, bend_count, tet_count, shape_count,
+    particle_count, spring_count, tri_count, bend_count, tet_count, domain_count (strain-smoothing
+    domains of smoothed tets), shape_count,
     body_count, joint_count, joint_coord_count, joint_dof_count, articulation_count,
     max_articulation_dofs, articulation_H_size (entries of all dense joint-space matrices),
     contact_pair_count, shape_meshes (shape index -> (vertices (V, 3) m, faces (F, 3)) of

@@ -12,6 +12,7 @@ import warp as wp
 from wpsim.core.model import Control, Model, State
 from wpsim.kernels import cloth, diagnostics, fem, springs
 from wpsim.kernels.generic import for_precision
+from wpsim.solvers.forces import SmoothingScratch, launch_smoothed_strain
 
 
 def elastic_energy(model: Model, state: State, control: Control | None = None) -> wp.array:
@@ -42,7 +43,16 @@ def elastic_energy(model: Model, state: State, control: Control | None = None) -
         wp.launch(
             for_precision(fem.tetrahedron_energy, model.dtype), dim=model.tet_count,
             inputs=[model.tet_indices, model.tet_rest_inv, model.tet_rest_volume, model.tet_mu, model.tet_lambda,
-                    model.tet_fiber, model.particle_world, q, activation],
+                    model.tet_fiber, model.tet_face_domain, model.particle_world, q, activation],
+            outputs=[energy], device=model.device,
+        )
+    if model.domain_count:
+        strain, weight, _ = SmoothingScratch(model).arrays(q)
+        launch_smoothed_strain(model, q, control or model.control(requires_grad=False), strain, weight)
+        wp.launch(
+            for_precision(fem.smoothing_domain_energy, model.dtype), dim=model.domain_count,
+            inputs=[model.domain_tets, model.tet_mu, model.tet_lambda, model.tet_indices, model.particle_world,
+                    strain, weight],
             outputs=[energy], device=model.device,
         )
     return energy

@@ -4,12 +4,48 @@ from __future__ import annotations
 
 import warp as wp
 
+from wpsim.core.fields import warp_dtype
+from wpsim.core.tape import active_tape
 from wpsim.kernels import cloth, fem, particles, springs
 from wpsim.kernels.generic import for_precision
 
 
+class SmoothingScratch:
+    """The per-evaluation arrays of strain-smoothed tetrahedra (elastic deformations and
+    weights per tet, stresses per domain): one reused set off the tape, a fresh set for
+    every evaluation recorded on one (the tape reads them back in its backward)."""
+
+    def __init__(self, model):
+        self.model = model
+        self._reused = self._allocate(False) if model.domain_count else None
+
+    def _allocate(self, requires_grad: bool) -> tuple:
+        model = self.model
+        mat33 = warp_dtype("mat33", model.dtype)
+        kw = {"device": model.device, "requires_grad": requires_grad}
+        return (wp.empty(model.tet_count, dtype=mat33, **kw), wp.empty(model.tet_count, dtype=model.dtype, **kw),
+                wp.empty(model.domain_count, dtype=mat33, **kw))
+
+    def arrays(self, q: wp.array) -> tuple:
+        """(tet strain (E,) mat33, tet weight (E,) m^3, domain stress (G,) mat33 Pa) for an
+        evaluation at positions ``q``."""
+        if active_tape() is not None and q.requires_grad:
+            return self._allocate(True)
+        return self._reused
+
+
+def launch_smoothed_strain(model, q: wp.array, control, strain: wp.array, weight: wp.array):
+    """Write every tet's elastic deformation and domain weight (``fem.tet_elastic_strain``)."""
+    wp.launch(
+        for_precision(fem.tet_elastic_strain, model.dtype), dim=model.tet_count,
+        inputs=[model.tet_indices, model.tet_rest_inv, model.tet_rest_volume, model.tet_fiber, q,
+                control.tet_activation],
+        outputs=[strain, weight], device=model.device,
+    )
+
+
 def launch_forces(model, q: wp.array, qd: wp.array, control, friction_dt: float, friction_smoothing, state_in,
-                  f: wp.array):
+                  f: wp.array, smoothing: SmoothingScratch | None = None):
     """Write into ``f`` (N, shape (P,)) the forces on particles at positions ``q`` (m) and
     velocities ``qd`` (m/s): drag, external force and contact first (overwriting ``f``),
     then springs, membranes, bending hinges and tetrahedra (accumulated). Gravity is not
@@ -17,7 +53,8 @@ def launch_forces(model, q: wp.array, qd: wp.array, control, friction_dt: float,
     explicit step (0: no bound). From ``state_in`` it reads the contact neighbour lists and
     the body poses and velocities, and adds contact reactions into its ``body_f``.
     ``model`` is read by attribute, so a proxy with the same arrays works too. Launch kinds
-    without elements are skipped.
+    without elements are skipped. ``smoothing``: the solver's scratch, needed when the model
+    has strain-smoothed tets.
     """
     real, device = model.dtype, model.device
     wp.launch(
@@ -61,12 +98,22 @@ def launch_forces(model, q: wp.array, qd: wp.array, control, friction_dt: float,
             device=device,
         )
     if model.tet_count:
+        domain_stress = model.tet_rest_inv[:0]
+        if model.domain_count:
+            strain, weight, domain_stress = smoothing.arrays(q)
+            launch_smoothed_strain(model, q, control, strain, weight)
+            wp.launch(
+                for_precision(fem.smoothing_domain_stress, real), dim=model.domain_count,
+                inputs=[model.domain_tets, model.tet_mu, model.tet_lambda, strain, weight],
+                outputs=[domain_stress], device=device,
+            )
         wp.launch(
             for_precision(fem.eval_tetrahedra, real),
             dim=model.tet_count,
             inputs=[
                 model.tet_indices, model.tet_rest_inv, model.tet_rest_volume, model.tet_mu,
-                model.tet_lambda, model.tet_kd, model.tet_fiber, q, qd, control.tet_activation,
+                model.tet_lambda, model.tet_kd, model.tet_fiber, model.tet_face_domain, q, qd, domain_stress,
+                control.tet_activation,
             ],
             outputs=[f],
             device=device,

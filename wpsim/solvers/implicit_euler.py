@@ -44,7 +44,7 @@ from wpsim.core.tape import tape_paused
 from wpsim.kernels import implicit
 from wpsim.kernels.generic import for_precision
 from wpsim.solvers.base import SolverBase
-from wpsim.solvers.forces import launch_forces
+from wpsim.solvers.forces import SmoothingScratch, launch_forces
 from wpsim.solvers.krylov import Workspace, bicgstab
 
 ADJOINT_MODES = ("implicit", "unrolled")
@@ -170,6 +170,7 @@ class ImplicitEulerSolver(SolverBase):
         self._forward_ws = Workspace(n, model.dtype, device, reuse=True)
         self._adjoint_ws = Workspace(n, model.dtype, device, reuse=True)
         self._vjp_ws = Workspace(n, model.dtype, device, reuse=True, requires_grad=True)
+        self._smoothing = SmoothingScratch(model)
         grad_fields = [s.name for s in MODEL_FIELDS if s.differentiable]
         self._detached_model = _Detached(model, grad_fields)
         self._model_grad_arrays = [a for a in model.parameter_arrays().values() if a.grad is not None and a.size > 0]
@@ -190,7 +191,7 @@ class ImplicitEulerSolver(SolverBase):
                 self._record_adjoint(tape, state_in, state_out, control, dt)
         # the end forces, recorded after the step so that their adjoint runs first
         launch_forces(model, state_out.particle_q, state_out.particle_qd, control, 0.0, self._friction_smoothing,
-                      state_in, state_in.particle_f)
+                      state_in, state_in.particle_f, self._smoothing)
         self._step_done()
 
     def reset_health(self):
@@ -250,7 +251,7 @@ class ImplicitEulerSolver(SolverBase):
         qd_n = state_in.particle_qd if particle_qd is None else particle_qd
         x = ws.launch(implicit.implicit_positions, [q_n, v, real(dt)], ws.vector("x_eval"))
         f = ws.vector("f_eval")
-        launch_forces(model, x, v, control, 0.0, self._friction_smoothing, state_in, f)
+        launch_forces(model, x, v, control, 0.0, self._friction_smoothing, state_in, f, self._smoothing)
         r = ws.launch(implicit.implicit_residual, [model.particle_mass, model.gravity, qd_n, v, f, real(dt)],
                       ws.vector(key))
         if not measure:

@@ -10,7 +10,7 @@ from wpsim.kernels import particles
 from wpsim.kernels.generic import for_precision
 from wpsim.solvers.articulation import ArticulationStepper
 from wpsim.solvers.base import SolverBase
-from wpsim.solvers.forces import launch_forces
+from wpsim.solvers.forces import SmoothingScratch, launch_forces
 from wpsim.solvers.soft_contact import SoftContact, SoftContactOptions
 
 
@@ -56,6 +56,7 @@ class SemiImplicitSolver(SolverBase):
         self.contact_gradient_width = model.real(contact_gradient_width)
         self.soft_contact = None if soft_contact is None else SoftContact(model, soft_contact)
         self._articulations = ArticulationStepper(model, self.soft_contact) if model.body_count else None
+        self._smoothing = SmoothingScratch(model)
         self._grid = None
         if model.particle_max_neighbors > 0:
             dim = int(np.clip(2 * round(model.particle_count ** (1.0 / 3.0)), 8, 128))
@@ -95,7 +96,7 @@ class SemiImplicitSolver(SolverBase):
         model = self.model
         launch_forces(
             model, state_in.particle_q, state_in.particle_qd, control, dt, self._friction_smoothing, state_in,
-            state_in.particle_f,
+            state_in.particle_f, self._smoothing,
         )
         wp.launch(
             for_precision(particles.integrate_particles, model.dtype),
