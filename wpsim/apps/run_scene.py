@@ -35,6 +35,7 @@ class SoftSceneOptions:
     young_modulus: float = 5.0e4  # Pa
     poisson_ratio: float = 0.3
     damping: float = 1.0  # Pa s, strain-rate damping
+    strain_smoothing: bool = False  # face-based strain smoothing of the tets (ModelBuilder.add_tetrahedra)
     drop_height: float = 0.02  # m, gap between the body's lowest point and the ground
     contact_radius: float = 0.001  # m
     ground_ke: float = 1.0e3  # N/m
@@ -407,7 +408,8 @@ def soft_scene(path, options: SoftSceneOptions) -> tuple:
     lift = options.drop_height + options.contact_radius - vertices[:, 2].min()
     builder.add_soft_mesh(vertices, tets, pos=(0.0, 0.0, lift), density=options.density,
                           young_modulus=options.young_modulus, poisson_ratio=options.poisson_ratio,
-                          kd=options.damping, radius=options.contact_radius)
+                          kd=options.damping, radius=options.contact_radius,
+                          strain_smoothing=options.strain_smoothing)
     return builder, quality
 
 
