@@ -17,6 +17,7 @@ OUTPUTS = {
     "box_toss_friction": ["path.png", "history.png", "box_toss.usd", "box_toss_frames.png"],
     "cartpole_swingup": ["training.png", "swingup.usd", "swingup_frames.png"],
     "cloth_drape": ["drape.png", "drape.usd", "drape_frames.png"],
+    "finger_spin": ["plans.png", "plans.usd", "plans_frames.png"],
     "long_horizon_swing": ["optimisation.png", "gradient_norms.png", "swing.usd", "swing_frames.png"],
     "soft_crawler": ["crawl.png", "crawl.usd"],
     "soft_crawler_policy": ["crawl_training.png"],
