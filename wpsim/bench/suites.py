@@ -28,6 +28,13 @@ def torch_suite(device=None, quick: bool = False) -> list[dict]:
     return run(device, quick)
 
 
+def distributed_suite(device=None, quick: bool = False) -> list[dict]:
+    """Suite ``distributed`` (``wpsim.bench.distributed``), imported when run: it needs ray."""
+    from wpsim.bench.distributed import distributed_suite as run
+
+    return run(device, quick)
+
+
 SUITES: dict[str, Callable[..., list]] = {
     "forward": forward_suite,
     "checkpoint": checkpoint_suite,
@@ -36,6 +43,7 @@ SUITES: dict[str, Callable[..., list]] = {
     "rigid": rigid_suite,
     "render": render_suite,
     "torch": torch_suite,
+    "distributed": distributed_suite,
 }
 """Registered suites by name; each is ``(device, quick: bool) -> list[dict]`` of records."""
 
