@@ -239,8 +239,8 @@ def test_controller_parameters_get_the_same_gradient():
 @pytest.mark.parametrize("kwargs", [{"mode": "full"}, {"mode": "checkpoint", "segment_length": 4},
                                     {"mode": "checkpoint", "levels": 2}])
 def test_solver_step_count_is_the_step_index_in_reruns(kwargs):
-    """Health reports name steps by ``solver.step_count``: every (re-)run of step k sees the
-    count the forward had at step k, and the backward leaves the post-forward count."""
+    """Health reports name steps by ``solver.step_count``, which each rollout restarts at 0
+    (whatever it was before): every (re-)run of step k sees k, and the backward leaves T."""
     case = contact_case()
     seen = []
 
@@ -251,9 +251,9 @@ def test_solver_step_count_is_the_step_index_in_reruns(kwargs):
     rollout = Rollout(case.solver, case.steps, case.dt, case.loss_fn, control=controller, **kwargs)
     rollout.forward(case.state)
     rollout.backward()
-    assert all(count == 100 + k for k, count in seen)
+    assert all(count == k for k, count in seen)
     assert len(seen) >= (case.steps if kwargs["mode"] == "full" else 2 * case.steps)
-    assert case.solver.step_count == 100 + case.steps
+    assert case.solver.step_count == case.steps
 
 
 @pytest.mark.parametrize("window", [1, 4, 7])
@@ -288,7 +288,8 @@ def test_truncation_cuts_exactly_the_window():
         state = model.state(requires_grad=True)
         rollout = Rollout(wpsim.SemiImplicitSolver(model), steps, dt, loss_fn, mode=mode, truncation_window=4)
         rollout.forward(state)
-        rollout.backward()
+        with pytest.warns(UserWarning, match="cuts every path to the loss from state0: "):
+            rollout.backward()
         assert np.array_equal(state.particle_q.grad.numpy(), np.zeros((1, 3)))
         assert model.gravity.grad.numpy()[0, 2] == pytest.approx(3.0 * dt * dt, rel=1e-12)
 
@@ -488,3 +489,34 @@ def test_model_without_particles(mode):
     rollout = Rollout(wpsim.SemiImplicitSolver(model), 4, 1e-3, lambda k, state, loss: None, mode=mode)
     assert rollout.forward(model.state()) == 0.0
     rollout.backward()
+
+
+@pytest.mark.parametrize("window", [3, 7])
+def test_truncation_warns_exactly_of_the_paths_it_cuts(window):
+    """Loss terms at every 4th state (and T = 30), one Control per step: the warning names
+    state0 and exactly the steps whose control gradient the truncation made exactly 0."""
+    case = contact_case()
+    rollout = Rollout(case.solver, case.steps, case.dt, case.loss_fn, control=case.control, mode="checkpoint",
+                      truncation_window=window, segment_length=6)
+    state = case.state
+    rollout.forward(state)
+    with pytest.warns(UserWarning, match=f"truncation_window={window} cuts every path") as record:
+        rollout.backward()
+    message = str(record[0].message)
+    zero = [k for k, c in enumerate(case.control) if not np.any(c.particle_f_ext.grad.numpy())]
+    named = message.split("the controls of steps ")[1].split(":")[0]
+    steps = [k for part in named.split(", ") for k in range(int(part.split("-")[0]), int(part.split("-")[-1]) + 1)]
+    assert zero and steps == zero
+    assert ("state0" in message) == (not np.any(state.particle_q.grad.numpy()))
+    rollout.forward(state)
+    rollout.backward()  # no second warning
+    assert len(rollout.warnings) == 1
+
+
+def test_truncation_that_cuts_nothing_does_not_warn():
+    """A running cost on every state: every parameter keeps a path to the loss."""
+    case = soft_case()
+    rollout = Rollout(case.solver, case.steps, case.dt, case.loss_fn, control=case.control, truncation_window=5)
+    rollout.forward(case.state)
+    rollout.backward()
+    assert rollout.warnings == []

@@ -10,11 +10,12 @@ import wpsim
 from wpsim.diff import (
     NonFiniteGradientError,
     Rollout,
+    adjoint_growth,
     backward_checked,
     clip_grad_norm,
     nonfinite_grads,
 )
-from wpsim.diff.losses import linear_state_loss, squared_distance
+from wpsim.diff.losses import joint_state_loss, linear_state_loss, squared_distance
 from wpsim.io.plots import plot_gradient_norms
 
 
@@ -227,7 +228,7 @@ def test_adjoint_norms_of_a_linear_system(mode, tmp_path):
     assert np.allclose(report.step_contributions["model.gravity"], dt * dt * (steps - k[:-1]), rtol=1e-10)
     assert report.nonfinite == []
     data = json.loads(json.dumps(report.to_dict()))
-    assert len(data["adjoint_qd_norm"]) == steps + 1 and data["num_steps"] == steps
+    assert len(data["adjoint_norms"]["particle_qd"]) == steps + 1 and data["num_steps"] == steps
     path = plot_gradient_norms(report, tmp_path / "plots" / "norms.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [p.name for p in path.parent.iterdir()] == ["norms.png"]  # no temporary file left
@@ -259,3 +260,104 @@ def test_clip_counts_a_repeated_array_once_and_checks_strided_views():
     assert (bad.count, bad.size, bad.first_index) == (1, 3, 1)
     with pytest.raises(ValueError, match="not contiguous"):
         clip_grad_norm([every_other], 1.0)
+
+
+def _pendulum(steps=12, dt=0.01):
+    """A float64 double pendulum (two revolute links); loss: a linear probe of the final
+    joint coordinates and velocities."""
+    b = wpsim.ModelBuilder()
+    upper = b.add_body(mass=1.0, com=(0.0, 0.0, -0.2), inertia=(0.01, 0.01, 0.002))
+    b.add_joint_revolute(-1, upper, axis=(1.0, 0.0, 0.0), parent_pos=(0.0, 0.0, 1.0), q=0.5, qd=0.2)
+    lower = b.add_body(mass=0.5, com=(0.0, 0.0, -0.15), inertia=(0.004, 0.004, 0.001))
+    b.add_joint_revolute(upper, lower, axis=(1.0, 0.0, 0.0), parent_pos=(0.0, 0.0, -0.4), q=-0.3)
+    model = b.finalize(requires_grad=True, dtype=wp.float64)
+    wq = wp.array([1.0, -0.5], dtype=wp.float64)
+    wqd = wp.array([0.3, 0.2], dtype=wp.float64)
+
+    def rollout(num_steps, **kwargs):
+        def loss_fn(k, state, loss):
+            if k == num_steps:
+                joint_state_loss(state, wq, wqd, loss)
+
+        return Rollout(wpsim.SemiImplicitSolver(model), num_steps, dt, loss_fn, **kwargs)
+
+    return model, rollout
+
+
+@pytest.mark.parametrize("mode", ["full", "checkpoint"])
+def test_adjoint_norms_of_a_rigid_model_are_its_joint_gradients(mode):
+    """The joint adjoint norms of state k equal the norms of d L / d (q_k, qd_k) computed by
+    a separate rollout of the remaining T - k steps from state k (the particle norms, all
+    that the report held before, are 0 here)."""
+    steps = 12
+    model, rollout = _pendulum(steps)
+    main = rollout(steps, mode=mode, segment_length=5)
+    main.forward(model.state(requires_grad=True))
+    report = main.backward(diagnostics=True)
+    solver = wpsim.SemiImplicitSolver(model)
+    for k in (0, 5, 11, 12):
+        start = wpsim.simulate(solver, model.state(), k, 0.01) if k else model.state()
+        state_k = model.state(requires_grad=True)
+        state_k.assign(start)
+        if k < steps:
+            rest = rollout(steps - k, mode="full")
+            rest.forward(state_k)
+            rest.backward()
+            q_grad, qd_grad = state_k.joint_q.grad.numpy(), state_k.joint_qd.grad.numpy()
+        else:
+            q_grad, qd_grad = np.array([1.0, -0.5]), np.array([0.3, 0.2])
+        assert report.adjoint_norms["joint_q"][k] == pytest.approx(np.linalg.norm(q_grad), rel=1e-9)
+        assert report.adjoint_norms["joint_qd"][k] == pytest.approx(np.linalg.norm(qd_grad), rel=1e-9)
+    assert np.all(report.adjoint_norms["joint_q"] > 0.0)
+    assert np.all(report.adjoint_q_norm == 0.0) and np.all(report.adjoint_qd_norm == 0.0)  # no particles
+    joints = np.hypot(report.adjoint_norms["joint_q"], report.adjoint_norms["joint_qd"])
+    assert np.allclose(report.state_norm, joints, rtol=1e-14)
+
+
+def test_adjoint_norms_do_not_accumulate_across_backward_calls():
+    """Gradients accumulate into state0 across calls (by design); its reported adjoint norm
+    is this backward's alone, the same in every call (to rounding: it is measured as the
+    change of the accumulated gradient)."""
+    model, rollout = _pendulum()
+    main = rollout(12, mode="checkpoint")
+    state = model.state(requires_grad=True)
+    reports = []
+    for _ in range(3):
+        main.forward(state)
+        reports.append(main.backward(diagnostics=True))
+    first = reports[0].adjoint_norms
+    assert np.linalg.norm(state.joint_q.grad.numpy()) == pytest.approx(3.0 * first["joint_q"][0], rel=1e-12)
+    for report in reports[1:]:
+        for name, norms in report.adjoint_norms.items():
+            assert np.allclose(norms, first[name], rtol=1e-12, atol=0.0), name
+
+
+def test_adjoint_growth_warns_once_with_the_state_range():
+    """An inverted pendulum (a particle on a stiff spring above its pivot) falling over: the
+    adjoint of the early states grows back from the last one; the rollout says so once."""
+    b = wpsim.ModelBuilder()
+    b.add_particle((0.0, 0.0, 0.0), mass=0.0)
+    b.add_particle((1.0e-6, 0.0, 0.05), mass=0.01)
+    b.add_spring(0, 1, ke=1.0e3)
+    model = b.finalize(dtype=wp.float64, requires_grad=True)
+    target = wp.array([[0.0, 0.0, -0.05]], dtype=wp.vec3d)
+    steps = 650
+
+    def loss_fn(k, state, loss):
+        if k == steps:
+            squared_distance(state.particle_q[1:2], target, loss=loss)
+
+    rollout = Rollout(wpsim.SemiImplicitSolver(model), steps, 1.0e-3, loss_fn, adjoint_growth_limit=10.0)
+    state = model.state(requires_grad=True)
+    rollout.forward(state)
+    with pytest.warns(UserWarning, match=r"the adjoint of states 0-\d+ is more than 10x that of state 650"):
+        report = rollout.backward(diagnostics=True)
+    growth = adjoint_growth(report, 10.0)
+    assert growth["first"] == 0 and 0 < growth["last"] < steps and growth["growth"] > 10.0
+    rollout.forward(state)
+    rollout.backward(diagnostics=True)
+    assert len(rollout.warnings) == 1
+    quiet = Rollout(wpsim.SemiImplicitSolver(model), steps, 1.0e-3, loss_fn, adjoint_growth_limit=1.0e6)
+    quiet.forward(state)
+    quiet.backward(diagnostics=True)
+    assert quiet.warnings == []

@@ -6,7 +6,8 @@ import warp as wp
 
 import wpsim
 from wpsim.apps.gradient_audit import AUDIT_CASES, TOLERANCE, run_case
-from wpsim.diff.losses import linear_state_loss
+from wpsim.diff.losses import joint_tracking_loss, linear_state_loss
+from wpsim.solvers.controllers import JointPDController
 
 
 @pytest.mark.parametrize("case", AUDIT_CASES,
@@ -93,3 +94,81 @@ def test_fixed_step_fd_finds_a_wrong_derivative():
     assert result.tape == pytest.approx(2.0, rel=1e-12)
     assert result.fd == pytest.approx(2.0, rel=1e-6)
     assert result.ok
+
+
+def _result(fds, best):
+    """A GradCheckResult of tape value 1.0 over an eps sweep with central differences ``fds``."""
+    sweep = [(10.0 ** -(k + 2), fd, abs(fd - 1.0) / max(abs(fd), 1.0)) for k, fd in enumerate(fds)]
+    return wpsim.diff.GradCheckResult(1.0, fds[best], sweep[best][2], sweep[best][0], 1e-4, sweep)
+
+
+def test_converged_on_the_edge_of_an_agreeing_plateau():
+    """The best eps next to a truncation-error value but on a plateau that agrees within 1%
+    is converged; an isolated best value or a single eps is not."""
+    assert _result([1.3, 1.00001, 1.0002, 1.0004], best=1).converged  # left edge of the plateau
+    assert _result([1.0004, 1.0002, 1.00001, 0.7], best=2).converged  # right edge
+    assert not _result([1.3, 1.00001, 0.7], best=1).converged
+    assert not _result([1.00001], best=0).converged
+
+
+def _controlled_pendulum(mode):
+    """A float64 double pendulum under a PD controller (gains kp, kd) in a ``Rollout``; loss:
+    joint tracking of coordinates and velocities at every 4th state."""
+    b = wpsim.ModelBuilder()
+    upper = b.add_body(mass=1.0, com=(0.0, 0.0, -0.2), inertia=(0.01, 0.01, 0.002))
+    b.add_joint_revolute(-1, upper, axis=(1.0, 0.0, 0.0), parent_pos=(0.0, 0.0, 1.0), q=0.5, qd=0.2)
+    lower = b.add_body(mass=0.5, com=(0.0, 0.0, -0.15), inertia=(0.004, 0.004, 0.001))
+    b.add_joint_revolute(upper, lower, axis=(1.0, 0.0, 0.0), parent_pos=(0.0, 0.0, -0.4), q=-0.3)
+    model = b.finalize(requires_grad=True, dtype=wp.float64)
+    steps, dt = 16, 0.01
+    controller = JointPDController(model, dt, target_q=[0.2, 0.1], kp=[3.0, 1.0], kd=[0.2, 0.1])
+    target_q, weights = wp.array([0.1, -0.2], dtype=wp.float64), wp.array([1.0, 0.5], dtype=wp.float64)
+    target_qd, weights_qd = wp.array([0.0, 0.3], dtype=wp.float64), wp.array([0.2, 0.1], dtype=wp.float64)
+
+    def loss_fn(k, state, loss):
+        if k % 4 == 0:
+            joint_tracking_loss(state, target_q, weights, loss, target_qd=target_qd, weights_qd=weights_qd)
+
+    rollout = wpsim.Rollout(wpsim.SemiImplicitSolver(model), steps, dt, loss_fn, control=controller, mode=mode,
+                            segment_length=5)
+    return model, model.state(requires_grad=True), controller, rollout
+
+
+@pytest.mark.parametrize("mode", ["full", "checkpoint"])
+def test_whole_rollout_gradient_check_with_a_controller(mode):
+    """check_gradients over a controller's gains, a model parameter and the initial state of
+    a rollout: random and coordinate directions agree within 1e-4 over the eps sweep."""
+    model, state, controller, rollout = _controlled_pendulum(mode)
+    arrays = {"controller.kp": controller.kp, "model.body_mass": model.body_mass, "state.joint_qd": state.joint_qd}
+    checks = wpsim.diff.check_gradients(lambda: rollout.forward(state), rollout.backward, arrays)
+    assert checks.ok, str(checks)
+    assert len(checks.rows) == 5 and checks.worst[1].rel_error <= 1e-4
+    assert np.array_equal(state.joint_qd.numpy(), model.state().joint_qd.numpy())  # restored
+
+
+def test_whole_rollout_gradient_check_finds_a_missing_gradient():
+    """A backward that loses the gradient of one array fails the check."""
+    _, state, controller, rollout = _controlled_pendulum("checkpoint")
+
+    def lossy_backward():
+        rollout.backward()
+        controller.kd.grad.zero_()
+
+    arrays = {"controller.kp": controller.kp, "controller.kd": controller.kd}
+    checks = wpsim.diff.check_gradients(lambda: rollout.forward(state), lossy_backward, arrays, coordinates=0)
+    assert not checks.ok
+    assert checks.worst[1].rel_error > 1e-2
+
+
+def test_vector_gradient_check_of_a_flat_function():
+    """check_vector_gradient on f(x) = sum x^3 / 3 (gradient x^2): passes; a gradient with
+    one wrong entry fails on that coordinate."""
+    x0 = np.array([0.5, -1.0, 2.0, 0.0])
+
+    def loss(x):
+        return float(np.sum(x ** 3) / 3.0)
+
+    assert wpsim.diff.check_vector_gradient(lambda x: (loss(x), x ** 2), x0, coordinates=4).ok
+    wrong = wpsim.diff.check_vector_gradient(lambda x: (loss(x), x ** 2 * np.array([1.0, 1.0, 1.1, 1.0])), x0,
+                                             random_directions=0, coordinates=4)
+    assert not wrong.ok and wrong.worst[0] == "coordinate x[2]"

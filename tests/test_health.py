@@ -151,3 +151,23 @@ def test_enough_neighbor_capacity_is_healthy():
     assert solver.check_health().ok
     # the overlapping particles were pushed apart (contact forces act)
     assert np.linalg.norm(a.particle_f.numpy(), axis=1).min() > 1.0
+
+
+@pytest.mark.parametrize("runner", ["simulate", "Rollout"])
+def test_health_steps_count_per_rollout(runner):
+    """A rollout's health report names its own steps (0..T-1) and none of an earlier
+    rollout's faults: a stable run (dt = 0.1 ms), then the unstable one, then a stable one."""
+    model = multi_world_model(wp.float64)
+    solver = wpsim.SemiImplicitSolver(model)
+    expected = {w: predicted_fault_step(ke, NUM_STEPS) for w, ke in enumerate(STIFFNESS) if w in (1, 3)}
+
+    def run(dt):
+        if runner == "simulate":
+            wpsim.simulate(solver, model.state(), NUM_STEPS, dt)
+        else:
+            wpsim.Rollout(solver, NUM_STEPS, dt, lambda k, state, loss: None).forward(model.state())
+        return solver.health()
+
+    assert run(1.0e-4).ok and solver.step_count == NUM_STEPS
+    assert run(DT).fault_steps == expected  # not NUM_STEPS + expected
+    assert run(1.0e-4).ok  # the previous rollout's faults are gone

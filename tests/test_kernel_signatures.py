@@ -310,9 +310,9 @@ def _diagnose(model, state, final):
     diagnostics.tet_volume_ratios(model, final)
     assert nonfinite_grads({"particle_q": state.particle_q}) == []
     clip_grad_norm({"particle_q": state.particle_q, "tet_mu": model.tet_mu}, 1.0e-6)
-    monitor = GradientMonitor(1, model.device, {"tet_mu": model.tet_mu})
+    monitor = GradientMonitor(1, model.device, {"tet_mu": model.tet_mu}, state)
     monitor.before_step()
-    monitor.state_adjoint(0, state.particle_q.grad, state.particle_qd.grad)
+    monitor.state_adjoint(0, state)
     monitor.after_step(0)
 
 

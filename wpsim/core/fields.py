@@ -262,6 +262,9 @@ DYNAMIC_STATE_FIELDS = ("particle_q", "particle_qd", "joint_q", "joint_qd")
 
 CONTROL_FIELDS = (
     FieldSpec("tet_activation", "real", "(E,)", "-", "signed actuation (see wpsim.kernels.fem), >= -0.9"),
+    FieldSpec("spring_activation", "real", "(S,)", "-",
+              "relative rest-length change: the spring's rest length is spring_rest_length * (1 + activation) "
+              "(< 0 contracts)"),
     FieldSpec("particle_f_ext", "vec3", "(P,)", "N", "external force applied to each particle"),
     FieldSpec("joint_f", "real", "(D,)", "N m or N", "generalized force on each joint dof"),
     FieldSpec("joint_target_q", "real", "(D,)", "rad or m", "PD drive position target (revolute, prismatic dofs)"),

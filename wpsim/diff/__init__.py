@@ -9,22 +9,34 @@ from wpsim.diff.grad_health import (
     NonFiniteGrad,
     NonFiniteGradientError,
     NonFiniteSource,
+    adjoint_growth,
     backward_checked,
     clip_grad_norm,
     nonfinite_grads,
 )
-from wpsim.diff.gradcheck import GradCheckResult, check_gradient, tape_gradient
+from wpsim.diff.gradcheck import (
+    GradCheckResult,
+    GradientChecks,
+    check_gradient,
+    check_gradients,
+    check_vector_gradient,
+    tape_gradient,
+)
 
 __all__ = [
     "GradCheckResult",
+    "GradientChecks",
     "GradientMonitor",
     "GradientReport",
     "NonFiniteGrad",
     "NonFiniteGradientError",
     "NonFiniteSource",
     "Rollout",
+    "adjoint_growth",
     "backward_checked",
     "check_gradient",
+    "check_gradients",
+    "check_vector_gradient",
     "clip_grad_norm",
     "diagnostics",
     "losses",

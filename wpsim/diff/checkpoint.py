@@ -26,8 +26,12 @@ Modes.
   s..e-1 (the last one also that of state T), so a boundary state's term is recorded once
   and the adjoint carried back to the previous segment is complete. Loss value and
   gradients are bitwise those of full mode: the same launches add into the same gradients
-  in the same order. ``solver.step_count`` is set to each re-run's first step index (so
-  health reports name the right step) and restored to its post-forward value.
+  in the same order.
+
+Health. ``forward`` starts the solver's health record afresh (``start_rollout``: flags
+cleared, ``solver.step_count`` 0), so a health report names steps of this rollout, 0..T-1.
+``solver.step_count`` is set to each re-run's first step index (so health reports name the
+right step) and left at T after the backward.
 
 Truncation (``truncation_window=W``): for every state index k with 0 < k < T and
 k % W == 0, the adjoint that state k (its integrated fields) receives from the steps
@@ -38,7 +42,11 @@ parameters, controls and controller parameters still sum the contributions of al
 each step's computed with the truncated adjoint. ``adjoint_clip=c`` instead scales that
 same incoming adjoint of every state 0 < k < T (all integrated fields together) down
 to 2-norm c when it is larger (at multiples of W truncation takes precedence). Both act
-identically in both modes.
+identically in both modes. The backward warns (once per Rollout) when the truncation cuts
+every path to the loss from ``state0`` (no loss term at states 0..W but later ones) or from a
+per-step Control (no loss term between its step and the next truncation point): their
+gradients are then exactly zero. Which states have loss terms is read from the recorded
+tapes (a loss term that launches nothing counts as absent).
 
 Gradients accumulate into existing ``.grad`` arrays like ``wp.Tape.backward`` (see
 ``zero_grad``). Between ``forward`` and ``backward`` the model parameters, user-given
@@ -55,6 +63,7 @@ yet when the state's loss term is recorded.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Callable
 
 import numpy as np
@@ -66,10 +75,13 @@ from wpsim.diff.grad_health import (
     GradientMonitor,
     GradientReport,
     NonFiniteGradientError,
+    adjoint_growth,
     backward_checked,
     clip_grad_norm,
+    growth_message,
     nonfinite_grads,
 )
+from wpsim.solvers.base import start_rollout
 
 MODES = ("full", "checkpoint")
 
@@ -138,11 +150,15 @@ class Rollout:
         adjoint_clip: maximum 2-norm of the adjoint a state receives from later steps, or None.
         loss_size: entries of ``loss`` (e.g. one per world, for per-world losses of a batch
             of independent worlds); the rollout's loss is their sum, ``losses()`` each one.
+        adjoint_growth_limit: with ``backward(diagnostics=True)``, warn (once per Rollout)
+            when the adjoint of the states grows past this factor back from the latest
+            state with a non-zero adjoint, naming the state range (``adjoint_growth``);
+            None: no check.
     """
 
     def __init__(self, solver, num_steps: int, dt: float, loss_fn: Callable, control=None, mode: str = "checkpoint",
                  segment_length: int | None = None, levels: int = 1, truncation_window: int | None = None,
-                 adjoint_clip: float | None = None, loss_size: int = 1):
+                 adjoint_clip: float | None = None, loss_size: int = 1, adjoint_growth_limit: float | None = None):
         for attr in ("model", "step", "step_count"):
             if not hasattr(solver, attr):
                 raise ValueError(f"solver has no attribute {attr!r} (needs model, step and step_count)")
@@ -164,7 +180,13 @@ class Rollout:
             raise ValueError(f"adjoint_clip must be a positive finite norm, got {adjoint_clip}")
         if int(loss_size) != loss_size or loss_size < 1:
             raise ValueError(f"loss_size must be an integer >= 1, got {loss_size}")
+        if adjoint_growth_limit is not None and not adjoint_growth_limit > 1.0:
+            raise ValueError(f"adjoint_growth_limit must be a factor > 1, got {adjoint_growth_limit}")
         self.loss_size = int(loss_size)
+        self.adjoint_growth_limit = adjoint_growth_limit
+        self.warnings: list = []
+        """Messages of the warnings given (each at most once)."""
+        self._loss_terms: set = set()  # states whose recorded loss term launched something
         self.solver, self.model = solver, solver.model
         self.num_steps, self.dt, self.loss_fn, self.mode = int(num_steps), float(dt), loss_fn, mode
         self.truncation_window, self.adjoint_clip = truncation_window, adjoint_clip
@@ -230,7 +252,8 @@ class Rollout:
             raise ValueError(f"state0 must be a State, got {type(state0).__name__}")
         self._pending = False  # until this forward completes
         self._states = self._tapes = None  # release a previous full-mode forward first
-        self._state0, self._step0 = state0, self.solver.step_count
+        self._state0 = state0
+        start_rollout(self.solver)
         self._loss = wp.zeros(self.loss_size, dtype=self.model.dtype, device=self.model.device, requires_grad=True)
         if self.mode == "full":
             self._states = [state0] + State.batch(self.model, self.num_steps, state0.requires_grad)
@@ -278,7 +301,8 @@ class Rollout:
             if already:
                 raise NonFiniteGradientError(already, None)
         self._check = check_finite
-        self._monitor = GradientMonitor(self.num_steps, self.model.device, track) if diagnostics else None
+        self._monitor = (GradientMonitor(self.num_steps, self.model.device, track, self._state0)
+                         if diagnostics else None)
         self._pending = False
         try:
             if self.mode == "full":
@@ -291,10 +315,17 @@ class Rollout:
                 final = tuple(getattr(self._final, name) for name in DYNAMIC_STATE_FIELDS)
                 self._backward_range(0, self.num_steps, 0, final)
         finally:
-            self.solver.step_count = self._step0 + self.num_steps
+            self.solver.step_count = self.num_steps
+        cut = self._truncation_cut()
+        if cut is not None:
+            self._warn(cut)
         if not diagnostics:
             return None
-        return self._monitor.report(nonfinite_grads(self._names), self.truncation_window, self.adjoint_clip)
+        report = self._monitor.report(nonfinite_grads(self._names), self.truncation_window, self.adjoint_clip)
+        growth = None if self.adjoint_growth_limit is None else adjoint_growth(report, self.adjoint_growth_limit)
+        if growth is not None:
+            self._warn(growth_message(growth, self.adjoint_growth_limit))
+        return report
 
     @staticmethod
     def _seed(loss: wp.array, loss_adjoint: wp.array | None):
@@ -336,6 +367,7 @@ class Rollout:
                                       None if scratch is None else scratch[k - s]))
         if e == self.num_steps:
             loss_tapes.append(_record(self.loss_fn, e, states[e - s], loss))
+        self._loss_terms.update(k for k, tape in zip(range(s, e + 1), loss_tapes) if tape.launches)
         return loss_tapes, step_tapes
 
     def _sweep(self, a: int, b: int, start: State, level: int, loss: wp.array | None = None) -> State:
@@ -343,7 +375,7 @@ class Rollout:
         states 0 and 1, storing the states at the level's segment starts; with ``loss``, add
         the loss terms of states a..b into it and keep the final state. Returns state b."""
         length = self.segment_lengths[level]
-        self.solver.step_count = self._step0 + a
+        self.solver.step_count = a
         scratch = None if self._scratch is None else self._scratch[0]
         state = start
         if loss is not None:
@@ -432,7 +464,7 @@ class Rollout:
         if e < self.num_steps:
             for name, carry in zip(DYNAMIC_STATE_FIELDS, self._carry):
                 wp.copy(getattr(states[-1], name).grad, carry)
-        self.solver.step_count = self._step0 + s
+        self.solver.step_count = s
         tapes = self._record_range(s, e, states, self._rerun_loss, self._scratch)
         self._verify(states[-1], e, expected_end)
         self._backward_steps(s, e, states, *tapes)
@@ -466,7 +498,6 @@ class Rollout:
 
     def _backward_state(self, k: int, state: State, loss_tape: wp.Tape):
         """Truncate or clip the adjoint state k got from later steps, add its loss term's."""
-        q, qd = state.particle_q, state.particle_qd
         integrated = [getattr(state, name) for name in DYNAMIC_STATE_FIELDS]
         if self.truncation_window and 0 < k < self.num_steps and k % self.truncation_window == 0:
             for arr in integrated:
@@ -475,7 +506,40 @@ class Rollout:
             clip_grad_norm(integrated, self.adjoint_clip, sync=False)
         self._run(loss_tape, k, True, _state_names(state, k) if self._check else {})
         if self._monitor is not None:
-            self._monitor.state_adjoint(k, q.grad, qd.grad)
+            self._monitor.state_adjoint(k, state)
+
+    def _reach(self, k: int) -> range:
+        """The states whose loss terms reach the adjoint of state k: k up to the first
+        truncation point at or after it (W for state 0), or T."""
+        window = self.truncation_window or self.num_steps
+        return range(k, min(self.num_steps, window * max(1, math.ceil(k / window))) + 1)
+
+    def _truncation_cut(self) -> str | None:
+        """The warning when the truncation window cuts every path to the loss from ``state0``
+        or from the per-step Controls of some steps (their gradients are then exactly 0)."""
+        if not self.truncation_window or not self._loss_terms:
+            return None
+        last = max(self._loss_terms)
+        cut = [] if self._loss_terms.intersection(self._reach(0)) else ["state0"]
+        steps = {}  # id of a user Control -> the steps it is used at
+        for k, control in enumerate(self._controls or []):
+            if control is not None:
+                steps.setdefault(id(control), []).append(k)
+        cut_steps = [k for ks in steps.values() if last > ks[0] and
+                     not any(self._loss_terms.intersection(self._reach(j + 1)) for j in ks) for k in ks]
+        if cut_steps:
+            cut.append(f"the controls of steps {_ranges(sorted(cut_steps))}")
+        if not cut:
+            return None
+        return (f"truncation_window={self.truncation_window} cuts every path to the loss from {' and '.join(cut)}: "
+                f"their gradients are exactly 0 (loss terms at states {_ranges(sorted(self._loss_terms))}; the "
+                "adjoint of a state reaches back only to the previous multiple of the window)")
+
+    def _warn(self, message: str):
+        """Warn once per Rollout with ``message``."""
+        if message not in self.warnings:
+            self.warnings.append(message)
+            warnings.warn(message, stacklevel=3)
 
     def _run(self, tape: wp.Tape, k: int, loss_term: bool, names: dict):
         """Backward of one tape, launch by launch with ``check_finite``."""
@@ -498,3 +562,14 @@ class Rollout:
             names.update(_control_names(controls[0], "control"))
         names.update(track or {})
         return names
+
+
+def _ranges(values: list) -> str:
+    """Sorted integers as "0-4, 7, 9-10"."""
+    runs = []
+    for v in values:
+        if runs and v == runs[-1][1] + 1:
+            runs[-1][1] = v
+        else:
+            runs.append([v, v])
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)

@@ -19,10 +19,12 @@ def elastic_energy(model: Model, state: State, control: Control | None = None) -
     """Elastic energy (J) per world of springs, membranes, hinges and tetrahedra, shape (W,)."""
     energy = wp.zeros(model.num_worlds, dtype=model.dtype, device=model.device, requires_grad=state.requires_grad)
     q = state.particle_q
+    control = control or model.control(requires_grad=False)
     if model.spring_count:
         wp.launch(
             for_precision(springs.spring_energy, model.dtype), dim=model.spring_count,
-            inputs=[model.spring_indices, model.spring_ke, model.spring_rest_length, model.particle_world, q],
+            inputs=[model.spring_indices, model.spring_ke, model.spring_rest_length, model.particle_world, q,
+                    control.spring_activation],
             outputs=[energy], device=model.device,
         )
     if model.tri_count:
@@ -39,16 +41,15 @@ def elastic_energy(model: Model, state: State, control: Control | None = None) -
             outputs=[energy], device=model.device,
         )
     if model.tet_count:
-        activation = (control or model.control(requires_grad=False)).tet_activation
         wp.launch(
             for_precision(fem.tetrahedron_energy, model.dtype), dim=model.tet_count,
             inputs=[model.tet_indices, model.tet_rest_inv, model.tet_rest_volume, model.tet_mu, model.tet_lambda,
-                    model.tet_fiber, model.tet_face_domain, model.particle_world, q, activation],
+                    model.tet_fiber, model.tet_face_domain, model.particle_world, q, control.tet_activation],
             outputs=[energy], device=model.device,
         )
     if model.domain_count:
         strain, weight, _ = SmoothingScratch(model).arrays(q)
-        launch_smoothed_strain(model, q, control or model.control(requires_grad=False), strain, weight)
+        launch_smoothed_strain(model, q, control, strain, weight)
         wp.launch(
             for_precision(fem.smoothing_domain_energy, model.dtype), dim=model.domain_count,
             inputs=[model.domain_tets, model.tet_mu, model.tet_lambda, model.tet_indices, model.particle_world,

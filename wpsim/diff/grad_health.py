@@ -6,8 +6,11 @@ per-step adjoint norms of a rollout.
   launch whose adjoint turned a gradient non-finite (kernel name and argument).
 - ``clip_grad_norm`` scales gradients in place to a maximum global 2-norm.
 - ``GradientMonitor`` collects, during ``wpsim.diff.Rollout.backward``, the norm of the loss
-  adjoint of every state and of each step's contribution to chosen gradients; its
-  ``GradientReport`` is JSON-ready (``to_dict``) and plotted by ``wpsim.io.plots.plot_gradient_norms``.
+  adjoint of every state (particles, joints, bodies) and of each step's contribution to
+  chosen gradients; its ``GradientReport`` is JSON-ready (``to_dict``) and plotted by
+  ``wpsim.io.plots.plot_gradient_norms``.
+- ``adjoint_growth`` finds the states whose adjoint grew past a factor (``growth_message``
+  words the warning that ``Rollout`` and ``wpsim.opt.Problem`` give).
 
 All reductions run on the device over flat scalar views of the gradient arrays (any
 float32/float64 scalar, vector or matrix dtype, contiguous), launched with
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import warp as wp
 
+from wpsim.core.fields import DYNAMIC_STATE_FIELDS
 from wpsim.core.health import SimulationError
 from wpsim.kernels.generic import PRECISIONS, for_precision
 from wpsim.kernels.gradients import count_nonfinite, scale_to_norm, sum_squared_change, sum_squares
@@ -231,21 +235,35 @@ def clip_grad_norm(arrays, max_norm: float, sync: bool = True) -> float | None:
 
 
 # ---------------------------------------------------------------------------- per-step norms
+ADJOINT_FIELDS = ("particle_q", "particle_qd", "joint_q", "joint_qd", "body_q", "body_qd")
+"""State fields whose adjoint norms a ``GradientReport`` holds for every state."""
+
+ADJOINT_GROWTH_LIMIT = 1.0e3
+"""Default growth of the per-state adjoint norm, from the latest state back, that triggers a
+warning. A loss with terms at many states accumulates their sensitivities into the early
+adjoints (up to about the number of terms times, without any instability): such problems
+may pass a higher limit."""
+
+
 @dataclass
 class GradientReport:
     """Per-state gradient norms of one rollout backward (a variance diagnostic).
 
-    adjoint_q_norm, adjoint_qd_norm: (T+1,) 2-norm over all particles of dL/dx_k
-        (loss units per m) and dL/dv_k (loss units per m/s) for state k = 0..T, as
-        propagated into step k-1 (after truncation and clipping; see ``Rollout``).
+    adjoint_norms: state field (``ADJOINT_FIELDS``) -> (T+1,) 2-norm of dL/d field of state
+        k = 0..T over all its entries, as propagated into step k-1 (after truncation and
+        clipping; see ``Rollout``); loss units per unit of the field (per m for positions,
+        per m/s for velocities, per rad or m for joint coordinates). Only this backward's
+        adjoint counts: gradients that state 0 accumulated before it are not included.
+        Body poses and velocities are those the step from state k computed: their adjoint
+        is what reads them directly (particle-body contact, a loss through ``eval_fk``), 0
+        at state T; the joint adjoints include it.
     step_contributions: tracked array name -> (T,) 2-norm of step k's contribution to
         dL/d(array) (loss units per unit of the array), k = 0..T-1.
     nonfinite: ``NonFiniteGrad`` of the rollout's named gradients after the backward.
     truncation_window, adjoint_clip: the rollout's settings.
     """
 
-    adjoint_q_norm: np.ndarray
-    adjoint_qd_norm: np.ndarray
+    adjoint_norms: dict
     step_contributions: dict = field(default_factory=dict)
     nonfinite: list = field(default_factory=list)
     truncation_window: int | None = None
@@ -253,7 +271,23 @@ class GradientReport:
 
     @property
     def num_steps(self) -> int:
-        return len(self.adjoint_q_norm) - 1
+        return len(self.adjoint_norms["particle_q"]) - 1
+
+    @property
+    def adjoint_q_norm(self) -> np.ndarray:
+        """(T+1,) norm of the particle position adjoints (loss units per m)."""
+        return self.adjoint_norms["particle_q"]
+
+    @property
+    def adjoint_qd_norm(self) -> np.ndarray:
+        """(T+1,) norm of the particle velocity adjoints (loss units per m/s)."""
+        return self.adjoint_norms["particle_qd"]
+
+    @property
+    def state_norm(self) -> np.ndarray:
+        """(T+1,) combined 2-norm of the adjoints of the integrated fields (particle and joint
+        positions and velocities) of each state."""
+        return np.sqrt(sum(self.adjoint_norms[name] ** 2 for name in DYNAMIC_STATE_FIELDS))
 
     def to_dict(self) -> dict:
         """JSON-serialisable content (lists of floats; NaN/Inf become None)."""
@@ -263,8 +297,7 @@ class GradientReport:
 
         return {
             "num_steps": self.num_steps,
-            "adjoint_q_norm": floats(self.adjoint_q_norm),
-            "adjoint_qd_norm": floats(self.adjoint_qd_norm),
+            "adjoint_norms": {name: floats(v) for name, v in self.adjoint_norms.items()},
             "step_contributions": {name: floats(v) for name, v in self.step_contributions.items()},
             "nonfinite": [vars(g) for g in self.nonfinite],
             "truncation_window": self.truncation_window,
@@ -272,24 +305,67 @@ class GradientReport:
         }
 
 
+def adjoint_growth(report: GradientReport, limit: float = ADJOINT_GROWTH_LIMIT) -> dict | None:
+    """Where the adjoint of a rollout grows past ``limit`` (None if nowhere), from a
+    ``GradientReport``: the growth of state k is its combined adjoint norm
+    (``GradientReport.state_norm``) over that of the latest state with a non-zero adjoint
+    (``reference``). Returns {"reference", "first", "last" (states over the limit), "peak"
+    (state), "growth"}."""
+    norms = report.state_norm
+    live = np.flatnonzero(norms > 0.0)
+    if live.size == 0:
+        return None
+    reference = int(live[-1])
+    growth = norms[: reference + 1] / norms[reference]
+    over = np.flatnonzero(growth > limit)
+    if over.size == 0:
+        return None
+    peak = int(np.argmax(growth))
+    return {"reference": reference, "first": int(over[0]), "last": int(over[-1]), "peak": peak,
+            "growth": float(growth[peak])}
+
+
+def growth_message(growth: dict, limit: float) -> str:
+    """The warning text for an ``adjoint_growth`` result, with the state range and remedies."""
+    return (f"the adjoint of states {growth['first']}-{growth['last']} is more than {limit:g}x that of state "
+            f"{growth['reference']} (up to {growth['growth']:.3g}x at state {growth['peak']}): the gradient is "
+            "dominated by those early steps and may be unreliable; consider Rollout(truncation_window=...) or "
+            "Rollout(adjoint_clip=...)")
+
+
 class GradientMonitor:
     """Accumulates on the device, during a rollout backward of ``num_steps`` steps, the norm
     of each state's adjoint and of each step's change of the gradients of ``track`` (name ->
-    array with ``.grad``); ``report`` reads them back once."""
+    array with ``.grad``); ``report`` reads them back once. ``start`` (the rollout's state 0,
+    whose gradients accumulate across backward passes) is measured by its change since the
+    monitor was made."""
 
-    def __init__(self, num_steps: int, device, track: dict | None = None):
+    def __init__(self, num_steps: int, device, track: dict | None = None, start=None):
         self.num_steps = num_steps
-        self._norms = wp.zeros(2 * (num_steps + 1), dtype=wp.float64, device=device)
+        self._norms = wp.zeros(len(ADJOINT_FIELDS) * (num_steps + 1), dtype=wp.float64, device=device)
         # views of the live gradients, so they must be contiguous
         self._track = [(name, _flat(_grad(name, a), name, writable=True)) for name, a in (track or {}).items()]
         self._before = [wp.empty_like(flat) for _, flat in self._track]
         self._changes = wp.zeros(len(self._track) * num_steps, dtype=wp.float64, device=device)
+        self._start = start
+        self._baseline = {} if start is None else {
+            name: wp.clone(flat) for name, flat in self._state_grads(start)}
 
-    def state_adjoint(self, k: int, q: wp.array, qd: wp.array):
-        """Record the norms of the adjoint arrays ``q`` and ``qd`` (gradients) of state k."""
-        for slot, g in ((k, q), (self.num_steps + 1 + k, qd)):
-            flat = _flat(g, f"state[{k}] adjoint")
-            _launch(sum_squares, flat, flat.size, [flat, slot], [self._norms])
+    @staticmethod
+    def _state_grads(state) -> list:
+        """(field, flat gradient) of the ``ADJOINT_FIELDS`` of ``state`` that have entries."""
+        grads = [(name, getattr(state, name).grad) for name in ADJOINT_FIELDS]
+        return [(name, _flat(g, f"adjoint of {name}")) for name, g in grads if g is not None and g.size > 0]
+
+    def state_adjoint(self, k: int, state):
+        """Record the norms of the adjoints (gradients) of state k's ``ADJOINT_FIELDS``."""
+        baseline = self._baseline if state is self._start else {}
+        for name, flat in self._state_grads(state):
+            slot = ADJOINT_FIELDS.index(name) * (self.num_steps + 1) + k
+            if name in baseline:
+                _launch(sum_squared_change, flat, flat.size, [flat, baseline[name], slot], [self._norms])
+            else:
+                _launch(sum_squares, flat, flat.size, [flat, slot], [self._norms])
 
     def before_step(self):
         """Snapshot the tracked gradients before a step's backward."""
@@ -303,8 +379,9 @@ class GradientMonitor:
 
     def report(self, nonfinite: list, truncation_window=None, adjoint_clip=None) -> GradientReport:
         """The ``GradientReport`` (one device synchronisation)."""
-        norms = np.sqrt(self._norms.numpy()).reshape(2, self.num_steps + 1)
+        norms = np.sqrt(self._norms.numpy()).reshape(len(ADJOINT_FIELDS), self.num_steps + 1)
         changes = np.sqrt(self._changes.numpy())
         contributions = {name: changes[i * self.num_steps:(i + 1) * self.num_steps]
                          for i, (name, _) in enumerate(self._track)}
-        return GradientReport(norms[0], norms[1], contributions, nonfinite, truncation_window, adjoint_clip)
+        return GradientReport(dict(zip(ADJOINT_FIELDS, norms)), contributions, nonfinite, truncation_window,
+                              adjoint_clip)

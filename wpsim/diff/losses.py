@@ -66,21 +66,30 @@ def joint_state_loss(state: State, weight_q: wp.array, weight_qd: wp.array | Non
 
 
 def joint_tracking_loss(state: State, target_q: wp.array, weights: wp.array, loss: wp.array | None = None,
-                        slots: wp.array | None = None) -> wp.array:
-    """sum_i weights[i] (q_i - target_q[i])^2 over the joint coordinates of ``state``, added
-    into ``loss`` (new if None); weights in loss units per rad^2 (or per m^2), 0 where a
-    coordinate is not measured. ``slots`` (int32, one per coordinate, e.g. its world) names
-    the entry of ``loss`` each term goes to (default entry 0)."""
-    n = state.joint_q.shape[0]
-    if target_q.shape != state.joint_q.shape or weights.shape != state.joint_q.shape:
-        raise ValueError(f"joint_tracking_loss: targets {target_q.shape} and weights {weights.shape} must match the "
-                         f"joint coordinates {state.joint_q.shape}")
-    if slots is not None and (slots.shape != (n,) or slots.dtype != wp.int32):
-        raise ValueError(f"joint_tracking_loss: slots must be int32 of shape ({n},), got {slots.dtype} {slots.shape}")
+                        slots: wp.array | None = None, target_qd: wp.array | None = None,
+                        weights_qd: wp.array | None = None) -> wp.array:
+    """sum_i weights[i] (q_i - target_q[i])^2 + sum_j weights_qd[j] (qd_j - target_qd[j])^2
+    over the joint coordinates and velocities of ``state`` (the quadratic counterpart of
+    ``joint_state_loss``; velocities skipped if ``target_qd`` is None), added into ``loss``
+    (new if None); weights in loss units per rad^2 (or m^2) and per (rad/s)^2 (or (m/s)^2),
+    0 where a value is not measured. ``slots`` (int32, one per coordinate, e.g. its world)
+    names the entry of ``loss`` each coordinate's term goes to (default entry 0; the
+    velocity terms go to entry 0)."""
+    if (target_qd is None) != (weights_qd is None):
+        raise ValueError("joint_tracking_loss: give both target_qd and weights_qd, or neither")
     loss = _loss_array(state.joint_q, loss)
-    slots = _first_slot(n, state.joint_q.device) if slots is None else slots
-    wp.launch(for_precision(losses.weighted_squared_error_loss, state.joint_q.dtype), dim=n,
-              inputs=[state.joint_q, target_q, weights, slots], outputs=[loss], device=state.joint_q.device)
+    kernel = for_precision(losses.weighted_squared_error_loss, state.joint_q.dtype)
+    terms = [(state.joint_q, target_q, weights, slots)]
+    terms += [] if target_qd is None else [(state.joint_qd, target_qd, weights_qd, None)]
+    for values, targets, weight, slot in terms:
+        n = values.shape[0]
+        if targets.shape != values.shape or weight.shape != values.shape:
+            raise ValueError(f"joint_tracking_loss: targets {targets.shape} and weights {weight.shape} must match the "
+                             f"joint values {values.shape}")
+        if slot is not None and (slot.shape != (n,) or slot.dtype != wp.int32):
+            raise ValueError(f"joint_tracking_loss: slots must be int32 of shape ({n},), got {slot.dtype} {slot.shape}")
+        slot = _first_slot(n, values.device) if slot is None else slot
+        wp.launch(kernel, dim=n, inputs=[values, targets, weight, slot], outputs=[loss], device=values.device)
     return loss
 
 

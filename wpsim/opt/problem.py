@@ -10,36 +10,12 @@ import numpy as np
 
 from wpsim.core.health import SimulationError
 from wpsim.core.model import Control
+from wpsim.diff.grad_health import ADJOINT_GROWTH_LIMIT, adjoint_growth, growth_message
 from wpsim.opt.parameters import ParameterSet
-
-ADJOINT_GROWTH_LIMIT = 1.0e3
-"""Default growth of the per-state adjoint norm, from the latest state back, that triggers a
-warning. A loss with terms at many states accumulates their sensitivities into the early
-adjoints (up to about the number of terms times, without any instability): such problems
-may pass a higher limit."""
 
 
 class NonFiniteLoss(SimulationError):
     """The loss or its gradient is NaN or Inf at some parameter values (named in the message)."""
-
-
-def adjoint_growth(report, limit: float = ADJOINT_GROWTH_LIMIT) -> dict | None:
-    """Where the adjoint of a rollout grows past ``limit`` (None if nowhere),
-    from a ``GradientReport``: the growth of state k is its combined adjoint norm (positions
-    and velocities) over that of the latest state with a non-zero adjoint (``reference``).
-    Returns {"reference", "first", "last" (states over the limit), "peak" (state), "growth"}."""
-    norms = np.hypot(report.adjoint_q_norm, report.adjoint_qd_norm)
-    live = np.flatnonzero(norms > 0.0)
-    if live.size == 0:
-        return None
-    reference = int(live[-1])
-    growth = norms[: reference + 1] / norms[reference]
-    over = np.flatnonzero(growth > limit)
-    if over.size == 0:
-        return None
-    peak = int(np.argmax(growth))
-    return {"reference": reference, "first": int(over[0]), "last": int(over[-1]), "peak": peak,
-            "growth": float(growth[peak])}
 
 
 class Problem:
@@ -140,10 +116,7 @@ class Problem:
                        "initial values): these parameters will not move under a gradient method")
         growth = None if self.adjoint_growth_limit is None else adjoint_growth(report, self.adjoint_growth_limit)
         if growth is not None:
-            self._warn(f"the adjoint of states {growth['first']}-{growth['last']} is more than "
-                       f"{self.adjoint_growth_limit:g}x that of state {growth['reference']} (up to {growth['growth']:.3g}x "
-                       f"at state {growth['peak']}): the gradient is dominated by those early steps and may be "
-                       "unreliable; consider Rollout(truncation_window=...) or Rollout(adjoint_clip=...)")
+            self._warn(growth_message(growth, self.adjoint_growth_limit))
 
     def _warn(self, message: str):
         self.warnings.append(message)

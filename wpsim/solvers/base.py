@@ -8,6 +8,15 @@ from wpsim.core.health import NO_FAULT, HealthReport, SimulationBlowUp, Simulati
 from wpsim.core.model import Model
 
 
+def start_rollout(solver):
+    """Start a rollout's health record: ``solver.reset_health()`` where the solver has one,
+    and the step counter at 0, so that reported step numbers count from the rollout's start
+    and its report shows nothing of earlier rollouts."""
+    if hasattr(solver, "reset_health"):
+        solver.reset_health()
+    solver.step_count = 0
+
+
 class SolverBase:
     """Step counter, zero control and health flags of a solver.
 

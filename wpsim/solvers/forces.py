@@ -74,7 +74,8 @@ def launch_forces(model, q: wp.array, qd: wp.array, control, friction_dt: float,
         wp.launch(
             for_precision(springs.eval_springs, real),
             dim=model.spring_count,
-            inputs=[model.spring_indices, model.spring_ke, model.spring_kd, model.spring_rest_length, q, qd],
+            inputs=[model.spring_indices, model.spring_ke, model.spring_kd, model.spring_rest_length, q, qd,
+                    control.spring_activation],
             outputs=[f],
             device=device,
         )
