@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from wpsim.core.fields import STATE_FIELDS
 from wpsim.diff.grad_health import GradientReport
 from wpsim.io.files import atomic_write
 
@@ -16,8 +17,9 @@ def save_figure(fig, path) -> Path:
 
 
 def plot_gradient_norms(report: GradientReport, path, title: str | None = None):
-    """Write a PNG of the per-state adjoint norms (and tracked step contributions) against
-    the step index, log-scale y, atomically; returns the path. Zero norms are not drawn."""
+    """Write a PNG of the per-state adjoint norms of every state field that has one (and
+    tracked step contributions) against the step index, log-scale y, atomically; returns
+    the path. Zero norms are not drawn."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -25,8 +27,9 @@ def plot_gradient_norms(report: GradientReport, path, title: str | None = None):
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     states = np.arange(report.num_steps + 1)
-    series = [("|dL/dx_k| (loss/m)", states, report.adjoint_q_norm),
-              ("|dL/dv_k| (loss s/m)", states, report.adjoint_qd_norm)]
+    units = {spec.name: spec.unit for spec in STATE_FIELDS}
+    series = [(f"|dL/d {name}_k| (loss per {units[name]})", states, values)
+              for name, values in report.adjoint_norms.items() if np.any(np.asarray(values) > 0.0)]
     series += [(f"step k's part of |dL/d {name}|", states[:-1], values)
                for name, values in report.step_contributions.items()]
     for label, x, y in series:
