@@ -106,7 +106,12 @@ def test_quadruped_from_either_format_stands_on_its_drives():
 # ---------------------------------------------------------------- bad files
 BAD_MJCF = {
     "unknown joint type": ('<joint type="screw"/>', "unknown joint type \"screw\""),
-    "two joints": ('<joint type="hinge"/><joint type="hinge"/>', "has 2 joints"),
+    "free joint and another": ('<freejoint/><joint type="hinge"/>', "the only joint"),
+    "unknown class": ('<joint type="hinge" class="nope"/>', "unknown default class \"nope\""),
+    "two orientations": ('<joint type="hinge"/><geom type="box" size="1 1 1" quat="1 0 0 0" euler="0 0 1"/>',
+                         "orientation twice"),
+    "joint in frame": ('<frame><joint type="hinge"/></frame>', "cannot hold joints"),
+    "missing include": ('<include file="nope.xml"/>', "included file \"nope.xml\" not found"),
     "bad number": ('<joint type="hinge" axis="1 0 x"/>', "is not a list of numbers"),
     "zero mass": ('<joint type="hinge"/><inertial pos="0 0 0" mass="0" diaginertia="1 1 1"/>', "positive"),
     "missing mesh": ('<joint type="hinge"/><geom type="mesh" mesh="nope"/>', "unknown mesh"),
@@ -217,3 +222,142 @@ def test_urdf_limit_with_one_bound_and_world_as_child(tmp_path):
                     '<joint name="j" type="fixed"><parent link="a"/><child link="world"/></joint></robot>')
     with pytest.raises(ValueError, match="world link cannot be a child"):
         import_urdf(path)
+
+
+# ---------------------------------------------------------------- MJCF features against MuJoCo
+FEATURES_MAIN = """<mujoco model="features">
+  <compiler angle="degree" eulerseq="zyx"/>
+  <option timestep="0.002"/>
+  <default>
+    <joint damping="0.05" armature="0.01"/>
+    <geom density="500"/>
+    <default class="limb">
+      <geom type="capsule" size="0.03"/>
+      <joint axis="0 1 0"/>
+      <default class="finger"><joint damping="0.02" axis="1 0 0"/></default>
+    </default>
+  </default>
+  <worldbody><include file="parts/arm.xml"/></worldbody>
+</mujoco>"""
+FEATURES_ARM = """<mujoco>
+  <body name="base" pos="0 0 1" euler="10 20 30" childclass="limb">
+    <joint name="h1" pos="0 0 0.05"/>
+    <joint name="h2" axis="0 0 1" pos="0.02 0 0"/>
+    <joint name="s1" type="slide" axis="1 1 0"/>
+    <geom fromto="0 0 0 0.3 0 0"/>
+    <frame pos="0.3 0 0" axisangle="0 0 1 30">
+      <body name="mid" xyaxes="0 1 0 -1 0 1">
+        <joint name="h3" class="finger" ref="15"/>
+        <geom fromto="0 0 0 0 0 -0.25"/>
+        <frame pos="0.01 0 0" euler="0 0 20" childclass="finger">
+          <body name="tip" pos="0 0 -0.25" zaxis="1 1 1">
+            <joint name="b1" type="ball"/>
+            <geom type="box" size="0.05 0.03 0.02" quat="0.9 0.1 0.2 0.3"/>
+            <geom type="cylinder" size="0.04 0.01" pos="0.05 0 0" contype="0" conaffinity="0"/>
+          </body>
+        </frame>
+      </body>
+    </frame>
+  </body>
+</mujoco>"""
+
+
+def write_features(tmp_path) -> Path:
+    (tmp_path / "parts").mkdir()
+    (tmp_path / "parts" / "arm.xml").write_text(FEATURES_ARM)
+    path = tmp_path / "main.xml"
+    path.write_text(FEATURES_MAIN)
+    return path
+
+
+def test_mjcf_features_match_mujoco(tmp_path):
+    """Several joints in one body, default classes (inherited, childclass of bodies and
+    frames), an include, nested frames, every orientation form, joint ref and a geom that weighs but does not collide:
+    the same file rolled out by MuJoCo and by wpsim agrees to round-off."""
+    pytest.importorskip("mujoco")
+    from mjcf_reference import rollouts
+
+    path = write_features(tmp_path)
+    builder, scene = import_mjcf(path)
+    assert list(scene.joints) == ["h1", "h2", "s1", "h3", "b1"] and not scene.unhonoured
+    assert builder.bodies.count == 5  # base, mid, tip and two massless intermediate bodies of base
+    ours, theirs, q0 = rollouts(path, steps=400)
+    assert np.abs(theirs[-1] - q0).max() > 0.1
+    assert np.abs(ours - theirs).max() < 1e-8
+
+
+def test_mjcf_include_is_relative_to_the_including_file_and_refuses_cycles(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "leg.xml").write_text('<mujoco><include file="foot.xml"/></mujoco>')
+    (tmp_path / "a" / "foot.xml").write_text('<mujoco><body name="foot"><freejoint/>'
+                                             '<geom type="sphere" size="0.1"/></body></mujoco>')
+    path = tmp_path / "main.xml"
+    path.write_text('<mujoco><worldbody><include file="a/leg.xml"/></worldbody></mujoco>')
+    assert list(import_mjcf(path)[1].bodies) == ["foot"]
+    (tmp_path / "a" / "foot.xml").write_text('<mujoco><include file="leg.xml"/></mujoco>')
+    with pytest.raises(ValueError, match="closes an include cycle") as error:
+        import_mjcf(path)
+    assert str(error.value).startswith(f"{tmp_path / 'a' / 'foot.xml'}: <include>") and "(line 1)" in str(error.value)
+
+
+UNHONOURED = """<mujoco>
+  <option integrator="RK4" viscosity="0.1"/>
+  <default><joint frictionloss="0.5"/></default>
+  <worldbody>
+    <body name="b">
+      <joint name="j" stiffness="3"/>
+      <geom type="sphere" size="0.1" condim="4"/>
+      <site name="s"/>
+    </body>
+  </worldbody>
+  <tendon><fixed name="t"><joint joint="j" coef="1"/></fixed></tendon>
+  <equality><joint joint1="j"/></equality>
+  <actuator><motor joint="j" ctrlrange="-1 1" ctrllimited="true"/></actuator>
+  <sensor><jointpos joint="j"/></sensor>
+</mujoco>"""
+
+
+def test_mjcf_reports_every_unhonoured_feature_once_with_file_and_line(tmp_path):
+    path = tmp_path / "unhonoured.xml"
+    path.write_text(UNHONOURED)
+    with pytest.warns(UserWarning) as record:
+        _, scene = import_mjcf(path)
+    ours = [w for w in record if str(path) in str(w.message)]
+    assert len(ours) == 1
+    found = {(u.line, u.element, u.attribute) for u in scene.unhonoured}
+    assert found == {(2, "<option>", "integrator"), (2, "<option>", "viscosity"), (3, "<joint>", "frictionloss"),
+                     (6, "<joint>", "stiffness"), (7, "<geom>", "condim"), (11, "<tendon>", None),
+                     (12, "<equality>", None), (13, "<motor>", "ctrlrange"), (13, "<motor>", "ctrllimited"),
+                     (14, "<sensor>", None)}
+    assert all(u.file == str(path) for u in scene.unhonoured)
+    assert f"{path}:6: <joint> stiffness=\"3\" is not honoured" in str(ours[0].message)
+
+
+def test_mjcf_gravity_off_the_up_axis(tmp_path):
+    """A tiny off-axis part is dropped and reported; a large one is refused."""
+    path = tmp_path / "g.xml"
+    body = '<worldbody><body><freejoint/><geom type="sphere" size="0.1"/></body></worldbody>'
+    path.write_text(f'<mujoco><option gravity="1e-5 0 -9.81"/>{body}</mujoco>')
+    with pytest.warns(UserWarning, match="off-axis part"):
+        builder, scene = import_mjcf(path)
+    assert builder.gravity == -9.81 and [u.attribute for u in scene.unhonoured] == ["gravity"]
+    path.write_text(f'<mujoco><option gravity="0 -9.81 0"/>{body}</mujoco>')
+    with pytest.raises(ValueError, match="up axis"):
+        import_mjcf(path)
+    assert import_mjcf(path, wpsim.ModelBuilder(up_axis="y"))[0].gravity == -9.81
+
+
+def test_a_body_with_several_joints_does_not_touch_its_parent(tmp_path):
+    """The massless intermediate bodies that compose a body's joints keep MuJoCo's rule that
+    a body and its parent do not collide, even with articulation self-contact on."""
+    path = tmp_path / "two.xml"
+    path.write_text('<mujoco><worldbody><body name="a"><freejoint/><geom type="sphere" size="0.2"/>'
+                    '<body name="b" pos="0.1 0 0"><joint type="hinge"/><joint type="hinge" axis="0 1 0"/>'
+                    '<geom type="sphere" size="0.2"/><body name="c" pos="0.1 0 0"><joint/>'
+                    '<geom type="sphere" size="0.2"/></body></body></body></worldbody></mujoco>')
+    builder, scene = import_mjcf(path)
+    builder.articulation_self_contact = True
+    shape_body = builder.shapes.array("shape_body")
+    pairs = {tuple(sorted(shape_body[p])) for p in builder.finalize().contact_pair.numpy()}
+    a, b, c = (scene.bodies[n] for n in "abc")
+    assert pairs == {tuple(sorted((a, c)))}

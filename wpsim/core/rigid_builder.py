@@ -77,6 +77,20 @@ class RigidBodyBuilder:
         _check_inertia("body", index, float(mass), inertia, strict=False)
         return self.bodies.append(1, body_mass=[mass], body_com=[com], body_inertia=[inertia], body_world=[0])
 
+    def add_body_mass(self, body: int, mass: float, com=(0.0, 0.0, 0.0), inertia=None, pos=(0.0, 0.0, 0.0),
+                      rot=_IDENTITY[3:]):
+        """Add a part without a collision shape to ``body``: mass (kg), centre of mass (m,
+        part frame), inertia about it (kg m^2, 3x3 or 3 principal moments, part axes);
+        pos/rot place the part in the body frame (e.g. an MJCF geom that does not collide)."""
+        if not (isinstance(body, (int, np.integer)) and 0 <= body < self.bodies.count):
+            raise ValueError(f"body mass: body {body} does not exist ({self.bodies.count} bodies)")
+        inertia = np.zeros((3, 3)) if inertia is None else np.asarray(inertia, dtype=np.float64)
+        inertia = np.diag(inertia) if inertia.shape == (3,) else inertia
+        if not (np.isfinite(mass) and mass >= 0.0) or inertia.shape != (3, 3) or not np.isfinite(inertia).all():
+            raise ValueError(f"body {body}: added mass {mass} kg must be finite and >= 0 with a finite 3x3 inertia")
+        _check_inertia("body", body, float(mass), inertia, strict=False)
+        self._add_shape_mass(body, float(mass), com, inertia, require_pose("body", body, pos, rot))
+
     def _add_shape_mass(self, body: int, mass: float, com, inertia: np.ndarray, pose: np.ndarray):
         """Add a shape's mass properties (centre of mass ``com`` and central inertia in shape
         axes) to its body; ``pose`` places the shape in the body frame."""
@@ -277,10 +291,17 @@ class RigidBodyBuilder:
     def _contact_pairs(self) -> np.ndarray:
         """Candidate shape pairs (N, 2): every body shape against every static shape of its
         world and every shape on another body of its world, except a joint's parent and
-        child, and bodies of one articulation unless ``articulation_self_contact``."""
+        child (looking through shapeless bodies between them, such as the intermediate links
+        of a universal joint), and bodies of one articulation unless
+        ``articulation_self_contact``."""
         body, world = self.shapes.array("shape_body"), self.shapes.array("shape_world")
         nb = max(self.bodies.count, 1)
-        parent, child = self.joints.array("joint_parent"), self.joints.array("joint_child")
+        parent, child = self.joints.array("joint_parent").copy(), self.joints.array("joint_child")
+        parent_of = dict(zip(child.tolist(), parent.tolist()))
+        has_shapes = np.isin(np.arange(self.bodies.count), body)
+        for j in range(len(parent)):
+            while parent[j] >= 0 and not has_shapes[parent[j]]:
+                parent[j] = parent_of.get(int(parent[j]), -1)
         linked = parent >= 0
         joined = np.concatenate([parent[linked] * nb + child[linked], child[linked] * nb + parent[linked]])
         roots = self._body_roots()

@@ -28,7 +28,8 @@ class ImportedScene:
     and ``gear``; timestep: the file's time step (s) if it gives one; keyframes: name -> dict
     with "q" (joint index -> its coordinates in wpsim's layout, see ``wpsim.kernels.articulation``)
     and "qd" (joint index -> its velocities), the poses a file names (MJCF ``<key>``), in file
-    order.
+    order; unhonoured: what the file asks for that the importer does not honour (MJCF:
+    ``wpsim.io.mjcf_compile.Unhonoured``, with file and line), also warned about once.
     """
 
     bodies: dict = field(default_factory=dict)
@@ -36,17 +37,32 @@ class ImportedScene:
     actuators: list = field(default_factory=list)
     timestep: float | None = None
     keyframes: dict = field(default_factory=dict)
+    unhonoured: list = field(default_factory=list)
 
 
-def parse_xml(path: Path, root_tag: str):
-    """The root element of the XML file at ``path``, which must be ``<root_tag>``."""
-    from defusedxml import ElementTree
+def parse_xml(path: Path, root_tag: str, lines: dict | None = None):
+    """The root element of the XML file at ``path``, which must be ``<root_tag>``; when
+    ``lines`` is given it receives element -> line number (1-based) of every element."""
     from defusedxml.common import DefusedXmlException
+    from defusedxml.ElementTree import DefusedXMLParser
+    from defusedxml.ElementTree import _TreeBuilder as TreeBuilder
 
     if not path.is_file():
         raise SceneFileError(f"{path}: no such file")
+
+    class LineBuilder(TreeBuilder):
+        def start(self, tag, attrs):
+            element = super().start(tag, attrs)
+            if lines is not None:
+                lines[element] = parser.parser.CurrentLineNumber
+            return element
+
+    parser = DefusedXMLParser(target=LineBuilder(), forbid_dtd=False, forbid_entities=True, forbid_external=True)
     try:
-        root = ElementTree.parse(str(path)).getroot()
+        with open(path, "rb") as stream:
+            while chunk := stream.read(1 << 16):
+                parser.feed(chunk)
+        root = parser.close()
     except DefusedXmlException as error:
         raise SceneFileError(f"{path}: refused unsafe XML ({type(error).__name__})") from error
     except Exception as error:  # ParseError and encoding errors
