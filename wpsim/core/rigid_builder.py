@@ -291,16 +291,16 @@ class RigidBodyBuilder:
     def _contact_pairs(self) -> np.ndarray:
         """Candidate shape pairs (N, 2): every body shape against every static shape of its
         world and every shape on another body of its world, except a joint's parent and
-        child (looking through shapeless bodies between them, such as the intermediate links
-        of a universal joint), and bodies of one articulation unless
-        ``articulation_self_contact``."""
+        child (looking through massless bodies without shapes between them, such as the
+        intermediate links of an MJCF body with several joints), and bodies of one
+        articulation unless ``articulation_self_contact``."""
         body, world = self.shapes.array("shape_body"), self.shapes.array("shape_world")
         nb = max(self.bodies.count, 1)
         parent, child = self.joints.array("joint_parent").copy(), self.joints.array("joint_child")
         parent_of = dict(zip(child.tolist(), parent.tolist()))
-        has_shapes = np.isin(np.arange(self.bodies.count), body)
+        real = np.isin(np.arange(self.bodies.count), body) | (self.bodies.array("body_mass") > 0.0)
         for j in range(len(parent)):
-            while parent[j] >= 0 and not has_shapes[parent[j]]:
+            while parent[j] >= 0 and not real[parent[j]]:
                 parent[j] = parent_of.get(int(parent[j]), -1)
         linked = parent >= 0
         joined = np.concatenate([parent[linked] * nb + child[linked], child[linked] * nb + parent[linked]])
