@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 import warp as wp
+from test_opt import falling_pendulum
 
 import wpsim
 from wpsim.diff import (
@@ -333,21 +334,10 @@ def test_adjoint_norms_do_not_accumulate_across_backward_calls():
 
 
 def test_adjoint_growth_warns_once_with_the_state_range():
-    """An inverted pendulum (a particle on a stiff spring above its pivot) falling over: the
-    adjoint of the early states grows back from the last one; the rollout says so once."""
-    b = wpsim.ModelBuilder()
-    b.add_particle((0.0, 0.0, 0.0), mass=0.0)
-    b.add_particle((1.0e-6, 0.0, 0.05), mass=0.01)
-    b.add_spring(0, 1, ke=1.0e3)
-    model = b.finalize(dtype=wp.float64, requires_grad=True)
-    target = wp.array([[0.0, 0.0, -0.05]], dtype=wp.vec3d)
+    """The falling pendulum of test_opt: the adjoint of the early states grows back from the
+    last one; the rollout says so once."""
     steps = 650
-
-    def loss_fn(k, state, loss):
-        if k == steps:
-            squared_distance(state.particle_q[1:2], target, loss=loss)
-
-    rollout = Rollout(wpsim.SemiImplicitSolver(model), steps, 1.0e-3, loss_fn, adjoint_growth_limit=10.0)
+    model, rollout = falling_pendulum(steps, adjoint_growth_limit=10.0)
     state = model.state(requires_grad=True)
     rollout.forward(state)
     with pytest.warns(UserWarning, match=r"the adjoint of states 0-\d+ is more than 10x that of state 650"):
@@ -357,7 +347,7 @@ def test_adjoint_growth_warns_once_with_the_state_range():
     rollout.forward(state)
     rollout.backward(diagnostics=True)
     assert len(rollout.warnings) == 1
-    quiet = Rollout(wpsim.SemiImplicitSolver(model), steps, 1.0e-3, loss_fn, adjoint_growth_limit=1.0e6)
+    quiet = falling_pendulum(steps, adjoint_growth_limit=1.0e6)[1]
     quiet.forward(state)
     quiet.backward(diagnostics=True)
     assert quiet.warnings == []

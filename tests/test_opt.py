@@ -230,22 +230,27 @@ def test_nan_loss_stops_with_the_best_result_and_names_the_values():
         problem.loss(np.array([0.0, 0.0, 0.2]))
 
 
-def test_adjoint_growth_is_warned_once_with_the_state_range():
-    """An inverted pendulum (a particle on a stiff spring above its pivot) falls over in
-    0.8 s: the adjoint of the early states grows exponentially back from the last one."""
+def falling_pendulum(steps: int, **rollout_options) -> tuple:
+    """(model, Rollout of ``steps`` ms) of an inverted pendulum (a particle on a stiff spring
+    above its pivot) falling over, its loss on the final position: the adjoint of the early
+    states grows exponentially back from the last one."""
     b = wpsim.ModelBuilder()
     b.add_particle((0.0, 0.0, 0.0), mass=0.0)
     b.add_particle((1.0e-6, 0.0, 0.05), mass=0.01)
     b.add_spring(0, 1, ke=1.0e3)
     model = b.finalize(dtype=wp.float64, requires_grad=True)
     target = wp.array([[0.0, 0.0, -0.05]], dtype=wp.vec3d)
-    steps = 800
 
     def loss_fn(k, state, loss):
         if k == steps:
             squared_distance(state.particle_q[1:2], target, loss=loss)
 
-    rollout = Rollout(wpsim.SemiImplicitSolver(model), steps, 1.0e-3, loss_fn, mode="checkpoint")
+    return model, Rollout(wpsim.SemiImplicitSolver(model), steps, 1.0e-3, loss_fn, **rollout_options)
+
+
+def test_adjoint_growth_is_warned_once_with_the_state_range():
+    """The falling pendulum over 0.8 s: the problem warns once, naming the states."""
+    model, rollout = falling_pendulum(800, mode="checkpoint")
     problem = Problem(rollout, model.state(), [Parameter("model.spring_ke", log=True)])
     with pytest.warns(UserWarning, match=r"the adjoint of states 0-\d+ is more than 1000x that of state 800 .*"
                                          r"truncation_window"):
