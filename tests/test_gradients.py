@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import warp as wp
+from test_grad_health import double_pendulum
 
 import wpsim
 from wpsim.apps.gradient_audit import AUDIT_CASES, TOLERANCE, run_case
@@ -114,12 +115,7 @@ def test_converged_on_the_edge_of_an_agreeing_plateau():
 def _controlled_pendulum(mode):
     """A float64 double pendulum under a PD controller (gains kp, kd) in a ``Rollout``; loss:
     joint tracking of coordinates and velocities at every 4th state."""
-    b = wpsim.ModelBuilder()
-    upper = b.add_body(mass=1.0, com=(0.0, 0.0, -0.2), inertia=(0.01, 0.01, 0.002))
-    b.add_joint_revolute(-1, upper, axis=(1.0, 0.0, 0.0), parent_pos=(0.0, 0.0, 1.0), q=0.5, qd=0.2)
-    lower = b.add_body(mass=0.5, com=(0.0, 0.0, -0.15), inertia=(0.004, 0.004, 0.001))
-    b.add_joint_revolute(upper, lower, axis=(1.0, 0.0, 0.0), parent_pos=(0.0, 0.0, -0.4), q=-0.3)
-    model = b.finalize(requires_grad=True, dtype=wp.float64)
+    model = double_pendulum()
     steps, dt = 16, 0.01
     controller = JointPDController(model, dt, target_q=[0.2, 0.1], kp=[3.0, 1.0], kd=[0.2, 0.1])
     target_q, weights = wp.array([0.1, -0.2], dtype=wp.float64), wp.array([1.0, 0.5], dtype=wp.float64)

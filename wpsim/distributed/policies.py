@@ -39,7 +39,7 @@ import time
 import numpy as np
 
 from wpsim.distributed.scene import check_scenes
-from wpsim.distributed.transport import connect, describe_all, dispatch, placement
+from wpsim.distributed.transport import Closing, connect, describe_all, dispatch, placement
 
 
 def stream_seed(seed: int, iteration: int, shard: int) -> int:
@@ -124,7 +124,7 @@ class PolicyShard:
         return grad.double().cpu().numpy(), float(torch.stack(rewards).detach().sum())
 
 
-class PolicyShards:
+class PolicyShards(Closing):
     """The shards of a policy task on a transport (``workers`` = 0: in this process on
     ``device``; >= 1: Ray actors, ``options`` as for ``wpsim.distributed.WorkerPool``).
 
@@ -207,15 +207,6 @@ class PolicyShards:
         """One dict per worker (see ``wpsim.distributed.ShardPool.worker_info``)."""
         return self.transport.worker_info()
 
-    def close(self):
-        """Release the workers."""
-        self.transport.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 def _log_iteration(history, shards: PolicyShards, elapsed: float, mean_return: float, iteration: int, iterations: int,

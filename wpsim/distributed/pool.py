@@ -26,10 +26,10 @@ from __future__ import annotations
 import numpy as np
 
 from wpsim.distributed.scene import ProblemShard, check_scenes, common_space
-from wpsim.distributed.transport import connect, count_option, describe_all, dispatch, placement
+from wpsim.distributed.transport import Closing, connect, count_option, describe_all, dispatch, placement
 
 
-class ShardPool:
+class ShardPool(Closing):
     """The loss and gradient of ``scenes`` (``Problem`` shards) summed in a fixed order (see the
     module docstring). ``workers`` is the flag: 0 evaluates them in this process (on
     ``device``), >= 1 on that many Ray actors (``options``: those of ``WorkerPool``)."""
@@ -99,15 +99,6 @@ class ShardPool:
                 total_grad = total_grad + self.weights[s] * grads[:, s]
         return total, total_grad
 
-    def close(self):
-        """Release the workers (and Ray, if this pool started it)."""
-        self.transport.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 class LocalPool(ShardPool):

@@ -42,6 +42,20 @@ def count_option(name: str, value, minimum: int) -> int:
     return int(value)
 
 
+class Closing:
+    """``close()`` releases the transport; usable as a context manager that closes on exit."""
+
+    def close(self):
+        """Release the workers (and Ray, if this object's transport started it)."""
+        self.transport.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 class LocalTransport:
     """One in-process worker on ``device``."""
 

@@ -17,7 +17,7 @@ class SmoothingScratch:
 
     def __init__(self, model):
         self.model = model
-        self._reused = self._allocate(False) if model.domain_count else None
+        self._reused = None
 
     def _allocate(self, requires_grad: bool) -> tuple:
         model = self.model
@@ -31,6 +31,8 @@ class SmoothingScratch:
         evaluation at positions ``q``."""
         if active_tape() is not None and q.requires_grad:
             return self._allocate(True)
+        if self._reused is None:
+            self._reused = self._allocate(False)
         return self._reused
 
 
