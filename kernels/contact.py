@@ -102,10 +102,24 @@ def adj_normal_force_float64(penetration: wp.float64, x: wp.float64, scale: wp.f
 
 
 @wp.func
+def onset_damping(kd: wp.Float, penetration: wp.Float, damping_depth: wp.Float):
+    """Contact damping coefficient (N s/m) at a penetration (m): ``kd`` once the penetration
+    reaches ``damping_depth`` (m), before that ``kd u (2 - u)`` with u = pen / depth: growing
+    linearly from 0 at first touch (Hunt-Crossley style, so the force is continuous at
+    contact onset) and joining ``kd`` with zero slope; plain ``kd`` when ``damping_depth`` is 0."""
+    zero = kd * type(kd)(0.0)
+    one = type(kd)(1.0)
+    if damping_depth > zero:
+        u = wp.clamp(penetration / damping_depth, zero, one)
+        return kd * u * (type(kd)(2.0) - u)
+    return kd
+
+
+@wp.func
 def normal_force_and_slip(penetration: wp.Float, normal: vec3, rel_vel: vec3, ke: wp.Float, kd: wp.Float,
                           gradient_width: wp.Float):
-    """Normal force f_n (N, spring-damper ``ke * pen - kd * v_n`` through ``normal_force``)
-    and the tangential slip velocity v_t (m/s) of a contact."""
+    """Normal force f_n (N, spring-damper ``ke * pen - kd * v_n`` through ``normal_force``;
+    ``kd`` as from ``onset_damping``) and the tangential slip velocity v_t (m/s) of a contact."""
     vn = wp.dot(normal, rel_vel)
     return normal_force(penetration, ke * penetration - kd * vn, ke * gradient_width), rel_vel - normal * vn
 
@@ -126,6 +140,7 @@ def compliant_contact_force(
     rel_vel: vec3,
     ke: wp.Float,
     kd: wp.Float,
+    damping_depth: wp.Float,
     mu: wp.Float,
     friction_smoothing: wp.Float,
     dt_over_mass: wp.Float,
@@ -134,7 +149,8 @@ def compliant_contact_force(
     """Contact force (N) on a body penetrating by ``penetration`` (m) along ``normal``.
 
     Normal: spring-damper ``ke * pen - kd * v_n``, clamped at zero (no adhesion) and zero
-    when not penetrating. Friction: smooth Coulomb ``-mu * f_n * v_t / sqrt(|v_t|^2 + s^2)``,
+    when not penetrating; with ``damping_depth`` > 0 (m) the damping ramps up over that
+    depth (``onset_damping``). Friction: smooth Coulomb ``-mu * f_n * v_t / sqrt(|v_t|^2 + s^2)``,
     differentiable for every velocity, with s^2 = smoothing^2 + (mu f_n dt / m)^2: the
     second term keeps the near-sticking slope below m / dt, so the explicit step cannot
     reverse the sliding velocity and make friction chatter (``dt_over_mass`` = dt / m, 0 for
@@ -145,7 +161,8 @@ def compliant_contact_force(
     ke w softplus((ke pen - kd v_n) / (ke w)) instead (see ``normal_force``); a caller may
     then also evaluate contacts that are up to a few w apart, whose forward force is zero.
     """
-    fn, vt = normal_force_and_slip(penetration, normal, rel_vel, ke, kd, gradient_width)
+    fn, vt = normal_force_and_slip(penetration, normal, rel_vel, ke, onset_damping(kd, penetration, damping_depth),
+                                   gradient_width)
     return normal * fn + friction_force(fn, vt, mu, friction_smoothing, dt_over_mass)
 
 

@@ -26,6 +26,8 @@ def particle_shape_contacts(
     shape_kd: wp.array(dtype=wp.Float),
     shape_mu: wp.array(dtype=wp.Float),
     friction_smoothing: wp.Float,
+    damping_depth: wp.Float,
+    gradient_width: wp.Float,
     dt_over_mass: wp.Float,
     body_q: wp.array(dtype=transform),
     body_qd: wp.array(dtype=vec6),
@@ -35,8 +37,10 @@ def particle_shape_contacts(
     """Sum of contact forces (N) of the shapes of the particle's world on one particle. A
     shape on a rigid body moves with it (body_q, body_qd) and receives the reaction wrench
     (added into body_f, about the body's articulation origin) at the contact point. Mesh shapes are
-    skipped (they have no signed distance here)."""
+    skipped (they have no signed distance here). With ``gradient_width`` w > 0 (m) shapes up
+    to 6 w away are evaluated too (zero force, smoothed gradient; see ``compliant_contact_force``)."""
     f = v * type(radius)(0.0)
+    reach = -type(radius)(6.0) * gradient_width
     for s in range(shape_kind.shape[0]):
         sw = shape_world[s]
         if (sw == -1 or sw == world) and shape_kind[s] != SHAPE_MESH:
@@ -48,12 +52,12 @@ def particle_shape_contacts(
             p_local = wp.quat_rotate_inv(q, x - wp.transform_get_translation(X))
             dist, n_local = shape_sdf(shape_kind[s], p_local, shape_size[s])
             pen = radius - dist
-            if pen > type(radius)(0.0):
+            if pen > reach:
                 n = wp.quat_rotate(q, n_local)
                 at = x - n * radius
                 contact = compliant_contact_force(
-                    pen, n, v - point_velocity(b, at, body_q, body_qd), shape_ke[s], shape_kd[s], shape_mu[s],
-                    friction_smoothing, dt_over_mass, type(radius)(0.0),
+                    pen, n, v - point_velocity(b, at, body_q, body_qd), shape_ke[s], shape_kd[s], damping_depth,
+                    shape_mu[s], friction_smoothing, dt_over_mass, gradient_width,
                 )
                 f = f + contact
                 if b >= 0:
@@ -95,6 +99,8 @@ def eval_particle_forces(
     body_qd_in: wp.array(dtype=vec6),
     particle_f_ext: wp.array(dtype=vec3),
     friction_smoothing: wp.Float,
+    damping_depth: wp.Float,
+    gradient_width: wp.Float,
     dt: wp.Float,
     particle_f_out: wp.array(dtype=vec3),
     body_f_out: wp.array(dtype=vec6),
@@ -105,7 +111,9 @@ def eval_particle_forces(
     One thread per particle gathers its shape contacts and its particle-pair contacts from
     the neighbour list, so particle forces need no atomics. This launch initialises
     particle_f_out; the element kernels of the same step accumulate into it afterwards.
-    ``dt`` (s) bounds the friction slope for stability (see ``compliant_contact_force``).
+    ``dt`` (s) bounds the friction slope for stability (see ``compliant_contact_force``);
+    ``damping_depth`` (m) ramps the contact damping in (``onset_damping``); ``gradient_width``
+    (m) > 0 smooths the contact gradient.
     """
     i = wp.tid()
     x = particle_q_in[i]
@@ -116,20 +124,22 @@ def eval_particle_forces(
     f = particle_f_ext[i] - v * particle_drag[i]
     f = f + particle_shape_contacts(
         x, v, r, particle_world[i], shape_kind, shape_body, shape_world, shape_transform, shape_size,
-        shape_ke, shape_kd, shape_mu, friction_smoothing, own_rate, body_q_in, body_qd_in, body_origin, body_f_out,
+        shape_ke, shape_kd, shape_mu, friction_smoothing, damping_depth, gradient_width, own_rate, body_q_in,
+        body_qd_in, body_origin, body_f_out,
     )
+    reach = -type(r)(6.0) * gradient_width
     if neighbor_index_in.shape[1] > 0:
         for k in range(neighbor_count_in[i]):
             j = neighbor_index_in[i, k]
             d = x - particle_q_in[j]
             dist = wp.length(d)
             pen = r + particle_radius[j] - dist
-            if pen > zero and dist > zero:
+            if pen > reach and dist > zero:
                 # relative motion is resisted by the pair's combined inverse mass
                 rate = own_rate + dt_over_mass(dt, particle_mass[j])
                 f = f + compliant_contact_force(
-                    pen, d / dist, v - particle_qd_in[j], pair_ke[0], pair_kd[0], pair_mu[0], friction_smoothing, rate,
-                    zero,
+                    pen, d / dist, v - particle_qd_in[j], pair_ke[0], pair_kd[0], damping_depth, pair_mu[0],
+                    friction_smoothing, rate, gradient_width,
                 )
     particle_f_out[i] = f
 
@@ -187,11 +197,13 @@ def build_neighbor_lists(
     particle_q_in: wp.array(dtype=vec3),
     grid: wp.uint64,
     query_radius: wp.Float,
+    margin: wp.Float,
     neighbor_count_out: wp.array(dtype=int),
     neighbor_index_out: wp.array2d(dtype=int),
     overflow_out: wp.array(dtype=int),
 ):
-    """Broad phase (not differentiated): list the same-world particles touching particle i."""
+    """Broad phase (not differentiated): list the same-world particles within ``margin`` (m)
+    of touching particle i."""
     i = wp.tid()
     x = particle_q_in[i]
     r = particle_radius[i]
@@ -202,7 +214,7 @@ def build_neighbor_lists(
     j = int(0)
     while wp.hash_grid_query_next(query, j):
         if j != i and particle_world[j] == world:
-            if wp.length(x - particle_q_in[j]) < r + particle_radius[j]:
+            if wp.length(x - particle_q_in[j]) < r + particle_radius[j] + margin:
                 if count < capacity:
                     neighbor_index_out[i, count] = j
                     count += 1

@@ -26,7 +26,7 @@ into ``body_f`` with atomics.
 import warp as wp
 
 from .articulation import spatial, vec6
-from .contact import contact_velocity_slopes, friction_force, normal_force_and_slip, shape_sdf
+from .contact import contact_velocity_slopes, friction_force, normal_force_and_slip, onset_damping, shape_sdf
 from .enums import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH, SHAPE_PLANE, SHAPE_SPHERE
 from .generic import kernel, mat33, set_deterministic, transform, vec3
 
@@ -161,12 +161,13 @@ def add_damping(body_damping: wp.array2d(dtype=mat33), body: int, K: mat33, arm:
 
 @wp.func
 def add_contact(
-    pen: wp.Float, n: vec3, x: vec3, body_a: int, body_b: int, ke: wp.Float, kd: wp.Float, mu: wp.Float,
-    smoothing: wp.Float, rate: wp.Float, width: wp.Float, body_q: wp.array(dtype=transform),
+    pen: wp.Float, n: vec3, x: vec3, body_a: int, body_b: int, ke: wp.Float, kd_full: wp.Float, damping_depth: wp.Float,
+    mu: wp.Float, smoothing: wp.Float, rate: wp.Float, width: wp.Float, body_q: wp.array(dtype=transform),
     body_qd: wp.array(dtype=vec6), body_origin: wp.array(dtype=vec3), body_f: wp.array(dtype=vec6),
     body_damping: wp.array2d(dtype=mat33),
 ):
-    """Apply the compliant force of one contact (normal n from b to a, at world point x).
+    """Apply the compliant force of one contact (normal n from b to a, at world point x;
+    damping ``kd_full`` ramped over ``damping_depth``, see ``onset_damping``).
     With a gradient width w > 0 contacts up to 6 w apart are evaluated too (their forward
     force is zero; their smoothed gradient is not). Against static geometry (body_b < 0)
     the contact's damping and friction slopes go to body_damping (treated implicitly);
@@ -174,6 +175,7 @@ def add_contact(
     ``rate`` (dt over the pair's effective mass, s/kg), since one body's implicit term
     would also resist the motion the two share."""
     if pen > -type(pen)(6.0) * width:
+        kd = onset_damping(kd_full, pen, damping_depth)
         v_rel = point_velocity(body_a, x, body_q, body_qd) - point_velocity(body_b, x, body_q, body_qd)
         fn, vt = normal_force_and_slip(pen, n, v_rel, ke, kd, width)
         f = n * fn + friction_force(fn, vt, mu, smoothing, rate)
@@ -502,6 +504,7 @@ def eval_rigid_contacts(
     body_q_in: wp.array(dtype=transform),
     body_qd_in: wp.array(dtype=vec6),
     friction_smoothing: wp.Float,
+    damping_depth: wp.Float,
     dt: wp.Float,
     gradient_width: wp.Float,
     body_f_out: wp.array(dtype=vec6),
@@ -510,8 +513,9 @@ def eval_rigid_contacts(
     """One thread per candidate shape pair: add its contact wrenches into body_f_out and, for
     contacts with static geometry, their velocity slopes into body_damping_out (B, 3): the
     spatial damping blocks (ww, wv, vv) that the joint-space solve treats implicitly. ``dt``
-    (s) bounds the friction slope of body-body contacts; ``gradient_width`` (m) > 0 selects
-    the smoothed contact gradient."""
+    (s) bounds the friction slope of body-body contacts; ``damping_depth`` (m) ramps the
+    damping in at onset (``onset_damping``); ``gradient_width`` (m) > 0 selects the smoothed
+    contact gradient."""
     i = wp.tid()
     a = contact_pair[i, 0]
     b = contact_pair[i, 1]
@@ -537,8 +541,8 @@ def eval_rigid_contacts(
         valid, pen, n, x = plan_contact(plan, flip, axis, side, k, ka, kb, sa, sb, Xa, Xb, shape_points,
                                         shape_point_start[a], shape_point_start[b])
         if valid:
-            add_contact(pen, n, x, first, second, ke, kd, mu, friction_smoothing, rate, gradient_width, body_q_in,
-                        body_qd_in, body_origin, body_f_out, body_damping_out)
+            add_contact(pen, n, x, first, second, ke, kd, damping_depth, mu, friction_smoothing, rate, gradient_width,
+                        body_q_in, body_qd_in, body_origin, body_f_out, body_damping_out)
 
 
 @wp.kernel(enable_backward=False)

@@ -123,7 +123,7 @@ def test_replicated_worlds_match_single_world(single_world, spacing):
     v = final.particle_qd.numpy().reshape(n, P, 3)
     x1, v1 = final1.particle_q.numpy(), final1.particle_qd.numpy()
     assert np.array_equal(x[0], x1) and np.array_equal(v[0], v1)  # world 0 has no offset: bitwise
-    assert np.abs(x - x1).max() <= 1e-12
+    assert np.abs(x - x1).max() <= 2e-12  # rounding of coordinates offset by up to 3 m, over 300 steps
     assert np.abs(v - v1).max() <= 1e-10  # velocities of ~1e-3..1 m/s at rest/contact
     assert np.array_equal(neighbors.reshape(n, P), np.broadcast_to(neighbors1, (n, P)))
     e1, e = energy_report(model1, final1), energy_report(model, final)

@@ -8,6 +8,7 @@ import warp as wp
 from test_opt import falling_pendulum
 
 import wpsim
+from wpsim.apps.gradient_audit import double_pendulum
 from wpsim.diff import (
     NonFiniteGradientError,
     Rollout,
@@ -261,16 +262,6 @@ def test_clip_counts_a_repeated_array_once_and_checks_strided_views():
     assert (bad.count, bad.size, bad.first_index) == (1, 3, 1)
     with pytest.raises(ValueError, match="not contiguous"):
         clip_grad_norm([every_other], 1.0)
-
-
-def double_pendulum():
-    """A float64 double pendulum (two revolute links, the upper one swinging), with gradients."""
-    b = wpsim.ModelBuilder()
-    upper = b.add_body(mass=1.0, com=(0.0, 0.0, -0.2), inertia=(0.01, 0.01, 0.002))
-    b.add_joint_revolute(-1, upper, axis=(1.0, 0.0, 0.0), parent_pos=(0.0, 0.0, 1.0), q=0.5, qd=0.2)
-    lower = b.add_body(mass=0.5, com=(0.0, 0.0, -0.15), inertia=(0.004, 0.004, 0.001))
-    b.add_joint_revolute(upper, lower, axis=(1.0, 0.0, 0.0), parent_pos=(0.0, 0.0, -0.4), q=-0.3)
-    return b.finalize(requires_grad=True, dtype=wp.float64)
 
 
 def _pendulum(steps=12, dt=0.01):

@@ -3,12 +3,17 @@
 import numpy as np
 import pytest
 import warp as wp
-from test_grad_health import double_pendulum
 
 import wpsim
-from wpsim.apps.gradient_audit import AUDIT_CASES, TOLERANCE, run_case
-from wpsim.diff.losses import joint_tracking_loss, linear_state_loss
-from wpsim.solvers.controllers import JointPDController
+from wpsim.apps.gradient_audit import (
+    AUDIT_CASES,
+    ROLLOUT_CASES,
+    TOLERANCE,
+    controlled_pendulum,
+    run_case,
+    run_rollout_case,
+)
+from wpsim.diff.losses import linear_state_loss
 
 
 @pytest.mark.parametrize("case", AUDIT_CASES,
@@ -16,6 +21,15 @@ from wpsim.solvers.controllers import JointPDController
 def test_audit_case(case):
     """Every differentiable parameter family: relative error <= 1e-4 (the gradcheck audit)."""
     row = run_case(case)
+    assert row["ok"], row
+    assert row["rel_error"] <= TOLERANCE
+    assert abs(row["tape"]) > 0.0
+
+
+@pytest.mark.parametrize("case", ROLLOUT_CASES, ids=[c.family.replace(" ", "_") for c in ROLLOUT_CASES])
+def test_audit_rollout_case(case):
+    """Whole rollouts over several arrays at once: every direction within 1e-4."""
+    row = run_rollout_case(case)
     assert row["ok"], row
     assert row["rel_error"] <= TOLERANCE
     assert abs(row["tape"]) > 0.0
@@ -112,29 +126,11 @@ def test_converged_on_the_edge_of_an_agreeing_plateau():
     assert not _result([1.00001], best=0).converged
 
 
-def _controlled_pendulum(mode):
-    """A float64 double pendulum under a PD controller (gains kp, kd) in a ``Rollout``; loss:
-    joint tracking of coordinates and velocities at every 4th state."""
-    model = double_pendulum()
-    steps, dt = 16, 0.01
-    controller = JointPDController(model, dt, target_q=[0.2, 0.1], kp=[3.0, 1.0], kd=[0.2, 0.1])
-    target_q, weights = wp.array([0.1, -0.2], dtype=wp.float64), wp.array([1.0, 0.5], dtype=wp.float64)
-    target_qd, weights_qd = wp.array([0.0, 0.3], dtype=wp.float64), wp.array([0.2, 0.1], dtype=wp.float64)
-
-    def loss_fn(k, state, loss):
-        if k % 4 == 0:
-            joint_tracking_loss(state, target_q, weights, loss, target_qd=target_qd, weights_qd=weights_qd)
-
-    rollout = wpsim.Rollout(wpsim.SemiImplicitSolver(model), steps, dt, loss_fn, control=controller, mode=mode,
-                            segment_length=5)
-    return model, model.state(requires_grad=True), controller, rollout
-
-
 @pytest.mark.parametrize("mode", ["full", "checkpoint"])
 def test_whole_rollout_gradient_check_with_a_controller(mode):
     """check_gradients over a controller's gains, a model parameter and the initial state of
     a rollout: random and coordinate directions agree within 1e-4 over the eps sweep."""
-    model, state, controller, rollout = _controlled_pendulum(mode)
+    model, state, controller, rollout = controlled_pendulum(mode)
     arrays = {"controller.kp": controller.kp, "model.body_mass": model.body_mass, "state.joint_qd": state.joint_qd}
     checks = wpsim.diff.check_gradients(lambda: rollout.forward(state), rollout.backward, arrays)
     assert checks.ok, str(checks)
@@ -144,7 +140,7 @@ def test_whole_rollout_gradient_check_with_a_controller(mode):
 
 def test_whole_rollout_gradient_check_finds_a_missing_gradient():
     """A backward that loses the gradient of one array fails the check."""
-    _, state, controller, rollout = _controlled_pendulum("checkpoint")
+    _, state, controller, rollout = controlled_pendulum("checkpoint")
 
     def lossy_backward():
         rollout.backward()

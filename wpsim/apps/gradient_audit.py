@@ -18,9 +18,11 @@ import warp as wp
 
 from wpsim.core.builder import ModelBuilder
 from wpsim.core.geometry import grid_points
-from wpsim.diff.gradcheck import check_gradient
-from wpsim.diff.losses import joint_state_loss, linear_state_loss
+from wpsim.diff.checkpoint import Rollout
+from wpsim.diff.gradcheck import check_gradient, check_gradients
+from wpsim.diff.losses import joint_state_loss, joint_tracking_loss, linear_state_loss
 from wpsim.solvers import ImplicitEulerSolver, SemiImplicitSolver, SoftContactOptions
+from wpsim.solvers.controllers import JointPDController
 from wpsim.solvers.rollout import simulate
 
 TOLERANCE = 1e-4
@@ -131,6 +133,36 @@ def _contact_scene(kind: str) -> AuditScene:
         b.add_particle((1.0, 0.0, 0.0), (0.0, 0.0, 0.0), mass=0.0, radius=r)
         b.add_particle((1.0, 0.0, 2.0 * r - 0.5 * pen), (-0.2, 0.4, 0.01), mass=m, radius=r)
     return AuditScene(b, 50, 1e-3)
+
+
+def _onset_damping_scene() -> AuditScene:
+    """The ground-contact particles of ``_contact_scene`` with damping that ramps in over
+    2 mm, deeper than their resting penetration (1 mm): the damping depends on the depth."""
+    scene = _contact_scene("ground")
+    builder = ModelBuilder()
+    builder.add_ground_plane(ke=1.0e3, kd=1.0, mu=0.4)
+    q, qd = scene.state.particle_q.numpy(), scene.state.particle_qd.numpy()
+    builder.add_particles(q, qd, masses=0.1, radii=0.05)
+    builder.contact_damping_depth = 2.0e-3
+    return AuditScene(builder, 50, 1e-3)
+
+
+def _impact_scene() -> AuditScene:
+    """Particles that strike the ground, a static box and a sphere, and one another, at
+    their time of impact (restitution 0.6, friction), each impact inside a step."""
+    b = ModelBuilder()
+    b.add_ground_plane(mu=0.3)
+    b.add_shape_box(pos=(1.0, 0.0, 0.1), hx=0.2, hy=0.2, hz=0.1, mu=0.4)
+    b.add_shape_sphere(pos=(2.0, 0.0, 0.0), radius=0.2, mu=0.2)
+    b.set_particle_contact(True, mu=0.25)
+    b.set_particle_impacts(True, restitution=0.6)
+    r = 0.05
+    b.add_particle((0.0, 0.0, 0.1123), (2.0, 0.5, -1.3), mass=0.1, radius=r)
+    b.add_particle((1.05, 0.02, 0.2837), (1.8, -0.6, -1.1), mass=0.1, radius=r)
+    b.add_particle((2.03, 0.01, 0.3311), (1.5, 0.4, -1.2), mass=0.1, radius=r)
+    b.add_particle((3.0, 0.0, 0.6), (0.6, 0.8, 0.0), mass=0.2, radius=r)
+    b.add_particle((3.1712, 0.01, 0.6), (-0.5, 0.0, 0.03), mass=0.1, radius=r)
+    return AuditScene(b, 60, 2e-3)
 
 
 def _arm_scene() -> AuditScene:
@@ -271,6 +303,7 @@ SOLVERS = {
     "semi-implicit": SemiImplicitSolver,
     "implicit Euler": ImplicitEulerSolver,
     "soft contact": lambda model: SemiImplicitSolver(model, soft_contact=SoftContactOptions(tolerance=1e-13)),
+    "smoothed contact": lambda model: SemiImplicitSolver(model, contact_gradient_width=1.0e-5),
 }
 """Solver classes the audit runs, by name."""
 
@@ -310,11 +343,27 @@ SEMI_IMPLICIT_CASES = (
     AuditCase("shape contact", "ke", lambda: _contact_scene("shapes"), "model.shape_ke"),
     AuditCase("shape contact", "kd", lambda: _contact_scene("shapes"), "model.shape_kd"),
     AuditCase("shape contact", "mu", lambda: _contact_scene("shapes"), "model.shape_mu"),
-    AuditCase("shape contact", "shape pose", lambda: _contact_scene("shapes"), "model.shape_transform"),
+    AuditCase("shape contact", "shape pose", lambda: _contact_scene("shapes"), "model.shape_transform", eps=1e-6),
     AuditCase("particle contact", "ke", lambda: _contact_scene("pairs"), "model.pair_ke"),
     AuditCase("particle contact", "kd", lambda: _contact_scene("pairs"), "model.pair_kd"),
     AuditCase("particle contact", "mu", lambda: _contact_scene("pairs"), "model.pair_mu"),
+    AuditCase("onset-damped contact", "kd", _onset_damping_scene, "model.shape_kd"),
+    AuditCase("onset-damped contact", "initial velocity", _onset_damping_scene, "state.particle_qd"),
 )
+
+IMPACT_CASES = (
+    AuditCase("particle impacts", "initial velocity", _impact_scene, "state.particle_qd"),
+    AuditCase("particle impacts", "initial position", _impact_scene, "state.particle_q", eps=1e-6),
+    AuditCase("particle impacts", "restitution", _impact_scene, "model.impact_restitution"),
+    AuditCase("particle impacts", "shape mu", _impact_scene, "model.shape_mu"),
+    AuditCase("particle impacts", "pair mu", _impact_scene, "model.pair_mu"),
+    AuditCase("smoothed particle contact", "ke", lambda: _contact_scene("ground"), "model.shape_ke",
+              solver="smoothed contact"),
+    AuditCase("smoothed particle contact", "initial velocity", lambda: _contact_scene("pairs"), "state.particle_qd",
+              solver="smoothed contact"),
+)
+"""Impacts at their time of impact, and the smoothed contact gradient in closed contact
+(width 10 um, a hundredth of the resting penetration, so its bias is below the tolerance)."""
 
 RIGID_CASES = (
     AuditCase("rigid body", "mass", _arm_scene, "model.body_mass", relative=True),
@@ -379,7 +428,88 @@ IMPLICIT_CASES = tuple(
 )
 """The same scenes and parameters stepped by the backward-Euler solver (IFT adjoint)."""
 
-AUDIT_CASES = SEMI_IMPLICIT_CASES + RIGID_CASES + SOFT_CONTACT_CASES + IMPLICIT_CASES
+AUDIT_CASES = SEMI_IMPLICIT_CASES + IMPACT_CASES + RIGID_CASES + SOFT_CONTACT_CASES + IMPLICIT_CASES
+
+
+def double_pendulum():
+    """A float64 double pendulum (two revolute links, the upper one swinging), with gradients."""
+    b = ModelBuilder()
+    upper = b.add_body(mass=1.0, com=(0.0, 0.0, -0.2), inertia=(0.01, 0.01, 0.002))
+    b.add_joint_revolute(-1, upper, axis=(1.0, 0.0, 0.0), parent_pos=(0.0, 0.0, 1.0), q=0.5, qd=0.2)
+    lower = b.add_body(mass=0.5, com=(0.0, 0.0, -0.15), inertia=(0.004, 0.004, 0.001))
+    b.add_joint_revolute(upper, lower, axis=(1.0, 0.0, 0.0), parent_pos=(0.0, 0.0, -0.4), q=-0.3)
+    return b.finalize(requires_grad=True, dtype=wp.float64)
+
+
+def controlled_pendulum(mode: str = "checkpoint") -> tuple:
+    """(model, initial state, controller, rollout): a float64 double pendulum under a PD
+    controller (gains kp, kd) in a ``Rollout`` (``mode`` "full" or "checkpoint", segments of 5
+    steps) of 16 steps whose loss tracks joint coordinates and velocities at every 4th state."""
+    model = double_pendulum()
+    dt = 0.01
+    controller = JointPDController(model, dt, target_q=[0.2, 0.1], kp=[3.0, 1.0], kd=[0.2, 0.1])
+    target_q, weights = wp.array([0.1, -0.2], dtype=wp.float64), wp.array([1.0, 0.5], dtype=wp.float64)
+    target_qd, weights_qd = wp.array([0.0, 0.3], dtype=wp.float64), wp.array([0.2, 0.1], dtype=wp.float64)
+
+    def loss_fn(k, state, loss):
+        if k % 4 == 0:
+            joint_tracking_loss(state, target_q, weights, loss, target_qd=target_qd, weights_qd=weights_qd)
+
+    rollout = Rollout(SemiImplicitSolver(model), 16, dt, loss_fn, control=controller, mode=mode, segment_length=5)
+    return model, model.state(requires_grad=True), controller, rollout
+
+
+def _controlled_pendulum_rollout() -> tuple:
+    """``controlled_pendulum`` checkpointed; its gains, body masses and initial joint velocities."""
+    model, state, controller, rollout = controlled_pendulum()
+    return rollout, state, {"controller.kp": controller.kp, "model.body_mass": model.body_mass,
+                            "state.joint_qd": state.joint_qd}
+
+
+def _impact_rollout() -> tuple:
+    """The particle-impact scene in a checkpointed ``Rollout`` (segments of 20 steps) with a
+    linear probe of the final state; initial velocities, restitution and friction are checked."""
+    scene = _impact_scene()
+    solver = SemiImplicitSolver(scene.model)
+
+    def loss_fn(k, state, loss):
+        if k == scene.steps:
+            linear_state_loss(state, scene.weight_q, scene.weight_qd, loss)
+
+    rollout = Rollout(solver, scene.steps, scene.dt, loss_fn, segment_length=20)
+    state = scene.model.state(requires_grad=True)
+    wp.copy(state.particle_qd, scene.state.particle_qd)
+    arrays = {"state.particle_qd": state.particle_qd, "model.impact_restitution": scene.model.impact_restitution,
+              "model.shape_mu": scene.model.shape_mu}
+    return rollout, state, arrays
+
+
+@dataclass(frozen=True)
+class RolloutCase:
+    """A whole rollout checked by ``check_gradients`` over several arrays at once, along random
+    and coordinate directions."""
+
+    family: str
+    param: str
+    build: Callable[[], tuple]  # () -> (Rollout, its initial State, name -> array)
+
+
+ROLLOUT_CASES = (
+    RolloutCase("rollout: checkpointed, PD controller", "controller gains, body masses, initial joint velocities",
+                _controlled_pendulum_rollout),
+    RolloutCase("rollout: checkpointed, particle impacts", "initial velocities, restitution, shape friction",
+                _impact_rollout),
+)
+"""Rollout-level rows: several arrays of a whole (checkpointed, controlled) rollout at once."""
+
+
+def run_rollout_case(case: RolloutCase, tol: float = TOLERANCE) -> dict:
+    """Check one whole rollout; returns its row (the worst direction's error)."""
+    rollout, state, arrays = case.build()
+    checks = check_gradients(lambda: rollout.forward(state), rollout.backward, arrays, tol=tol)
+    label, worst = checks.worst
+    return {"solver": "semi-implicit", "family": case.family, "param": f"{case.param} (worst: {label})",
+            "rel_error": worst.rel_error, "ok": checks.ok, "tape": worst.tape, "fd": worst.fd}
 
 
 def run_case(case: AuditCase, eps: float | None = None, tol: float = TOLERANCE) -> dict:
@@ -398,10 +528,11 @@ def run_case(case: AuditCase, eps: float | None = None, tol: float = TOLERANCE) 
 
 
 def run_audit(progress: Callable[[int, int, dict], None] | None = None) -> list:
-    """Run every audit case; ``progress(done, total, row)`` is called after each."""
+    """Run every audit case, then every rollout case; ``progress(done, total, row)`` is called after each."""
     rows = []
-    for k, case in enumerate(AUDIT_CASES):
-        rows.append(run_case(case))
+    total = len(AUDIT_CASES) + len(ROLLOUT_CASES)
+    for case in (*AUDIT_CASES, *ROLLOUT_CASES):
+        rows.append(run_case(case) if isinstance(case, AuditCase) else run_rollout_case(case))
         if progress is not None:
-            progress(k + 1, len(AUDIT_CASES), rows[-1])
+            progress(len(rows), total, rows[-1])
     return rows

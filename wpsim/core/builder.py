@@ -49,6 +49,12 @@ class ModelBuilder(RigidBodyBuilder):
         self.gravity = float(gravity)
         self.friction_smoothing = 0.01
         """Speed (m/s) below which Coulomb friction is smoothed (force ~ speed)."""
+        self.contact_damping_depth = 1.0e-3
+        """Penetration (m) over which penalty-contact damping ramps up from 0 at first touch
+        to the full kd (Hunt-Crossley style; the contact force is then continuous at onset,
+        see ``kernels.contact.onset_damping``); 0: full damping from first touch."""
+        self.particle_impacts = False
+        self.impact_restitution = 0.0
         self.particle_contact = False
         self.pair_ke, self.pair_kd, self.pair_mu = 1.0e3, 1.0, 0.5
         self.particle_max_neighbors = 16
@@ -367,6 +373,22 @@ class ModelBuilder(RigidBodyBuilder):
         self.pair_ke, self.pair_kd, self.pair_mu = float(ke), float(kd), float(mu)
         self.particle_max_neighbors = int(max_neighbors)
 
+    def set_particle_impacts(self, enabled=True, restitution=0.5):
+        """Resolve particle impacts at their time of impact (with static shapes, the ground
+        included, and, with ``set_particle_contact``, between particles), as velocity jumps with a coefficient of restitution in
+        [0, 1] and Coulomb friction (the shape's or pair's mu), instead of first penetrating.
+
+        Within the step in which a particle would reach a surface, the solver moves it to the
+        impact time, reflects its normal velocity there, and continues for the rest of the
+        step, so states (and their gradients) are continuous in the inputs and converge to
+        the continuous-time impact as dt shrinks. Penalty contact still acts on particles
+        that overlap. Shapes on bodies and mesh shapes keep penalty contact only.
+        """
+        if not 0.0 <= restitution <= 1.0:
+            raise ValueError(f"particle impacts: restitution must lie in [0, 1], got {restitution}")
+        self.particle_impacts = bool(enabled)
+        self.impact_restitution = float(restitution)
+
     # ------------------------------------------------------------------ worlds
     def add_builder(self, other: ModelBuilder, offset=(0.0, 0.0, 0.0)) -> int:
         """Append a copy of ``other`` as new world(s), translated by ``offset`` (m).
@@ -439,6 +461,8 @@ class ModelBuilder(RigidBodyBuilder):
         """Create the Model on ``device`` at precision ``dtype`` (wp.float32 or wp.float64)."""
         if dtype not in (wp.float32, wp.float64):
             raise ValueError(f"dtype must be wp.float32 or wp.float64, got {dtype}")
+        if not 0.0 <= self.contact_damping_depth < np.inf:
+            raise ValueError(f"contact_damping_depth must be a finite depth >= 0 m, got {self.contact_damping_depth}")
         p = self.particles
         arrays = {}
         for table in (p, self.springs, self.triangles, self.hinges, self.tetrahedra, self.shapes, self.shape_points):
@@ -448,6 +472,7 @@ class ModelBuilder(RigidBodyBuilder):
             pair_ke=[self.pair_ke],
             pair_kd=[self.pair_kd],
             pair_mu=[self.pair_mu],
+            impact_restitution=[self.impact_restitution],
             contact_pair=self._contact_pairs(),
         )
         arrays["tet_face_domain"], arrays["domain_tets"] = geometry.face_smoothing_domains(
@@ -466,6 +491,8 @@ class ModelBuilder(RigidBodyBuilder):
             "up_axis": self.up_axis,
             "up_vector": self.up_vector,
             "friction_smoothing": float(self.friction_smoothing),
+            "contact_damping_depth": float(self.contact_damping_depth),
+            "particle_impacts": bool(self.particle_impacts and p.count),
             "particle_max_neighbors": self.particle_max_neighbors if self.particle_contact and p.count else 0,
             "particle_max_radius": float(p.array("particle_radius").max()) if p.count else 0.0,
             "contact_pair_count": len(arrays["contact_pair"]),

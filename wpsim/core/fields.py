@@ -185,6 +185,8 @@ MODEL_FIELDS = (
     FieldSpec("pair_ke", "real", "(1,)", "N/m", "particle-particle contact stiffness"),
     FieldSpec("pair_kd", "real", "(1,)", "N s/m", "particle-particle contact damping"),
     FieldSpec("pair_mu", "real", "(1,)", "-", "particle-particle friction coefficient"),
+    FieldSpec("impact_restitution", "real", "(1,)", "-",
+              "coefficient of restitution of particle impacts (with ModelBuilder.set_particle_impacts)"),
     FieldSpec("contact_pair", "int", "(N, 2)", "-", "candidate rigid shape pairs (body shape, other shape)", False),
     *built_by(
         "body",

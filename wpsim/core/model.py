@@ -104,7 +104,9 @@ class Model:
     contact_pair_count, shape_meshes (shape index -> (vertices (V, 3) m, faces (F, 3)) of
     mesh shapes, host copies for export),
     up_axis (0, 1, 2), up_vector (tuple), friction_smoothing (m/s, the speed below which
-    friction is smoothed), particle_max_neighbors (K), particle_max_radius (m).
+    friction is smoothed), contact_damping_depth (m, the penetration over which penalty
+    damping ramps in), particle_impacts (bool, impacts resolved at their time of impact),
+    particle_max_neighbors (K), particle_max_radius (m).
     """
 
     __doc__ += field_table("Array fields", MODEL_FIELDS)

@@ -47,7 +47,7 @@ def launch_smoothed_strain(model, q: wp.array, control, strain: wp.array, weight
 
 
 def launch_forces(model, q: wp.array, qd: wp.array, control, friction_dt: float, friction_smoothing, state_in,
-                  f: wp.array, smoothing: SmoothingScratch | None = None):
+                  f: wp.array, smoothing: SmoothingScratch | None = None, gradient_width=0.0):
     """Write into ``f`` (N, shape (P,)) the forces on particles at positions ``q`` (m) and
     velocities ``qd`` (m/s): drag, external force and contact first (overwriting ``f``),
     then springs, membranes, bending hinges and tetrahedra (accumulated). Gravity is not
@@ -56,7 +56,8 @@ def launch_forces(model, q: wp.array, qd: wp.array, control, friction_dt: float,
     the body poses and velocities, and adds contact reactions into its ``body_f``.
     ``model`` is read by attribute, so a proxy with the same arrays works too. Launch kinds
     without elements are skipped. ``smoothing``: the solver's scratch, needed when the model
-    has strain-smoothed tets.
+    has strain-smoothed tets. ``gradient_width`` (m): the smoothed contact gradient of
+    ``SemiImplicitSolver``; the contact damping ramps in over ``model.contact_damping_depth``.
     """
     real, device = model.dtype, model.device
     wp.launch(
@@ -67,7 +68,8 @@ def launch_forces(model, q: wp.array, qd: wp.array, control, friction_dt: float,
             model.shape_kind, model.shape_body, model.shape_world, model.shape_transform, model.shape_size,
             model.shape_ke, model.shape_kd, model.shape_mu, model.pair_ke, model.pair_kd, model.pair_mu,
             model.body_origin, q, qd, state_in.neighbor_count, state_in.neighbor_index, state_in.body_q,
-            state_in.body_qd, control.particle_f_ext, friction_smoothing, real(friction_dt),
+            state_in.body_qd, control.particle_f_ext, friction_smoothing, real(model.contact_damping_depth),
+            real(gradient_width), real(friction_dt),
         ],
         outputs=[f, state_in.body_f],
         device=device,

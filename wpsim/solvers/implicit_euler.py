@@ -143,6 +143,9 @@ class ImplicitEulerSolver(SolverBase):
         if model.particle_max_neighbors > 0:
             raise ValueError("ImplicitEulerSolver does not support particle-particle contact; "
                              "use SemiImplicitSolver or disable it with ModelBuilder.set_particle_contact(False)")
+        if model.particle_impacts:
+            raise ValueError("ImplicitEulerSolver does not resolve particle impacts; use SemiImplicitSolver or "
+                             "ModelBuilder.set_particle_impacts(False)")
         if model.body_count > 0:
             raise ValueError("ImplicitEulerSolver does not step rigid bodies yet; use SemiImplicitSolver")
         if min(newton_iterations, krylov_iterations, adjoint_iterations) < 1 or line_search_steps < 0:

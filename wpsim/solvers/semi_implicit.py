@@ -6,7 +6,7 @@ import numpy as np
 import warp as wp
 
 from wpsim.core.model import Control, Model, State
-from wpsim.kernels import particles
+from wpsim.kernels import impacts, particles
 from wpsim.kernels.generic import for_precision
 from wpsim.solvers.articulation import ArticulationStepper
 from wpsim.solvers.base import SolverBase
@@ -19,7 +19,8 @@ class SemiImplicitSolver(SolverBase):
 
     Particles take at most seven launches: broad phase (only with particle-particle contact,
     not recorded on the tape), particle forces (drag, external, contact), springs,
-    triangles, bending hinges, tetrahedra, integration. Launches of absent element kinds
+    triangles, bending hinges, tetrahedra, integration (with impacts cut at their time of
+    impact when the model has ``particle_impacts``). Launches of absent element kinds
     are skipped. Forces of the step are written into ``state_in.particle_f``, the contact
     neighbour list into ``state_in.neighbor_*``; positions and velocities into
     ``state_out``. Recorded on ``wp.Tape`` like any launch: give every step a fresh
@@ -31,15 +32,15 @@ class SemiImplicitSolver(SolverBase):
 
     Args:
         model: the Model to step.
-        contact_gradient_width: "hard contact, soft gradient" for rigid-body contact: with a
-            width w > 0 (m) the forward pass is unchanged, but the backward pass
-            differentiates the normal force as the smooth function
-            ke w softplus((ke pen - kd v_n) / (ke w)) of the penetration pen. Gradients then
-            see contacts up to a few w before they happen (pairs within 6 w are evaluated)
-            and change smoothly at contact onset. Bias: they are no longer the exact
-            gradients of the forward rollout; they differ by terms of order w (inside a
-            resting contact the slope is about sigmoid(pen / w) instead of 1). 0 (default):
-            exact gradients.
+        contact_gradient_width: "hard contact, soft gradient" for penalty contact (rigid
+            bodies, and particles with shapes and with each other): with a width w > 0 (m)
+            the forward pass is unchanged, but the backward pass differentiates the normal
+            force as the smooth function ke w softplus((ke pen - kd v_n) / (ke w)) of the
+            penetration pen. Gradients then see contacts up to a few w before they happen
+            (pairs within 6 w are evaluated) and change smoothly at contact onset. Bias:
+            they are no longer the exact gradients of the forward rollout; they differ by
+            terms of order w (inside a resting contact the slope is about sigmoid(pen / w)
+            instead of 1). 0 (default): exact gradients.
         soft_contact: a ``SoftContactOptions`` to resolve rigid-body contact (with static
             shapes and between bodies) as soft constraints by Newton iterations
             (differentiated implicitly or unrolled) instead of the penalty forces; None
@@ -96,30 +97,55 @@ class SemiImplicitSolver(SolverBase):
         model = self.model
         launch_forces(
             model, state_in.particle_q, state_in.particle_qd, control, dt, self._friction_smoothing, state_in,
-            state_in.particle_f, self._smoothing,
+            state_in.particle_f, self._smoothing, self.contact_gradient_width,
         )
+        settings = [model.real(dt), self.step_count, self.max_coordinate, self.max_speed]
+        outputs = [state_out.particle_q, state_out.particle_qd, self.world_fault_step]
+        if model.particle_impacts:
+            wp.launch(
+                for_precision(impacts.integrate_particles_with_impacts, model.dtype),
+                dim=model.particle_count,
+                inputs=[
+                    model.particle_mass, model.particle_radius, model.particle_world, model.shape_kind,
+                    model.shape_body, model.shape_world, model.shape_transform, model.shape_size, model.shape_mu,
+                    model.pair_mu, model.impact_restitution, model.gravity, state_in.particle_q,
+                    state_in.particle_qd, state_in.particle_f, state_in.neighbor_count, state_in.neighbor_index,
+                    self._friction_smoothing, *settings,
+                ],
+                outputs=outputs, device=model.device,
+            )
+            return
         wp.launch(
             for_precision(particles.integrate_particles, model.dtype),
             dim=model.particle_count,
             inputs=[
                 model.particle_mass, model.particle_world, model.gravity, state_in.particle_q, state_in.particle_qd,
-                state_in.particle_f, model.real(dt), self.step_count, self.max_coordinate, self.max_speed,
+                state_in.particle_f, *settings,
             ],
-            outputs=[state_out.particle_q, state_out.particle_qd, self.world_fault_step],
-            device=model.device,
+            outputs=outputs, device=model.device,
         )
 
     def _find_neighbors(self, state: State):
         """Broad phase for particle-particle contact (not differentiated, not on the tape)."""
         model = self.model
-        cell = 2.0 * model.particle_max_radius
+        margin = self._neighbor_margin()
+        cell = 2.0 * model.particle_max_radius + margin
         self._grid.build(state.particle_q, cell)
         wp.launch(
             for_precision(particles.build_neighbor_lists, model.dtype),
             dim=model.particle_count,
             inputs=[model.particle_radius, model.particle_world, state.particle_q, wp.uint64(self._grid.id),
-                    model.real(cell)],
+                    model.real(cell), model.real(margin)],
             outputs=[state.neighbor_count, state.neighbor_index, self.neighbor_overflow],
             device=model.device,
             record_tape=False,
         )
+
+    def _neighbor_margin(self) -> float:
+        """Gap (m) within which particle pairs are listed: 6 gradient widths for smoothed
+        contact gradients, and one particle radius for impacts (a pair closing faster than
+        that in one step is missed)."""
+        margin = 6.0 * float(self.contact_gradient_width)
+        if self.model.particle_impacts:
+            margin = max(margin, self.model.particle_max_radius)
+        return margin
