@@ -13,15 +13,19 @@ OUTPUTS = {
     "arm_reach": ["reach.png", "reach.usd", "reach_frames.png"],
     "arm_residual": ["heldout_00.png", "analytic_fit.png", "residual_training.png"],
     "arm_sysid": ["tracking.png", "history.png", "rollouts.usd", "rollouts.png", "calibrated.usda", "sysid.json"],
+    "billiards": ["shot.png", "sweep.png", "billiards.usd", "billiards_frames.png"],
     "bounce_to_target": ["loss.png", "trajectory.png", "rollout.usd", "rollout_frames.png"],
     "box_toss_friction": ["path.png", "history.png", "box_toss.usd", "box_toss_frames.png"],
     "cartpole_swingup": ["training.png", "swingup.usd", "swingup_frames.png"],
     "cloth_drape": ["drape.png", "drape.usd", "drape_frames.png"],
+    "cloth_throw": ["throw.png", "throw.usd", "throw_frames.png"],
     "finger_spin": ["plans.png", "plans.usd", "plans_frames.png"],
     "long_horizon_swing": ["optimisation.png", "gradient_norms.png", "swing.usd", "swing_frames.png"],
+    "pendulum_swingup": ["swingup.png", "swingup.usd", "swingup_frames.png"],
     "soft_crawler": ["crawl.png", "crawl.usd"],
     "soft_crawler_policy": ["crawl_training.png"],
     "soft_stiffness_fit": ["fit.png", "fit.usd", "fit_frames.png"],
+    "spring_walker": ["walk.png", "walk.usd", "walk_frames.png"],
 }
 
 
