@@ -35,6 +35,13 @@ def distributed_suite(device=None, quick: bool = False) -> list[dict]:
     return run(device, quick)
 
 
+def vs_mujoco_suite(device=None, quick: bool = False) -> list[dict]:
+    """Suite ``vs_mujoco`` (``wpsim.bench.vs_mujoco``), imported when run; skipped without mujoco."""
+    from wpsim.bench.vs_mujoco import vs_mujoco_suite as run
+
+    return run(device, quick)
+
+
 SUITES: dict[str, Callable[..., list]] = {
     "forward": forward_suite,
     "checkpoint": checkpoint_suite,
@@ -44,6 +51,7 @@ SUITES: dict[str, Callable[..., list]] = {
     "render": render_suite,
     "torch": torch_suite,
     "distributed": distributed_suite,
+    "vs_mujoco": vs_mujoco_suite,
 }
 """Registered suites by name; each is ``(device, quick: bool) -> list[dict]`` of records."""
 
