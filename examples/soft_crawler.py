@@ -37,6 +37,7 @@ from wpsim.io.plots import save_figure
 from wpsim.io.progress import progress_line
 from wpsim.io.usd_export import write_rollouts
 from wpsim.opt.optimisers import Adam
+from wpsim.solvers.controllers import step_controls
 
 CELL = 0.05  # m
 DIMS = (4, 1, 2)  # cells along x, y, z
@@ -117,13 +118,7 @@ class Crawler:
         self.times = np.arange(config.steps) * config.dt
         phase = 2.0 * np.pi * config.frequency_hz * self.times
         self.basis = np.stack([np.cos(phase), np.sin(phase)], axis=1)  # (steps, 2)
-        self.activation = wp.zeros((config.steps, model.tet_count), dtype=model.dtype, device=model.device,
-                                   requires_grad=True)
-        self.controls = []
-        for k in range(config.steps):
-            control = model.control(requires_grad=False)
-            control.tet_activation = self.activation[k]  # a row view: its gradient lands in activation.grad
-            self.controls.append(control)
+        self.activation, self.controls = step_controls(model, "tet_activation", config.steps)
 
     def group_activations(self, params: np.ndarray) -> np.ndarray:
         """Activation of each group at each step (steps, groups) for params (groups, 2)."""

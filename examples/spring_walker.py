@@ -48,6 +48,7 @@ from wpsim.io.progress import progress_line
 from wpsim.io.usd_export import write_rollouts
 from wpsim.io.usd_render import render_strip
 from wpsim.opt.optimisers import Adam
+from wpsim.solvers.controllers import step_controls
 
 CELL = 0.05  # m
 BODY_CELLS = [(i, 2) for i in range(5)]  # (column, row) of the 5 cm cells
@@ -133,13 +134,7 @@ class Walker:
         self.times = np.arange(config.steps) * config.dt
         phase = 2.0 * np.pi * config.frequency_hz * self.times
         self.basis = np.stack([np.cos(phase), np.sin(phase)], axis=1)  # (steps, 2)
-        self.activation = wp.zeros((config.steps, model.spring_count), dtype=model.dtype, device=model.device,
-                                   requires_grad=True)
-        self.controls = []
-        for k in range(config.steps):
-            control = model.control(requires_grad=False)
-            control.spring_activation = self.activation[k]  # a row view: its gradient lands in activation.grad
-            self.controls.append(control)
+        self.activation, self.controls = step_controls(model, "spring_activation", config.steps)
 
     def muscle_activations(self, params: np.ndarray) -> np.ndarray:
         """(steps, worlds, muscles) activations of the gaits params (worlds, muscles, 2)."""

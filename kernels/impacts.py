@@ -15,7 +15,7 @@ import warp as wp
 from .contact import shape_sdf
 from .enums import SHAPE_MESH
 from .generic import kernel, set_deterministic, transform, vec3
-from .particles import flag_fault
+from .particles import flag_fault, step_velocity
 
 set_deterministic(__name__)
 
@@ -64,16 +64,6 @@ def sphere_cut_fraction(d: vec3, drift: vec3, reach: wp.Float):
     if frac > type(reach)(1.0):
         return none
     return frac
-
-
-@wp.func
-def step_velocity(mass: wp.Float, v: vec3, f: vec3, g: vec3, dt: wp.Float):
-    """The step's velocity v + dt (f / m + g) (m/s) and acceleration (m/s^2); zero for a fixed particle."""
-    zero = mass * type(mass)(0.0)
-    if mass > zero:
-        a = f / mass + g
-        return v + a * dt, a
-    return v * zero, v * zero
 
 
 @kernel

@@ -154,6 +154,16 @@ def flag_fault(x: vec3, v: vec3, world: int, step: int, max_coordinate: wp.Float
         wp.atomic_min(world_fault_step, world, step)
 
 
+@wp.func
+def step_velocity(mass: wp.Float, v: vec3, f: vec3, g: vec3, dt: wp.Float):
+    """The step's velocity v + dt (f / m + g) (m/s) and acceleration (m/s^2); zero for a fixed particle."""
+    zero = mass * type(mass)(0.0)
+    if mass > zero:
+        a = f / mass + g
+        return v + a * dt, a
+    return v * zero, v * zero
+
+
 @kernel
 def integrate_particles(
     particle_mass: wp.array(dtype=wp.Float),
@@ -176,15 +186,9 @@ def integrate_particles(
     state is non-finite or exceeds max_coordinate (m) / max_speed (m/s).
     """
     i = wp.tid()
-    m = particle_mass[i]
     x = particle_q_in[i]
-    v = particle_qd_in[i]
-    zero = m * type(m)(0.0)
-    if m > zero:
-        v = v + (particle_f_in[i] / m + gravity[0]) * dt
-        x = x + v * dt
-    else:
-        v = v * zero
+    v, _acceleration = step_velocity(particle_mass[i], particle_qd_in[i], particle_f_in[i], gravity[0], dt)
+    x = x + v * dt
     particle_q_out[i] = x
     particle_qd_out[i] = v
     flag_fault(x, v, particle_world[i], step, max_coordinate, max_speed, world_fault_step_out)

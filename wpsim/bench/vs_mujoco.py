@@ -21,9 +21,10 @@ The same MJCF file is imported with ``wpsim.io.mjcf.import_mjcf`` and loaded wit
 ``time_ratio`` records are always wpsim wall time / MuJoCo wall time for the same work
 (below 1: wpsim is faster). Every record's params carry ``cores`` (``os.cpu_count()``), the
 MuJoCo version and the device. Without ``mujoco`` the suite returns one record saying it was
-skipped and why. The two simulators' contact and integrators differ (penalty contact and
-semi-implicit Euler against MuJoCo's soft constraints and Euler with implicit damping), so the
-speeds compare like-sized work, not identical trajectories; the gradient records' params
+skipped and why. wpsim steps robots as ``wpsim run`` does: contact and joint limits as soft
+constraints (``SoftContactOptions()``, gradients by the implicit adjoint). The two simulators'
+constraint models and integrators still differ (semi-implicit Euler against MuJoCo's Euler with
+implicit damping), so the speeds compare like-sized work, not identical trajectories; the gradient records' params
 carry ``grad_diff_vs_mujoco``, max |wpsim - MuJoCo| / max |MuJoCo| over world 0's gradient.
 """
 
@@ -44,10 +45,9 @@ ROBOTS = {"arm_7": ("arm_7link.xml", 0.3, 0.1), "quadruped_12": ("quadruped.xml"
 """Case name -> (MJCF file in ``assets/``, start angle of every hinge in rad (None: the file's
 pose), every actuator's control at every step of the gradient rollouts (N m for the arm's
 motors, rad for the quadruped's position targets)). The hanging arm at rest would give zero
-gradients, hence its 0.3 rad and 0.1 N m. The quadruped keeps zero targets: its feet touch
-down after ~150 steps, so the 200-step loss is not trivial, and with nonzero targets wpsim's
-floating quadruped currently blows up within ~40 steps (float32 and float64; MuJoCo's does
-not), which would time NaN arithmetic."""
+gradients, hence its 0.3 rad and 0.1 N m. The quadruped keeps zero targets (its knees'
+upper limit is 0 rad): its feet touch down after ~150 steps, so the 200-step loss is not
+trivial."""
 FD_EPS = 1.0e-6
 
 
@@ -154,7 +154,7 @@ class WpsimSide:
         self.control_field = {"motor": "joint_f", "position": "joint_target_q"}[kinds.pop()]
 
     def model(self, device, worlds: int, requires_grad: bool = False, dtype=wp.float32):
-        from wpsim.solvers import SemiImplicitSolver
+        from wpsim.solvers import SemiImplicitSolver, SoftContactOptions
 
         model = self.builder.replicated(worlds).finalize(device=device, requires_grad=requires_grad, dtype=dtype)
         nq, nv = model.joint_coord_count // worlds, model.joint_dof_count // worlds
@@ -164,7 +164,7 @@ class WpsimSide:
         q = model.joint_q.numpy().reshape(worlds, nq)
         q[:, self.mjs.copied_qpos] = self.mjs.start_qpos[self.mjs.copied_qpos]
         model.joint_q.assign(q.reshape(-1))
-        return model, SemiImplicitSolver(model)
+        return model, SemiImplicitSolver(model, soft_contact=SoftContactOptions())
 
     def step_runner(self, model, solver):
         """(run(n): n unrecorded steps from the start state, launches of one step)."""

@@ -8,8 +8,27 @@ import itertools
 import numpy as np
 import warp as wp
 
+from wpsim.core.fields import CONTROL_FIELDS
 from wpsim.kernels import controls
 from wpsim.kernels.generic import for_precision
+
+
+def step_controls(model, field: str, steps: int) -> tuple:
+    """A per-step table of one Control field and the Controls that read it: (table
+    (steps, n) with gradients, one Control per step whose ``field`` is that step's row). The
+    rows are views, so the gradient of every step lands in ``table.grad``; fill the table
+    (``table.assign``) before each rollout."""
+    spec = next((s for s in CONTROL_FIELDS if s.name == field), None)
+    if spec is None:
+        raise ValueError(f"step_controls: no Control field {field!r}; known: {[s.name for s in CONTROL_FIELDS]}")
+    count = getattr(model.control(), field).shape[0]
+    table = wp.zeros((steps, count), dtype=model.dtype, device=model.device, requires_grad=True)
+    controls = []
+    for k in range(steps):
+        control = model.control(requires_grad=False)
+        setattr(control, field, table[k])
+        controls.append(control)
+    return table, controls
 
 
 class ActivationSchedule:
