@@ -307,13 +307,14 @@ def subtree_inertia_and_bias(
 @wp.func
 def joint_drive(
     jtype: int, q: wp.Float, qd: wp.Float, target_q: wp.Float, target_qd: wp.Float, ke: wp.Float,
-    kd: wp.Float, lower: wp.Float, upper: wp.Float, limit_ke: wp.Float, limit_kd: wp.Float,
+    kd: wp.Float, stiffness: wp.Float, spring_ref: wp.Float, lower: wp.Float, upper: wp.Float, limit_ke: wp.Float,
+    limit_kd: wp.Float,
 ):
-    """Generalized force of a 1-dof joint's PD drive and limit spring-damper (N or N m)."""
+    """Generalized force of a 1-dof joint's PD drive, joint spring and limit spring-damper (N or N m)."""
     zero = q * type(q)(0.0)
     if jtype != JOINT_REVOLUTE and jtype != JOINT_PRISMATIC:
         return zero
-    tau = ke * (target_q - q) + kd * (target_qd - qd)
+    tau = ke * (target_q - q) + kd * (target_qd - qd) + stiffness * (spring_ref - q)
     if q < lower:
         tau += limit_ke * (lower - q) - limit_kd * qd
     if q > upper:
@@ -335,6 +336,8 @@ def assemble_joint_space(
     joint_qd_start: wp.array(dtype=int),
     joint_armature: wp.array(dtype=wp.Float),
     joint_damping: wp.array(dtype=wp.Float),
+    joint_stiffness: wp.array(dtype=wp.Float),
+    joint_spring_ref: wp.array(dtype=wp.Float),
     joint_target_ke: wp.array(dtype=wp.Float),
     joint_target_kd: wp.array(dtype=wp.Float),
     joint_limit_lower: wp.array(dtype=wp.Float),
@@ -360,7 +363,7 @@ def assemble_joint_space(
     H_ik = S_i^T (I_c + dt D_c) S_k (I_c: composite inertia, D_c: contact damping of the
     deeper joint's subtree), plus armature and dt * (damping + drive kd) on the diagonal,
     and the right-hand side tau_i - S_i^T (subtree bias wrench) with tau from the control,
-    drives, limits and damping. The dt terms make joint damping, drive damping and contact
+    drives, joint springs, limits and damping. The dt terms make joint damping, drive damping and contact
     damping and friction implicit in velocity (a linearly implicit Euler step)."""
     i = wp.tid()
     j = dof_joint[i]
@@ -392,7 +395,8 @@ def assemble_joint_space(
     qd = joint_qd_in[i]
     tau = joint_f[i] - joint_damping[i] * qd + joint_drive(
         jtype, joint_q_in[joint_q_start[j]], qd, joint_target_q[i], joint_target_qd[i], joint_target_ke[i],
-        joint_target_kd[i], joint_limit_lower[i], joint_limit_upper[i], joint_limit_ke[i], joint_limit_kd[i],
+        joint_target_kd[i], joint_stiffness[i], joint_spring_ref[i], joint_limit_lower[i], joint_limit_upper[i],
+        joint_limit_ke[i], joint_limit_kd[i],
     )
     rhs_out[i] = tau - wp.dot(s_i, subtree_bias_in[joint_child[j]])
 

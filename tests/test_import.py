@@ -305,7 +305,7 @@ UNHONOURED = """<mujoco>
   <default><joint frictionloss="0.5"/></default>
   <worldbody>
     <body name="b">
-      <joint name="j" stiffness="3"/>
+      <joint name="j" margin="0.01"/>
       <geom type="sphere" size="0.1" condim="4"/>
       <site name="s"/>
     </body>
@@ -326,11 +326,11 @@ def test_mjcf_reports_every_unhonoured_feature_once_with_file_and_line(tmp_path)
     assert len(ours) == 1
     found = {(u.line, u.element, u.attribute) for u in scene.unhonoured}
     assert found == {(2, "<option>", "integrator"), (2, "<option>", "viscosity"), (3, "<joint>", "frictionloss"),
-                     (6, "<joint>", "stiffness"), (7, "<geom>", "condim"), (11, "<tendon>", None),
+                     (6, "<joint>", "margin"), (7, "<geom>", "condim"), (11, "<tendon>", None),
                      (12, "<equality>", None), (13, "<motor>", "ctrlrange"), (13, "<motor>", "ctrllimited"),
                      (14, "<sensor>", None)}
     assert all(u.file == str(path) for u in scene.unhonoured)
-    assert f"{path}:6: <joint> stiffness=\"3\" is not honoured" in str(ours[0].message)
+    assert f"{path}:6: <joint> margin=\"0.01\" is not honoured" in str(ours[0].message)
 
 
 def test_mjcf_gravity_off_the_up_axis(tmp_path):

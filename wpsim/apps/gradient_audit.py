@@ -166,20 +166,21 @@ def _impact_scene() -> AuditScene:
 
 
 def _arm_scene() -> AuditScene:
-    """A four-link chain hanging from the world: revolute (damped, armature), revolute with a
-    PD drive, prismatic with a PD drive, ball; pushed by joint torques and a body wrench."""
+    """A four-link chain hanging from the world: revolute (damped, armature, a joint spring),
+    revolute with a PD drive, prismatic with a PD drive and a spring, ball; pushed by joint
+    torques and a body wrench."""
     b = ModelBuilder()
     l1 = b.add_body()
     b.add_shape_capsule(l1, pos=(0.0, 0.0, -0.25), radius=0.05, half_height=0.2)
     b.add_joint_revolute(-1, l1, axis=(1.0, 0.0, 0.0), parent_pos=(0.0, 0.0, 1.5), q=0.4, qd=0.5, damping=0.2,
-                         armature=0.01)
+                         armature=0.01, stiffness=2.0, spring_ref=0.1)
     l2 = b.add_body(mass=0.5, com=(0.02, 0.0, -0.15), inertia=(0.004, 0.005, 0.002))
     b.add_joint_revolute(l1, l2, axis=(0.0, 0.6, 0.8), parent_pos=(0.0, 0.0, -0.5), q=-0.3, qd=0.2,
                          target_ke=20.0, target_kd=1.0)
     l3 = b.add_body()
     b.add_shape_box(l3, pos=(0.0, 0.0, -0.1), hx=0.05, hy=0.04, hz=0.1, density=800.0)
     b.add_joint_prismatic(l2, l3, axis=(0.0, 0.0, 1.0), parent_pos=(0.0, 0.02, -0.3), q=0.05, qd=0.1,
-                          target_ke=50.0, target_kd=2.0)
+                          target_ke=50.0, target_kd=2.0, stiffness=20.0, spring_ref=0.03)
     l4 = b.add_body()
     b.add_shape_sphere(l4, pos=(0.05, 0.0, -0.1), radius=0.06)
     b.add_joint_ball(l3, l4, parent_pos=(0.0, 0.0, -0.2), q=(0.1, -0.05, 0.2, 0.97), qd=(0.3, -0.2, 0.4),
@@ -375,6 +376,8 @@ RIGID_CASES = (
     AuditCase("joint", "initial velocities", _arm_scene, "state.joint_qd"),
     AuditCase("joint", "damping", _arm_scene, "model.joint_damping"),
     AuditCase("joint", "armature", _arm_scene, "model.joint_armature"),
+    AuditCase("joint spring", "stiffness", _arm_scene, "model.joint_stiffness"),
+    AuditCase("joint spring", "rest coordinate", _arm_scene, "model.joint_spring_ref"),
     AuditCase("joint", "link offset (parent frame)", _arm_scene, "model.joint_X_p"),
     AuditCase("joint", "child frame", _arm_scene, "model.joint_X_c"),
     AuditCase("joint drive", "ke", _arm_scene, "model.joint_target_ke"),

@@ -103,7 +103,8 @@ class RigidBodyBuilder:
 
     # ------------------------------------------------------------------ joints
     def _add_joint(self, jtype, parent, child, parent_pos, parent_rot, child_pos, child_rot, axis, q, qd,
-                   armature=0.0, damping=0.0, target_ke=0.0, target_kd=0.0, limit_lower=-NO_LIMIT,
+                   armature=0.0, damping=0.0, stiffness=0.0, spring_ref=0.0, target_ke=0.0, target_kd=0.0,
+                   limit_lower=-NO_LIMIT,
                    limit_upper=NO_LIMIT, limit_ke=1.0e4, limit_kd=10.0) -> int:
         index = self.joints.count
         kind = f"{JOINT_NAMES[jtype]} joint"
@@ -139,7 +140,8 @@ class RigidBodyBuilder:
         with self._all_or_nothing():
             if dofs:
                 self.joint_dofs.append(
-                    dofs, joint_qd=qd, joint_armature=armature, joint_damping=damping, joint_target_ke=target_ke,
+                    dofs, joint_qd=qd, joint_armature=armature, joint_damping=damping, joint_stiffness=stiffness,
+                    joint_spring_ref=spring_ref, joint_target_ke=target_ke,
                     joint_target_kd=target_kd, joint_limit_lower=np.clip(lower, -NO_LIMIT, NO_LIMIT),
                     joint_limit_upper=np.clip(upper, -NO_LIMIT, NO_LIMIT), joint_limit_ke=limit_ke,
                     joint_limit_kd=limit_kd,
@@ -157,8 +159,9 @@ class RigidBodyBuilder:
 
         The joint frame sits at parent_pos/parent_rot in the parent body frame and at
         child_pos/child_rot in the child body frame. q (rad), qd (rad/s): initial angle and
-        rate. Per-dof options: armature (kg m^2), damping (N m s/rad), target_ke/target_kd
-        (PD drive gains), limit_lower/limit_upper (rad), limit_ke/limit_kd.
+        rate. Per-dof options: armature (kg m^2), damping (N m s/rad), stiffness (N m/rad) and
+        spring_ref (rad) of a joint spring -stiffness (q - spring_ref), target_ke/target_kd (PD
+        drive gains), limit_lower/limit_upper (rad), limit_ke/limit_kd.
         """
         return self._add_joint(JOINT_REVOLUTE, parent, child, parent_pos, parent_rot, child_pos, child_rot, axis,
                                [q], qd, **dof)

@@ -169,7 +169,12 @@ class _Reader:
         anchor = self.numbers(joint, "pos", 3, (0.0, 0.0, 0.0))
         frames = dict(parent_pos=pos + quat_to_matrix(rot) @ anchor, parent_rot=rot, child_pos=anchor)
         dof = dict(armature=float(joint.get("armature", 0.0)), damping=float(joint.get("damping", 0.0)))
+        spring = dict(stiffness=float(joint.get("stiffness", 0.0)),
+                      spring_ref=float(joint.get("springref", 0.0)) * (self.angle(1.0) if jtype == "hinge" else 1.0))
         if jtype == "ball":
+            if spring["stiffness"] != 0.0:
+                self.scene.unhonoured.append(self.tree.unhonoured_here(
+                    joint, "stiffness", joint.get("stiffness"), "is dropped: wpsim's ball joints have no spring"))
             return b.add_joint_ball(parent, body, **frames, **dof)
         if jtype not in ("hinge", "slide"):
             self.fail(joint, f"unknown joint type \"{jtype}\" (supported: hinge, slide, ball, free)")
@@ -186,9 +191,9 @@ class _Reader:
 
             back = Rotation.from_rotvec(-ref * axis / max(np.linalg.norm(axis), 1e-300))
             frames["parent_rot"] = (Rotation.from_quat(rot) * back).as_quat()
-            return b.add_joint_revolute(parent, body, axis=axis, q=ref, **frames, **dof)
+            return b.add_joint_revolute(parent, body, axis=axis, q=ref, **frames, **dof, **spring)
         frames["parent_pos"] = frames["parent_pos"] - quat_to_matrix(rot) @ axis / max(np.linalg.norm(axis), 1e-300) * ref
-        return b.add_joint_prismatic(parent, body, axis=axis, q=ref, **frames, **dof)
+        return b.add_joint_prismatic(parent, body, axis=axis, q=ref, **frames, **dof, **spring)
 
     # -------------------------------------------------------------- geoms
     def add_geom(self, b: ModelBuilder, geom, body: int, use_density: bool):

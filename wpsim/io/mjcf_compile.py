@@ -38,7 +38,7 @@ HONOURED = {
     "frame": {"name": ANY, "childclass": ANY, **_POSE},
     "inertial": {"mass": ANY, "diaginertia": ANY, "fullinertia": ANY, **_POSE},
     "joint": {"name": ANY, "class": ANY, "type": ANY, "pos": ANY, "axis": ANY, "range": ANY, "limited": ANY,
-              "damping": ANY, "armature": ANY, "stiffness": ("0",), "ref": ANY, "springref": ("0",),
+              "damping": ANY, "armature": ANY, "stiffness": ANY, "ref": ANY, "springref": ANY,
               "frictionloss": ("0",)},
     "freejoint": {"name": ANY},
     "geom": {"name": ANY, "class": ANY, "type": ANY, "size": ANY, "fromto": ANY, "density": ANY, "mass": ANY,

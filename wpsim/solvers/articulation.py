@@ -93,7 +93,8 @@ class ArticulationStepper:
             inputs=[
                 model.dof_joint, model.joint_articulation, model.articulation_dof_start, model.articulation_H_start,
                 model.joint_type, model.joint_child, model.joint_dfs_pos, model.joint_dfs_end, model.joint_q_start,
-                model.joint_qd_start, model.joint_armature, model.joint_damping, model.joint_target_ke,
+                model.joint_qd_start, model.joint_armature, model.joint_damping, model.joint_stiffness,
+                model.joint_spring_ref, model.joint_target_ke,
                 model.joint_target_kd, model.joint_limit_lower, model.joint_limit_upper, *self._limit_gains,
                 state_in.joint_q, state_in.joint_qd, scratch.dof_motion, scratch.subtree_mass, scratch.subtree_h,
                 scratch.subtree_J, scratch.subtree_bias, scratch.subtree_damping, control.joint_f,
