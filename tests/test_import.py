@@ -333,17 +333,19 @@ def test_mjcf_reports_every_unhonoured_feature_once_with_file_and_line(tmp_path)
     assert f"{path}:6: <joint> margin=\"0.01\" is not honoured" in str(ours[0].message)
 
 
-def test_mjcf_gravity_off_the_up_axis(tmp_path):
-    """A tiny off-axis part is dropped and reported; a large one is refused."""
+def test_mjcf_gravity_in_any_direction(tmp_path):
+    """A file's gravity off the up axis is kept as the vector it is (a free ball falls along
+    it), along the up axis as a number."""
     path = tmp_path / "g.xml"
     body = '<worldbody><body><freejoint/><geom type="sphere" size="0.1"/></body></worldbody>'
     path.write_text(f'<mujoco><option gravity="1e-5 0 -9.81"/>{body}</mujoco>')
-    with pytest.warns(UserWarning, match="off-axis part"):
-        builder, scene = import_mjcf(path)
-    assert builder.gravity == -9.81 and [u.attribute for u in scene.unhonoured] == ["gravity"]
+    builder, scene = import_mjcf(path)
+    assert builder.gravity == (1e-5, 0.0, -9.81) and scene.unhonoured == []
     path.write_text(f'<mujoco><option gravity="0 -9.81 0"/>{body}</mujoco>')
-    with pytest.raises(ValueError, match="up axis"):
-        import_mjcf(path)
+    builder, _ = import_mjcf(path)
+    model = builder.finalize(dtype=wp.float64)
+    final = wpsim.simulate(wpsim.SemiImplicitSolver(model), model.state(), 100, 1e-3)
+    np.testing.assert_allclose(final.joint_q.numpy()[:3], [0.0, -0.5 * 9.81 * 0.1 * 0.101, 0.0], rtol=1e-12, atol=1e-15)
     assert import_mjcf(path, wpsim.ModelBuilder(up_axis="y"))[0].gravity == -9.81
 
 

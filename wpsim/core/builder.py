@@ -38,15 +38,16 @@ class ModelBuilder(RigidBodyBuilder):
 
     Args:
         up_axis: "x", "y" or "z" (default "z").
-        gravity: gravitational acceleration along the up axis (m/s^2), default -9.81.
+        gravity: gravitational acceleration (m/s^2): a number along the up axis (default
+            -9.81), or a 3-vector in any direction.
     """
 
-    def __init__(self, up_axis: str = "z", gravity: float = -9.81):
+    def __init__(self, up_axis: str = "z", gravity=-9.81):
         if up_axis not in _AXES:
             raise ValueError(f"up_axis must be one of 'x', 'y', 'z', got {up_axis!r}")
         self.up_axis = _AXES[up_axis]
         self.up_vector = tuple(float(i == self.up_axis) for i in range(3))
-        self.gravity = float(gravity)
+        self.gravity = float(gravity) if np.ndim(gravity) == 0 else tuple(float(g) for g in gravity)
         self.friction_smoothing = 0.01
         """Speed (m/s) below which Coulomb friction is smoothed (force ~ speed)."""
         self.contact_damping_depth = 1.0e-3
@@ -461,6 +462,10 @@ class ModelBuilder(RigidBodyBuilder):
         """Create the Model on ``device`` at precision ``dtype`` (wp.float32 or wp.float64)."""
         if dtype not in (wp.float32, wp.float64):
             raise ValueError(f"dtype must be wp.float32 or wp.float64, got {dtype}")
+        gravity = np.asarray(self.gravity, dtype=np.float64)
+        if gravity.shape not in ((), (3,)) or not np.isfinite(gravity).all():
+            raise ValueError(f"gravity must be a finite number (along the up axis) or 3-vector in m/s^2, got "
+                             f"{self.gravity!r}")
         if not 0.0 <= self.contact_damping_depth < np.inf:
             raise ValueError(f"contact_damping_depth must be a finite depth >= 0 m, got {self.contact_damping_depth}")
         p = self.particles
@@ -468,7 +473,7 @@ class ModelBuilder(RigidBodyBuilder):
         for table in (p, self.springs, self.triangles, self.hinges, self.tetrahedra, self.shapes, self.shape_points):
             arrays.update(table.arrays())
         arrays.update(
-            gravity=[np.array(self.up_vector) * self.gravity],
+            gravity=[np.array(self.up_vector) * gravity if gravity.ndim == 0 else gravity],
             pair_ke=[self.pair_ke],
             pair_kd=[self.pair_kd],
             pair_mu=[self.pair_mu],

@@ -6,8 +6,7 @@ and attribute that is not honoured; the import result carries that list
 (``ImportedScene.unhonoured``, each with file and line) and one warning prints it.
 
 Honoured: ``<compiler angle eulerseq meshdir autolimits inertiafromgeom settotalmass>``,
-``<option timestep gravity>`` (gravity along the builder's up axis; an off-axis part under
-1e-3 of its magnitude is dropped and reported, a larger one is refused); ``<asset><mesh name
+``<option timestep gravity>`` (gravity in any direction); ``<asset><mesh name
 file scale>``; nested ``<body pos>`` with any orientation (``quat``, ``axisangle``,
 ``euler`` with ``eulerseq``, ``xyaxes``, ``zaxis``), ``<inertial pos mass diaginertia|
 fullinertia>``, any number of ``<joint type="hinge|slide|ball">`` (``axis pos range limited
@@ -363,15 +362,6 @@ def import_mjcf(path, builder: ModelBuilder | None = None, ke: float = 1.0e4, kd
         step = tree.numbers(option, "timestep", 1)
         reader.scene.timestep = None if step is None else float(step[0])
         gravity = tree.numbers(option, "gravity", 3)
-        if gravity is not None:
-            off_axis = float(np.linalg.norm(np.delete(gravity, builder.up_axis)))
-            if off_axis > 1e-3 * max(float(np.linalg.norm(gravity)), 1e-300):
-                tree.fail(option, f"gravity {gravity.tolist()} does not lie along the builder's up axis "
-                                  f"({'xyz'[builder.up_axis]}); import into ModelBuilder(up_axis=...) that matches it")
-            if off_axis > 0.0:
-                reader.scene.unhonoured.append(tree.unhonoured_here(
-                    option, "gravity", option.get("gravity"),
-                    f"its off-axis part ({off_axis:g} m/s^2) is dropped: wpsim's gravity lies along the up axis"))
     world = root.find("worldbody")
     if world is None:
         raise SceneFileError(f"{path}: no <worldbody>")
@@ -393,8 +383,9 @@ def import_mjcf(path, builder: ModelBuilder | None = None, ke: float = 1.0e4, kd
             b.bodies.array("body_inertia")[first:] *= scale
 
     add_all_or_nothing(builder, build)
-    if gravity is not None:
-        builder.gravity = float(gravity[builder.up_axis])
+    if gravity is not None:  # along the up axis a number, else the vector (any direction)
+        off_axis = np.delete(gravity, builder.up_axis)
+        builder.gravity = float(gravity[builder.up_axis]) if not off_axis.any() else tuple(gravity.tolist())
     if reader.scene.unhonoured:
         listed = "\n".join(f"  {item}" for item in reader.scene.unhonoured)
         warnings.warn(f"{path}: {len(reader.scene.unhonoured)} features of the file are not honoured "
