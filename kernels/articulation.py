@@ -322,6 +322,14 @@ def joint_drive(
     return tau
 
 
+@wp.func
+def dry_friction(limit: wp.Float, qd: wp.Float, smoothing: wp.Float):
+    """Smooth dry friction of a dof, -limit qd / sqrt(qd^2 + s^2) (N m or N), and the minus
+    slope of it in qd (N m s/rad or N s/m), which the joint-space solve treats implicitly."""
+    norm = wp.sqrt(qd * qd + smoothing * smoothing)
+    return -limit * qd / norm, limit * smoothing * smoothing / (norm * norm * norm)
+
+
 @kernel
 def assemble_joint_space(
     dof_joint: wp.array(dtype=int),
@@ -336,6 +344,7 @@ def assemble_joint_space(
     joint_qd_start: wp.array(dtype=int),
     joint_armature: wp.array(dtype=wp.Float),
     joint_damping: wp.array(dtype=wp.Float),
+    joint_friction: wp.array(dtype=wp.Float),
     joint_stiffness: wp.array(dtype=wp.Float),
     joint_spring_ref: wp.array(dtype=wp.Float),
     joint_target_ke: wp.array(dtype=wp.Float),
@@ -355,6 +364,7 @@ def assemble_joint_space(
     joint_f: wp.array(dtype=wp.Float),
     joint_target_q: wp.array(dtype=wp.Float),
     joint_target_qd: wp.array(dtype=wp.Float),
+    friction_smoothing: wp.Float,
     dt: wp.Float,
     mass_matrix_out: wp.array(dtype=wp.Float),
     rhs_out: wp.array(dtype=wp.Float),
@@ -363,8 +373,9 @@ def assemble_joint_space(
     H_ik = S_i^T (I_c + dt D_c) S_k (I_c: composite inertia, D_c: contact damping of the
     deeper joint's subtree), plus armature and dt * (damping + drive kd) on the diagonal,
     and the right-hand side tau_i - S_i^T (subtree bias wrench) with tau from the control,
-    drives, joint springs, limits and damping. The dt terms make joint damping, drive damping and contact
-    damping and friction implicit in velocity (a linearly implicit Euler step)."""
+    drives, joint springs, limits, damping and dry friction. The dt terms make joint damping,
+    drive damping, dry joint friction (its slope, ``dry_friction``) and contact damping and
+    friction implicit in velocity (a linearly implicit Euler step)."""
     i = wp.tid()
     j = dof_joint[i]
     a = joint_articulation[j]
@@ -373,6 +384,8 @@ def assemble_joint_space(
     row = articulation_H_start[a] + (i - d0) * n
     s_i = dof_motion_in[i]
     pos_j = joint_dfs_pos[j]
+    qd = joint_qd_in[i]
+    friction, friction_slope = dry_friction(joint_friction[i], qd, friction_smoothing)
     for k in range(d0, d0 + n):
         jk = dof_joint[k]
         pos_k = joint_dfs_pos[jk]
@@ -389,11 +402,10 @@ def assemble_joint_space(
                                     subtree_damping_in[deeper, 2], s_k)
             value = wp.dot(s_i, inertia + damping * dt)
         if k == i:
-            value += joint_armature[i] + dt * (joint_damping[i] + joint_target_kd[i])
+            value += joint_armature[i] + dt * (joint_damping[i] + joint_target_kd[i] + friction_slope)
         mass_matrix_out[row + k - d0] = value
     jtype = joint_type[j]
-    qd = joint_qd_in[i]
-    tau = joint_f[i] - joint_damping[i] * qd + joint_drive(
+    tau = joint_f[i] - joint_damping[i] * qd + friction + joint_drive(
         jtype, joint_q_in[joint_q_start[j]], qd, joint_target_q[i], joint_target_qd[i], joint_target_ke[i],
         joint_target_kd[i], joint_stiffness[i], joint_spring_ref[i], joint_limit_lower[i], joint_limit_upper[i],
         joint_limit_ke[i], joint_limit_kd[i],

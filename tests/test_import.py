@@ -302,7 +302,7 @@ def test_mjcf_include_is_relative_to_the_including_file_and_refuses_cycles(tmp_p
 
 UNHONOURED = """<mujoco>
   <option integrator="RK4" viscosity="0.1"/>
-  <default><joint frictionloss="0.5"/></default>
+  <default><joint springdamper="0.1 0.5"/></default>
   <worldbody>
     <body name="b">
       <joint name="j" margin="0.01"/>
@@ -325,7 +325,7 @@ def test_mjcf_reports_every_unhonoured_feature_once_with_file_and_line(tmp_path)
     ours = [w for w in record if str(path) in str(w.message)]
     assert len(ours) == 1
     found = {(u.line, u.element, u.attribute) for u in scene.unhonoured}
-    assert found == {(2, "<option>", "integrator"), (2, "<option>", "viscosity"), (3, "<joint>", "frictionloss"),
+    assert found == {(2, "<option>", "integrator"), (2, "<option>", "viscosity"), (3, "<joint>", "springdamper"),
                      (6, "<joint>", "margin"), (7, "<geom>", "condim"), (11, "<tendon>", None),
                      (12, "<equality>", None), (13, "<motor>", "ctrlrange"), (13, "<motor>", "ctrllimited"),
                      (14, "<sensor>", None)}

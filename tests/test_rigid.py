@@ -516,3 +516,34 @@ def test_mjcf_joint_springs_are_honoured_and_ball_springs_reported(tmp_path):
     np.testing.assert_allclose(model.joint_stiffness.numpy()[0], 3.0)
     np.testing.assert_allclose(model.joint_spring_ref.numpy()[0], np.radians(30.0), rtol=1e-6)
     assert [item.attribute for item in scene.unhonoured] == ["stiffness"]
+
+
+def test_joint_dry_friction_stops_a_slider_at_v2_m_over_2f():
+    """A 2 kg slider launched at 1 m/s on a horizontal slide with 4 N of dry friction
+    decelerates at f / m and stops after m v^2 / (2 f) = 0.25 m (within 1 %: the friction is
+    smoothed below 1 cm/s); a slider without friction keeps going."""
+    b = wpsim.ModelBuilder(gravity=0.0)
+    for friction in (4.0, 0.0):
+        body = b.add_body(mass=2.0, inertia=(0.1, 0.1, 0.1))
+        b.add_joint_prismatic(-1, body, axis=(1.0, 0.0, 0.0), qd=1.0, friction=friction)
+    model = b.finalize(dtype=wp.float64)
+    final = wpsim.simulate(wpsim.SemiImplicitSolver(model), model.state(), 1500, 1e-3)
+    q, qd = final.joint_q.numpy(), final.joint_qd.numpy()
+    assert abs(q[0] - 0.25) < 2.5e-3 and abs(qd[0]) < 1e-3, (q, qd)
+    assert abs(q[1] - 1.5) < 1e-9
+
+
+def test_dry_friction_comes_from_mjcf_frictionloss_and_urdf_dynamics(tmp_path):
+    mjcf = tmp_path / "f.xml"
+    mjcf.write_text('<mujoco><worldbody><body><joint type="hinge" frictionloss="0.3"/>'
+                    '<geom type="sphere" size="0.1"/></body></worldbody></mujoco>')
+    builder, scene = wpsim.io.mjcf.import_mjcf(mjcf)
+    assert builder.finalize().joint_friction.numpy().tolist() == pytest.approx([0.3]) and scene.unhonoured == []
+    urdf = tmp_path / "f.urdf"
+    urdf.write_text('<robot name="r"><link name="base"/><link name="arm"><inertial><mass value="1"/>'
+                    '<inertia ixx="0.1" iyy="0.1" izz="0.1" ixy="0" ixz="0" iyz="0"/></inertial></link>'
+                    '<joint name="j" type="revolute"><parent link="base"/><child link="arm"/><axis xyz="0 0 1"/>'
+                    '<limit lower="-1" upper="1" effort="1" velocity="1"/><dynamics damping="0.1" friction="0.2"/>'
+                    '</joint></robot>')
+    builder, _ = wpsim.io.urdf.import_urdf(urdf)
+    assert builder.finalize().joint_friction.numpy().tolist() == pytest.approx([0.2])

@@ -167,7 +167,7 @@ def _impact_scene() -> AuditScene:
 
 def _arm_scene() -> AuditScene:
     """A four-link chain hanging from the world: revolute (damped, armature, a joint spring),
-    revolute with a PD drive, prismatic with a PD drive and a spring, ball; pushed by joint
+    revolute with a PD drive and dry friction, prismatic with a PD drive and a spring, ball; pushed by joint
     torques and a body wrench."""
     b = ModelBuilder()
     l1 = b.add_body()
@@ -176,7 +176,7 @@ def _arm_scene() -> AuditScene:
                          armature=0.01, stiffness=2.0, spring_ref=0.1)
     l2 = b.add_body(mass=0.5, com=(0.02, 0.0, -0.15), inertia=(0.004, 0.005, 0.002))
     b.add_joint_revolute(l1, l2, axis=(0.0, 0.6, 0.8), parent_pos=(0.0, 0.0, -0.5), q=-0.3, qd=0.2,
-                         target_ke=20.0, target_kd=1.0)
+                         target_ke=20.0, target_kd=1.0, friction=0.05)
     l3 = b.add_body()
     b.add_shape_box(l3, pos=(0.0, 0.0, -0.1), hx=0.05, hy=0.04, hz=0.1, density=800.0)
     b.add_joint_prismatic(l2, l3, axis=(0.0, 0.0, 1.0), parent_pos=(0.0, 0.02, -0.3), q=0.05, qd=0.1,
@@ -376,6 +376,7 @@ RIGID_CASES = (
     AuditCase("joint", "initial velocities", _arm_scene, "state.joint_qd"),
     AuditCase("joint", "damping", _arm_scene, "model.joint_damping"),
     AuditCase("joint", "armature", _arm_scene, "model.joint_armature"),
+    AuditCase("joint", "dry friction", _arm_scene, "model.joint_friction"),
     AuditCase("joint spring", "stiffness", _arm_scene, "model.joint_stiffness"),
     AuditCase("joint spring", "rest coordinate", _arm_scene, "model.joint_spring_ref"),
     AuditCase("joint", "link offset (parent frame)", _arm_scene, "model.joint_X_p"),

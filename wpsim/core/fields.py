@@ -231,6 +231,9 @@ MODEL_FIELDS = (
                   check="nonnegative"),
         FieldSpec("joint_damping", "real", "(D,)", "N m s/rad or N s/m",
                   "viscous joint damping (integrated implicitly)", check="nonnegative"),
+        FieldSpec("joint_friction", "real", "(D,)", "N m or N",
+                  "dry joint friction: the largest friction torque or force (smooth below the model's "
+                  "friction_smoothing speed, implicit)", check="nonnegative"),
         FieldSpec("joint_stiffness", "real", "(D,)", "N m/rad or N/m",
                   "joint spring stiffness (revolute, prismatic; explicit)", check="nonnegative"),
         FieldSpec("joint_spring_ref", "real", "(D,)", "rad or m", "coordinate at which the joint spring is relaxed",

@@ -103,7 +103,8 @@ class RigidBodyBuilder:
 
     # ------------------------------------------------------------------ joints
     def _add_joint(self, jtype, parent, child, parent_pos, parent_rot, child_pos, child_rot, axis, q, qd,
-                   armature=0.0, damping=0.0, stiffness=0.0, spring_ref=0.0, target_ke=0.0, target_kd=0.0,
+                   armature=0.0, damping=0.0, friction=0.0, stiffness=0.0, spring_ref=0.0, target_ke=0.0,
+                   target_kd=0.0,
                    limit_lower=-NO_LIMIT,
                    limit_upper=NO_LIMIT, limit_ke=1.0e4, limit_kd=10.0) -> int:
         index = self.joints.count
@@ -140,7 +141,8 @@ class RigidBodyBuilder:
         with self._all_or_nothing():
             if dofs:
                 self.joint_dofs.append(
-                    dofs, joint_qd=qd, joint_armature=armature, joint_damping=damping, joint_stiffness=stiffness,
+                    dofs, joint_qd=qd, joint_armature=armature, joint_damping=damping, joint_friction=friction,
+                    joint_stiffness=stiffness,
                     joint_spring_ref=spring_ref, joint_target_ke=target_ke,
                     joint_target_kd=target_kd, joint_limit_lower=np.clip(lower, -NO_LIMIT, NO_LIMIT),
                     joint_limit_upper=np.clip(upper, -NO_LIMIT, NO_LIMIT), joint_limit_ke=limit_ke,
@@ -159,7 +161,8 @@ class RigidBodyBuilder:
 
         The joint frame sits at parent_pos/parent_rot in the parent body frame and at
         child_pos/child_rot in the child body frame. q (rad), qd (rad/s): initial angle and
-        rate. Per-dof options: armature (kg m^2), damping (N m s/rad), stiffness (N m/rad) and
+        rate. Per-dof options: armature (kg m^2), damping (N m s/rad), friction (N m, dry joint
+        friction -friction qd / sqrt(qd^2 + s^2), s the model's friction_smoothing), stiffness (N m/rad) and
         spring_ref (rad) of a joint spring -stiffness (q - spring_ref), target_ke/target_kd (PD
         drive gains), limit_lower/limit_upper (rad), limit_ke/limit_kd.
         """
@@ -176,12 +179,12 @@ class RigidBodyBuilder:
 
     def add_joint_ball(self, parent: int, child: int, parent_pos=(0.0, 0.0, 0.0), parent_rot=_IDENTITY[3:],
                        child_pos=(0.0, 0.0, 0.0), child_rot=_IDENTITY[3:], q=_IDENTITY[3:],
-                       qd=(0.0, 0.0, 0.0), armature=0.0, damping=0.0) -> int:
+                       qd=(0.0, 0.0, 0.0), armature=0.0, damping=0.0, friction=0.0) -> int:
         """Spherical joint; q: relative rotation quaternion (x, y, z, w), qd: angular
-        velocity in child axes (rad/s). No drive or limits."""
+        velocity in child axes (rad/s); armature, damping and dry friction per dof. No drive or limits."""
         q = require_pose("ball joint", self.joints.count, (0, 0, 0), q)[3:]
         return self._add_joint(JOINT_BALL, parent, child, parent_pos, parent_rot, child_pos, child_rot,
-                               (1.0, 0.0, 0.0), q, qd, armature=armature, damping=damping)
+                               (1.0, 0.0, 0.0), q, qd, armature=armature, damping=damping, friction=friction)
 
     def add_joint_free(self, child: int, parent: int = -1, pos=(0.0, 0.0, 0.0), rot=_IDENTITY[3:],
                        lin_vel=(0.0, 0.0, 0.0), ang_vel=(0.0, 0.0, 0.0), damping=0.0) -> int:

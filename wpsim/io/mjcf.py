@@ -167,7 +167,8 @@ class _Reader:
         in the parent's frame."""
         anchor = self.numbers(joint, "pos", 3, (0.0, 0.0, 0.0))
         frames = dict(parent_pos=pos + quat_to_matrix(rot) @ anchor, parent_rot=rot, child_pos=anchor)
-        dof = dict(armature=float(joint.get("armature", 0.0)), damping=float(joint.get("damping", 0.0)))
+        dof = dict(armature=float(joint.get("armature", 0.0)), damping=float(joint.get("damping", 0.0)),
+                   friction=float(joint.get("frictionloss", 0.0)))
         spring = dict(stiffness=float(joint.get("stiffness", 0.0)),
                       spring_ref=float(joint.get("springref", 0.0)) * (self.angle(1.0) if jtype == "hinge" else 1.0))
         if jtype == "ball":

@@ -39,7 +39,7 @@ HONOURED = {
     "inertial": {"mass": ANY, "diaginertia": ANY, "fullinertia": ANY, **_POSE},
     "joint": {"name": ANY, "class": ANY, "type": ANY, "pos": ANY, "axis": ANY, "range": ANY, "limited": ANY,
               "damping": ANY, "armature": ANY, "stiffness": ANY, "ref": ANY, "springref": ANY,
-              "frictionloss": ("0",)},
+              "frictionloss": ANY},
     "freejoint": {"name": ANY},
     "geom": {"name": ANY, "class": ANY, "type": ANY, "size": ANY, "fromto": ANY, "density": ANY, "mass": ANY,
              "friction": ANY, "contype": ANY, "conaffinity": ANY, "mesh": ANY, "condim": ("3",), **_POSE},

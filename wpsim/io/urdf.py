@@ -410,6 +410,7 @@ def _moving_joint(path: Path, b: ModelBuilder, joint, jtype: str, parent: int, c
     dynamics = joint.find("dynamics")
     if dynamics is not None:
         dof["damping"] = float(floats(path, dynamics, "damping", 1, (0.0,))[0])
+        dof["friction"] = float(floats(path, dynamics, "friction", 1, (0.0,))[0])
     limit = joint.find("limit")
     if limit is not None and jtype != "continuous":  # URDF: a missing bound is 0
         lower = float(floats(path, limit, "lower", 1, (0.0,))[0])

@@ -46,7 +46,7 @@ from wpsim.kernels.enums import (
 )
 
 _AXES = {"X": (1.0, 0.0, 0.0), "Y": (0.0, 1.0, 0.0), "Z": (0.0, 0.0, 1.0)}
-_DOF_ATTRS = {"damping": "joint_damping", "armature": "joint_armature", "stiffness": "joint_stiffness",
+_DOF_ATTRS = {"damping": "joint_damping", "armature": "joint_armature", "friction": "joint_friction", "stiffness": "joint_stiffness",
               "spring_ref": "joint_spring_ref", "limit_ke": "joint_limit_ke", "limit_kd": "joint_limit_kd"}
 """Per-dof settings kept as ``wpsim:`` attributes: joint keyword argument -> Model field."""
 
