@@ -363,3 +363,35 @@ def test_a_body_with_several_joints_does_not_touch_its_parent(tmp_path):
     pairs = {tuple(sorted(shape_body[p])) for p in builder.finalize().contact_pair.numpy()}
     a, b, c = (scene.bodies[n] for n in "abc")
     assert pairs == {tuple(sorted((a, c)))}
+
+
+def test_mjcf_general_actuators_position_kv_and_contact_excludes(tmp_path):
+    """<general> servos map onto motors and drives (gain, kp, kv), a position actuator's kv
+    becomes the drive's velocity gain, an unmappable general law is refused naming it, and
+    <contact><exclude> removes the bodies' shape pairs."""
+    path = tmp_path / "a.xml"
+    path.write_text("""<mujoco><worldbody><geom type="plane" size="1 1 0.1"/>
+      <body name="a" pos="0 0 1"><joint name="j1" type="hinge"/><geom type="sphere" size="0.1"/>
+        <body name="b" pos="0 0 -0.3"><joint name="j2" type="hinge"/><geom type="sphere" size="0.1"/>
+          <body name="c" pos="0 0 -0.3"><joint name="j3" type="hinge"/><geom type="sphere" size="0.1"/>
+            <body name="d" pos="0 0 -0.3"><joint name="j4" type="slide"/><geom type="sphere" size="0.1"/></body>
+          </body></body></body></worldbody>
+      <contact><exclude body1="world" body2="d"/></contact>
+      <actuator><general joint="j1" gainprm="30" biastype="affine" biasprm="0 -30 -2"/>
+        <general joint="j2" gear="2" gainprm="5"/><general joint="j3" gainprm="4" biastype="affine" biasprm="0 0 -4"/>
+        <position joint="j4" kp="50" kv="3"/></actuator></mujoco>""")
+    builder, scene = import_mjcf(path)
+    model = builder.finalize()
+    assert [a["kind"] for a in scene.actuators] == ["position", "motor", "velocity", "position"]
+    assert scene.actuators[1]["gear"] == 10.0
+    np.testing.assert_allclose(model.joint_target_ke.numpy(), [30.0, 0.0, 0.0, 50.0])
+    np.testing.assert_allclose(model.joint_target_kd.numpy(), [2.0, 0.0, 4.0, 3.0])
+    shape_body = model.shape_body.numpy()
+    plane, c_shape, d_shape = (int(np.flatnonzero(shape_body == body)[0]) for body in (-1, scene.bodies["c"],
+                                                                                        scene.bodies["d"]))
+    pairs = {tuple(sorted(p)) for p in model.contact_pair.numpy().tolist()}
+    assert tuple(sorted((d_shape, plane))) not in pairs  # excluded
+    assert tuple(sorted((c_shape, plane))) in pairs  # kept
+    path.write_text(path.read_text().replace('biasprm="0 0 -4"', 'biasprm="1 0 -4"'))
+    with pytest.raises(ValueError, match="not a motor, position or velocity servo"):
+        import_mjcf(path)

@@ -547,3 +547,25 @@ def test_dry_friction_comes_from_mjcf_frictionloss_and_urdf_dynamics(tmp_path):
                     '</joint></robot>')
     builder, _ = wpsim.io.urdf.import_urdf(urdf)
     assert builder.finalize().joint_friction.numpy().tolist() == pytest.approx([0.2])
+
+
+def test_excluded_contacts_hold_in_every_replicated_world():
+    """exclude_contact removes a body pair's shape pairs (and a body's pairs with static
+    shapes for -1) in the builder and in every world of its replicas; bad bodies are refused."""
+    b = wpsim.ModelBuilder()
+    b.add_ground_plane()
+    bodies = []
+    for k in range(3):
+        body = b.add_body()
+        b.add_shape_sphere(body, radius=0.1)
+        b.add_joint_free(body, pos=(0.3 * k, 0.0, 0.5))
+        bodies.append(body)
+    b.exclude_contact(bodies[0], bodies[1])
+    b.exclude_contact(bodies[2], -1)
+    with pytest.raises(ValueError, match="does not exist"):
+        b.exclude_contact(7, 0)
+    model = b.replicated(2).finalize()
+    shape_body = model.shape_body.numpy()
+    local = [tuple(sorted(int(shape_body[s]) % 3 if shape_body[s] >= 0 else -1 for s in pair))
+             for pair in model.contact_pair.numpy()]
+    assert sorted(local) == sorted([(-1, 0), (-1, 1), (0, 2), (1, 2)] * 2)  # both worlds, exclusions kept

@@ -437,6 +437,8 @@ class ModelBuilder(RigidBodyBuilder):
             for table, source in zip(self._tables(), other._tables()):
                 table.extend_from(source, remap)
         self.shape_meshes.update({shape_shift + i: mesh for i, mesh in other.shape_meshes.items()})
+        self.excluded_body_pairs |= {(a + body_shift, b + body_shift if b >= 0 else -1)
+                                     for a, b in other.excluded_body_pairs}
         return world0
 
     def replicate(self, other: ModelBuilder, num_worlds: int, spacing=(0.0, 0.0, 0.0)) -> list:

@@ -51,6 +51,9 @@ class RigidBodyBuilder:
     def _init_rigid(self):
         self.articulation_self_contact = False
         """Whether shapes of bodies in the same articulation collide (parent and child never do)."""
+        self.excluded_body_pairs = set()
+        """Pairs (a, b), a > b, of bodies whose shapes never collide (b = -1 is static geometry); see
+        ``exclude_contact``."""
         self.bodies = Table("body")
         self.joints = Table("joint")
         self.joint_coords = Table("joint coordinate")
@@ -294,12 +297,21 @@ class RigidBodyBuilder:
                 roots[b] = parent_of[int(roots[b])]
         return roots
 
+    def exclude_contact(self, body_a: int, body_b: int):
+        """Never let the shapes of two bodies collide (-1: the static shapes)."""
+        for body in (body_a, body_b):
+            if not (isinstance(body, (int, np.integer)) and -1 <= body < self.bodies.count):
+                raise ValueError(f"exclude_contact: body {body} does not exist (-1 = static, {self.bodies.count} bodies)")
+        if body_a == body_b:
+            raise ValueError(f"exclude_contact: body {body_a} with itself (its shapes never collide with each other)")
+        self.excluded_body_pairs.add((int(max(body_a, body_b)), int(min(body_a, body_b))))
+
     def _contact_pairs(self) -> np.ndarray:
         """Candidate shape pairs (N, 2): every body shape against every static shape of its
         world and every shape on another body of its world, except a joint's parent and
         child (looking through massless bodies without shapes between them, such as the
-        intermediate links of an MJCF body with several joints), and bodies of one
-        articulation unless ``articulation_self_contact``."""
+        intermediate links of an MJCF body with several joints), bodies of one articulation
+        unless ``articulation_self_contact``, and ``excluded_body_pairs``."""
         body, world = self.shapes.array("shape_body"), self.shapes.array("shape_world")
         nb = max(self.bodies.count, 1)
         parent, child = self.joints.array("joint_parent").copy(), self.joints.array("joint_child")
@@ -315,13 +327,16 @@ class RigidBodyBuilder:
         static = np.flatnonzero(body < 0)
         a, s_ = np.meshgrid(dynamic, static, indexing="ij")
         keep = (world[s_] == -1) | (world[s_] == world[a])
+        excluded = {a * nb + b for a, b in self.excluded_body_pairs if b >= 0}
+        excluded |= {b * nb + a for a, b in self.excluded_body_pairs if b >= 0}
+        keep &= ~np.isin(body[a], [a_ for a_, b_ in self.excluded_body_pairs if b_ < 0])
         pairs = [np.stack([a[keep], s_[keep]], axis=1)]
         for w in np.unique(world[dynamic]):
             mine = dynamic[world[dynamic] == w]
             i, j = np.triu_indices(len(mine), k=1)
             a, b = mine[i], mine[j]
             ba, bb = body[a], body[b]
-            keep = (ba != bb) & ~np.isin(ba * nb + bb, joined)
+            keep = (ba != bb) & ~np.isin(ba * nb + bb, joined) & ~np.isin(ba * nb + bb, list(excluded))
             if not self.articulation_self_contact:
                 keep &= roots[ba] != roots[bb]
             pairs.append(np.stack([a[keep], b[keep]], axis=1))

@@ -17,8 +17,10 @@ type="sphere|capsule|box|cylinder|mesh|plane">`` (``size fromto pos`` orientatio
 mass friction``; a cylinder weighs as a cylinder and collides as a capsule of the same
 radius and overall length; planes only in the worldbody; geoms with contype and
 conaffinity 0 add their mass but no collision shape); ``<actuator>`` ``<motor joint
-gear>``, ``<position joint kp>`` and ``<velocity joint kv>`` (position/velocity actuators
-set the joint's drive gains); ``<keyframe><key name qpos qvel>`` poses (MuJoCo's layout:
+gear>``, ``<position joint kp kv>``, ``<velocity joint kv>`` and ``<general>`` ones whose
+fixed gain and affine bias make a motor, a position or a velocity servo (position/velocity
+actuators set the joint's drive gains); joint ``stiffness springref frictionloss`` (joint
+springs, dry friction); ``<contact><exclude body1 body2>``; ``<keyframe><key name qpos qvel>`` poses (MuJoCo's layout:
 the file's joints in document order, quaternions w x y z, angles in rad whatever
 ``<compiler angle>`` says), unnamed keys named ``key0``, ``key1``, ... by their place.
 A joint's ``ref`` is honoured by turning its frame back, so that its coordinate equals
@@ -292,8 +294,8 @@ class _Reader:
         if actuators is None:
             return
         for actuator in actuators:
-            if actuator.tag not in ("motor", "position", "velocity"):
-                self.fail(actuator, "unsupported actuator (supported: motor, position, velocity)")
+            if actuator.tag not in ("motor", "position", "velocity", "general"):
+                self.fail(actuator, "unsupported actuator (supported: motor, position, velocity, general)")
             joint_name = actuator.get("joint")
             if joint_name not in self.scene.joints:
                 self.fail(actuator, f"unknown joint \"{joint_name}\"")
@@ -301,12 +303,59 @@ class _Reader:
             if b.joints.array("joint_type")[joint] not in (JOINT_REVOLUTE, JOINT_PRISMATIC):
                 self.fail(actuator, "only hinge and slide joints can be actuated")
             gear = float(self.numbers(actuator, "gear", (1, 6), (1.0,))[0])
-            if actuator.tag == "position":
-                self.set_gain(b, joint, "joint_target_ke", float(actuator.get("kp", 1.0)))
-            elif actuator.tag == "velocity":
-                self.set_gain(b, joint, "joint_target_kd", float(actuator.get("kv", 1.0)))
+            kind, kp, kv, gain = self.actuator_law(actuator)
+            if kind == "position":
+                self.set_gain(b, joint, "joint_target_ke", kp)
+            if kind in ("position", "velocity") and (kv > 0.0 or kind == "velocity"):
+                self.set_gain(b, joint, "joint_target_kd", kv)
             self.scene.actuators.append({"name": actuator.get("name") or f"actuator{len(self.scene.actuators)}",
-                                         "joint": joint, "kind": actuator.tag, "gear": gear})
+                                         "joint": joint, "kind": kind, "gear": gear * gain})
+
+    def actuator_law(self, actuator) -> tuple:
+        """(kind "motor" / "position" / "velocity", kp, kv, gain on the control) of an actuator.
+        A ``<general>`` one with fixed gain and no or affine bias maps onto these: force
+        g ctrl (a motor of gear g), or kp ctrl - kp q - kv qd (a position servo, biasprm
+        0 -kp -kv), or kv ctrl - kv qd (a velocity servo, biasprm 0 0 -kv); other laws are refused."""
+        if actuator.tag == "position":
+            return "position", float(actuator.get("kp", 1.0)), float(actuator.get("kv", 0.0)), 1.0
+        if actuator.tag == "velocity":
+            return "velocity", 0.0, float(actuator.get("kv", 1.0)), 1.0
+        if actuator.tag == "motor":
+            return "motor", 0.0, 0.0, 1.0
+        gain = self.numbers(actuator, "gainprm", (1, 2, 3, 4, 5, 6, 7, 8, 9, 10), (1.0,))
+        bias = np.zeros(3)
+        if actuator.get("biastype", "none") == "affine":
+            given = self.numbers(actuator, "biasprm", (1, 2, 3, 4, 5, 6, 7, 8, 9, 10), (0.0,))
+            bias[:min(3, len(given))] = given[:3]
+        for name, allowed in (("gaintype", "fixed"), ("biastype", ("none", "affine")), ("dyntype", "none")):
+            if actuator.get(name, allowed if isinstance(allowed, str) else allowed[0]) not in allowed:
+                self.fail(actuator, f"{name}=\"{actuator.get(name)}\" is not supported (supported: {allowed})")
+        g = float(gain[0])
+        if bias[0] == 0.0 and bias[1] == 0.0 and bias[2] == 0.0:
+            return "motor", 0.0, 0.0, g
+        if bias[0] == 0.0 and bias[1] == -g and bias[2] <= 0.0:
+            return "position", g, -float(bias[2]), 1.0
+        if bias[0] == 0.0 and bias[1] == 0.0 and bias[2] == -g:
+            return "velocity", 0.0, g, 1.0
+        self.fail(actuator, f"a general actuator with gainprm {g:g} and biasprm {bias.tolist()} is not a motor, "
+                            f"position or velocity servo (biasprm 0 -kp -kv with gainprm kp, or 0 0 -kv with kv)")
+
+    def add_contact_excludes(self, b: ModelBuilder, root):
+        """``<contact><exclude body1 body2>``: those bodies' shapes never collide ("world": the static ones)."""
+        for exclude in (e for contact in root.findall("contact") for e in contact.findall("exclude")):
+            pair = []
+            for key in ("body1", "body2"):
+                name = exclude.get(key)
+                if name == "world":
+                    pair.append(-1)
+                elif name in self.scene.bodies:
+                    pair.append(self.scene.bodies[name])
+                else:
+                    self.fail(exclude, f"{key}: unknown body \"{name}\"")
+            try:
+                b.exclude_contact(*pair)
+            except ValueError as error:
+                self.fail(exclude, str(error))
 
     # -------------------------------------------------------------- keyframes
     def add_keyframes(self, b: ModelBuilder, root):
@@ -377,6 +426,7 @@ def import_mjcf(path, builder: ModelBuilder | None = None, ke: float = 1.0e4, kd
         for body in world.findall("body"):
             reader.add_body(b, body, -1)
         reader.add_actuators(b, root)
+        reader.add_contact_excludes(b, root)
         reader.add_keyframes(b, root)
         if total_mass is not None and total_mass[0] > 0.0:  # as MuJoCo: every body's mass and inertia scaled alike
             scale = total_mass[0] / b.bodies.array("body_mass")[first:].sum()
