@@ -395,3 +395,23 @@ def test_mjcf_general_actuators_position_kv_and_contact_excludes(tmp_path):
     path.write_text(path.read_text().replace('biasprm="0 0 -4"', 'biasprm="1 0 -4"'))
     with pytest.raises(ValueError, match="not a motor, position or velocity servo"):
         import_mjcf(path)
+
+
+def test_mjcf_solref_and_solimp_set_the_soft_contact(tmp_path):
+    """The geoms' common solref / solimp become the scene's soft-contact settings (time
+    constant, damping ratio, impedance = solimp's dmax); a geom that differs, or uses the
+    direct (negative) solref form, is listed as not honoured."""
+    path = tmp_path / "s.xml"
+    geoms = ('<geom type="plane" size="1 1 0.1"/>'
+             '<body pos="0 0 1"><freejoint/><geom type="sphere" size="0.1"/></body>'
+             '<body pos="1 0 1"><freejoint/><geom type="sphere" size="0.1" solref="-1000 -10"/></body>')
+    path.write_text('<mujoco><default><geom solref="0.01 0.8" solimp="0.8 0.9 0.002"/></default>'
+                    f'<worldbody>{geoms}</worldbody></mujoco>')
+    with pytest.warns(UserWarning, match="time-constant form"):
+        _, scene = import_mjcf(path)
+    assert scene.contact_settings == {"time_constant": 0.01, "damping_ratio": 0.8, "impedance": 0.9}
+    assert [(u.element, u.attribute) for u in scene.unhonoured] == [("<geom>", "solref")]
+    wpsim.SoftContactOptions(**scene.contact_settings)  # usable as given
+    plain = geoms.replace(' solref="-1000 -10"', "")
+    path.write_text(f"<mujoco><worldbody>{plain}</worldbody></mujoco>")
+    assert import_mjcf(path)[1].contact_settings == {}

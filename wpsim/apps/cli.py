@@ -121,7 +121,7 @@ def cmd_run(args) -> int:
             raise ValueError("robots are stepped by the semi-implicit solver only")
         if args.steps < 1 or not dt > 0.0:
             raise ValueError(f"steps must be >= 1 and dt > 0 s, got {args.steps} and {dt}")
-        soft_contact = SoftContactOptions() if args.contact == "soft" else None
+        soft_contact = SoftContactOptions(**scene.contact_settings) if args.contact == "soft" else None
         key = apply_start_pose(builder, scene, args.scene, args.q0, args.key)
         make_controller, described = robot_controller(builder, scene, args.scene, control, dt, args.steps)
         mode = control_mode(control, scene)

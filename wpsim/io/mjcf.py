@@ -81,6 +81,7 @@ class _Reader:
 
     def __init__(self, tree: MjcfTree, ke: float, kd: float):
         self.tree, self.path, self.ke, self.kd = tree, tree.path, ke, kd
+        self.softness = []  # (geom, solref, solimp[:2]) of every colliding geom that sets them
         root = tree.root
         compiler = root.find("compiler")
         compiler = {} if compiler is None else compiler.attrib
@@ -207,6 +208,9 @@ class _Reader:
             return
         friction = self.numbers(geom, "friction", (1, 2, 3), (1.0,))
         contact = dict(ke=self.ke, kd=self.kd, mu=float(friction[0]))
+        if collides and (geom.get("solref") is not None or geom.get("solimp") is not None):
+            self.softness.append((geom, tuple(self.numbers(geom, "solref", 2, (0.02, 1.0))),
+                                  tuple(self.numbers(geom, "solimp", (3, 5), (0.9, 0.95, 0.001))[:2])))
         pos = self.numbers(geom, "pos", 3, (0.0, 0.0, 0.0))
         rot = self.rotation(geom)
         size = self.numbers(geom, "size", (1, 2, 3), (0.0,))
@@ -340,6 +344,28 @@ class _Reader:
         self.fail(actuator, f"a general actuator with gainprm {g:g} and biasprm {bias.tolist()} is not a motor, "
                             f"position or velocity servo (biasprm 0 -kp -kv with gainprm kp, or 0 0 -kv with kv)")
 
+    def set_contact_settings(self):
+        """``scene.contact_settings`` from the geoms' solref / solimp: wpsim's soft contact has one
+        time constant, damping ratio and impedance (the solimp's dmax, held at every depth); the
+        most common setting is used and geoms that differ from it, or use solref's direct
+        (negative) form, are listed as not honoured."""
+        if not self.softness:
+            return
+        settings = [(ref, imp) for _, ref, imp in self.softness]
+        common = max(set(settings), key=settings.count)
+        (time_constant, damping_ratio), (_, dmax) = common
+        for geom, ref, imp in self.softness:
+            if min(ref) <= 0.0:
+                self.scene.unhonoured.append(self.tree.unhonoured_here(
+                    geom, "solref", geom.get("solref"), "is not honoured: only solref's time-constant form (> 0)"))
+            elif (ref, imp) != common:
+                self.scene.unhonoured.append(self.tree.unhonoured_here(
+                    geom, "solref", geom.get("solref"), f"differs from the file's common setting {common}, which "
+                                                        "wpsim's single soft-contact setting uses"))
+        if time_constant > 0.0 and damping_ratio > 0.0 and 0.0 < dmax < 1.0:
+            self.scene.contact_settings = {"time_constant": float(time_constant), "damping_ratio": float(damping_ratio),
+                                           "impedance": float(dmax)}
+
     def add_contact_excludes(self, b: ModelBuilder, root):
         """``<contact><exclude body1 body2>``: those bodies' shapes never collide ("world": the static ones)."""
         for exclude in (e for contact in root.findall("contact") for e in contact.findall("exclude")):
@@ -427,6 +453,7 @@ def import_mjcf(path, builder: ModelBuilder | None = None, ke: float = 1.0e4, kd
             reader.add_body(b, body, -1)
         reader.add_actuators(b, root)
         reader.add_contact_excludes(b, root)
+        reader.set_contact_settings()
         reader.add_keyframes(b, root)
         if total_mass is not None and total_mass[0] > 0.0:  # as MuJoCo: every body's mass and inertia scaled alike
             scale = total_mass[0] / b.bodies.array("body_mass")[first:].sum()

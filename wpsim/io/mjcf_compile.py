@@ -42,6 +42,7 @@ HONOURED = {
               "frictionloss": ANY},
     "freejoint": {"name": ANY},
     "geom": {"name": ANY, "class": ANY, "type": ANY, "size": ANY, "fromto": ANY, "density": ANY, "mass": ANY,
+             "solref": ANY, "solimp": ANY,
              "friction": ANY, "contype": ANY, "conaffinity": ANY, "mesh": ANY, "condim": ("3",), **_POSE},
     "actuator": {},
     "motor": {"name": ANY, "class": ANY, "joint": ANY, "gear": ANY, "ctrllimited": ("false",)},

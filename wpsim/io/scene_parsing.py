@@ -28,7 +28,9 @@ class ImportedScene:
     and ``gear``; timestep: the file's time step (s) if it gives one; keyframes: name -> dict
     with "q" (joint index -> its coordinates in wpsim's layout, see ``wpsim.kernels.articulation``)
     and "qd" (joint index -> its velocities), the poses a file names (MJCF ``<key>``), in file
-    order; unhonoured: what the file asks for that the importer does not honour (MJCF:
+    order; contact_settings: the file's contact softness as ``SoftContactOptions`` keywords
+    (MJCF geom ``solref`` / ``solimp``: time_constant, damping_ratio, impedance), empty when
+    the file gives none; unhonoured: what the file asks for that the importer does not honour (MJCF:
     ``wpsim.io.mjcf_compile.Unhonoured``, with file and line), also warned about once.
     """
 
@@ -37,6 +39,7 @@ class ImportedScene:
     actuators: list = field(default_factory=list)
     timestep: float | None = None
     keyframes: dict = field(default_factory=dict)
+    contact_settings: dict = field(default_factory=dict)
     unhonoured: list = field(default_factory=list)
 
 
