@@ -278,3 +278,28 @@ def test_expanded_xacro_output_keeping_the_namespace_declaration_is_accepted(tmp
                     '</robot>')
     builder, scene = import_urdf(path)
     assert builder.bodies.count == 1 and list(scene.bodies) == ["a"]
+
+
+def test_import_robot_passes_package_paths_and_explains_xacro(tmp_path):
+    """import_robot (wpsim run's loader) looks up package:// meshes in its package_paths and
+    refuses a .xacro file with the command that expands it."""
+    from wpsim.io.robots import import_robot, is_robot_file
+
+    package = tmp_path / "pkgs" / "my_robot" / "meshes"
+    package.mkdir(parents=True)
+    (package / "cube.obj").write_text(
+        "v 0 0 0\nv 1 0 0\nv 1 1 0\nv 0 1 0\nv 0 0 1\nv 1 0 1\nv 1 1 1\nv 0 1 1\n"
+        "f 1 3 2\nf 1 4 3\nf 5 6 7\nf 5 7 8\nf 1 2 6\nf 1 6 5\nf 2 3 7\nf 2 7 6\nf 3 4 8\nf 3 8 7\nf 4 1 5\nf 4 5 8\n")
+    robot = tmp_path / "robot" / "r.urdf"
+    robot.parent.mkdir()
+    robot.write_text('<robot name="r"><link name="base"><inertial><mass value="1"/>'
+                     '<inertia ixx="0.1" iyy="0.1" izz="0.1" ixy="0" ixz="0" iyz="0"/></inertial>'
+                     '<collision><geometry><mesh filename="package://my_robot/meshes/cube.obj"/></geometry>'
+                     '</collision></link></robot>')
+    builder, _ = import_robot(robot, package_paths=[tmp_path / "pkgs"])
+    assert builder.shapes.count == 1
+    xacro = tmp_path / "r.urdf.xacro"
+    xacro.write_text('<robot name="r" xmlns:xacro="http://www.ros.org/wiki/xacro"><link name="base"/></robot>')
+    assert is_robot_file(xacro)
+    with pytest.raises(ValueError, match="expand it with xacro first"):
+        import_robot(xacro)

@@ -30,8 +30,9 @@ class ImportedScene:
     and "qd" (joint index -> its velocities), the poses a file names (MJCF ``<key>``), in file
     order; contact_settings: the file's contact softness as ``SoftContactOptions`` keywords
     (MJCF geom ``solref`` / ``solimp``: time_constant, damping_ratio, impedance), empty when
-    the file gives none; unhonoured: what the file asks for that the importer does not honour (MJCF:
-    ``wpsim.io.mjcf_compile.Unhonoured``, with file and line), also warned about once.
+    the file gives none; unhonoured: what the file asks for that the importer does not honour or
+    changes (MJCF and URDF: ``wpsim.io.mjcf_compile.Unhonoured``, with file and line), also warned
+    about once.
     """
 
     bodies: dict = field(default_factory=dict)
