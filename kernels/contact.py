@@ -101,6 +101,16 @@ def adj_normal_force_float64(penetration: wp.float64, x: wp.float64, scale: wp.f
     wp.adjoint[x] += adj_ret * normal_force_slope(penetration, x, scale)
 
 
+GRADIENT_REACH = wp.constant(6.0)
+"""Contacts up to this many gradient widths apart are evaluated for the smoothed gradient."""
+
+
+@wp.func
+def gradient_reach(width: wp.Float):
+    """How far apart (m) contacts are still evaluated with gradient width ``width`` (m)."""
+    return type(width)(GRADIENT_REACH) * width
+
+
 @wp.func
 def onset_damping(kd: wp.Float, penetration: wp.Float, damping_depth: wp.Float):
     """Contact damping coefficient (N s/m) at a penetration (m): ``kd`` once the penetration

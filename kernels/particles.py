@@ -3,7 +3,7 @@
 import warp as wp
 
 from .articulation import spatial, vec6
-from .contact import compliant_contact_force, shape_sdf
+from .contact import compliant_contact_force, gradient_reach, shape_sdf
 from .enums import SHAPE_MESH
 from .generic import kernel, set_deterministic, transform, vec3
 from .rigid_contact import point_velocity
@@ -40,7 +40,7 @@ def particle_shape_contacts(
     skipped (they have no signed distance here). With ``gradient_width`` w > 0 (m) shapes up
     to 6 w away are evaluated too (zero force, smoothed gradient; see ``compliant_contact_force``)."""
     f = v * type(radius)(0.0)
-    reach = -type(radius)(6.0) * gradient_width
+    reach = -gradient_reach(gradient_width)
     for s in range(shape_kind.shape[0]):
         sw = shape_world[s]
         if (sw == -1 or sw == world) and shape_kind[s] != SHAPE_MESH:
@@ -127,7 +127,7 @@ def eval_particle_forces(
         shape_ke, shape_kd, shape_mu, friction_smoothing, damping_depth, gradient_width, own_rate, body_q_in,
         body_qd_in, body_origin, body_f_out,
     )
-    reach = -type(r)(6.0) * gradient_width
+    reach = -gradient_reach(gradient_width)
     if neighbor_index_in.shape[1] > 0:
         for k in range(neighbor_count_in[i]):
             j = neighbor_index_in[i, k]

@@ -26,7 +26,14 @@ into ``body_f`` with atomics.
 import warp as wp
 
 from .articulation import spatial, vec6
-from .contact import contact_velocity_slopes, friction_force, normal_force_and_slip, onset_damping, shape_sdf
+from .contact import (
+    contact_velocity_slopes,
+    friction_force,
+    gradient_reach,
+    normal_force_and_slip,
+    onset_damping,
+    shape_sdf,
+)
 from .enums import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH, SHAPE_PLANE, SHAPE_SPHERE
 from .generic import kernel, mat33, set_deterministic, transform, vec3
 
@@ -174,7 +181,7 @@ def add_contact(
     between two bodies they stay explicit, with the friction slope bounded through
     ``rate`` (dt over the pair's effective mass, s/kg), since one body's implicit term
     would also resist the motion the two share."""
-    if pen > -type(pen)(6.0) * width:
+    if pen > -gradient_reach(width):
         kd = onset_damping(kd_full, pen, damping_depth)
         v_rel = point_velocity(body_a, x, body_q, body_qd) - point_velocity(body_b, x, body_q, body_qd)
         fn, vt = normal_force_and_slip(pen, n, v_rel, ke, kd, width)
@@ -531,7 +538,7 @@ def eval_rigid_contacts(
     rate = dt * type(dt)(0.0)
     if ba >= 0 and bb >= 0:  # explicit friction between bodies: slope bounded by the pair's mass
         rate = dt * type(dt)(FRICTION_RATE_FACTOR) * (type(dt)(1.0) / body_mass[ba] + type(dt)(1.0) / body_mass[bb])
-    plan, flip, axis, side = contact_plan(ka, kb, sa, sb, Xa, Xb, type(dt)(6.0) * gradient_width)
+    plan, flip, axis, side = contact_plan(ka, kb, sa, sb, Xa, Xb, gradient_reach(gradient_width))
     first = ba
     second = bb
     if flip:

@@ -327,16 +327,16 @@ class RigidBodyBuilder:
         static = np.flatnonzero(body < 0)
         a, s_ = np.meshgrid(dynamic, static, indexing="ij")
         keep = (world[s_] == -1) | (world[s_] == world[a])
-        excluded = {a * nb + b for a, b in self.excluded_body_pairs if b >= 0}
-        excluded |= {b * nb + a for a, b in self.excluded_body_pairs if b >= 0}
-        keep &= ~np.isin(body[a], [a_ for a_, b_ in self.excluded_body_pairs if b_ < 0])
+        excluded = [hi * nb + lo for hi, lo in self.excluded_body_pairs if lo >= 0]  # (max, min) body keys
+        keep &= ~np.isin(body[a], [hi for hi, lo in self.excluded_body_pairs if lo < 0])
         pairs = [np.stack([a[keep], s_[keep]], axis=1)]
         for w in np.unique(world[dynamic]):
             mine = dynamic[world[dynamic] == w]
             i, j = np.triu_indices(len(mine), k=1)
             a, b = mine[i], mine[j]
             ba, bb = body[a], body[b]
-            keep = (ba != bb) & ~np.isin(ba * nb + bb, joined) & ~np.isin(ba * nb + bb, list(excluded))
+            keep = (ba != bb) & ~np.isin(ba * nb + bb, joined)
+            keep &= ~np.isin(np.maximum(ba, bb) * nb + np.minimum(ba, bb), excluded)
             if not self.articulation_self_contact:
                 keep &= roots[ba] != roots[bb]
             pairs.append(np.stack([a[keep], b[keep]], axis=1))

@@ -315,6 +315,8 @@ class _Reader:
             self.scene.actuators.append({"name": actuator.get("name") or f"actuator{len(self.scene.actuators)}",
                                          "joint": joint, "kind": kind, "gear": gear * gain})
 
+    _PARAMETER_COUNTS = tuple(range(1, 11))  # gainprm / biasprm may give up to 10 numbers
+
     def actuator_law(self, actuator) -> tuple:
         """(kind "motor" / "position" / "velocity", kp, kv, gain on the control) of an actuator.
         A ``<general>`` one with fixed gain and no or affine bias maps onto these: force
@@ -326,10 +328,10 @@ class _Reader:
             return "velocity", 0.0, float(actuator.get("kv", 1.0)), 1.0
         if actuator.tag == "motor":
             return "motor", 0.0, 0.0, 1.0
-        gain = self.numbers(actuator, "gainprm", (1, 2, 3, 4, 5, 6, 7, 8, 9, 10), (1.0,))
+        gain = self.numbers(actuator, "gainprm", self._PARAMETER_COUNTS, (1.0,))
         bias = np.zeros(3)
         if actuator.get("biastype", "none") == "affine":
-            given = self.numbers(actuator, "biasprm", (1, 2, 3, 4, 5, 6, 7, 8, 9, 10), (0.0,))
+            given = self.numbers(actuator, "biasprm", self._PARAMETER_COUNTS, (0.0,))
             bias[:min(3, len(given))] = given[:3]
         for name, allowed in (("gaintype", "fixed"), ("biastype", ("none", "affine")), ("dyntype", "none")):
             if actuator.get(name, allowed if isinstance(allowed, str) else allowed[0]) not in allowed:

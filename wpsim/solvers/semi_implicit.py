@@ -6,7 +6,7 @@ import numpy as np
 import warp as wp
 
 from wpsim.core.model import Control, Model, State
-from wpsim.kernels import impacts, particles
+from wpsim.kernels import contact, impacts, particles
 from wpsim.kernels.generic import for_precision
 from wpsim.solvers.articulation import ArticulationStepper
 from wpsim.solvers.base import SolverBase
@@ -142,10 +142,10 @@ class SemiImplicitSolver(SolverBase):
         )
 
     def _neighbor_margin(self) -> float:
-        """Gap (m) within which particle pairs are listed: 6 gradient widths for smoothed
-        contact gradients, and one particle radius for impacts (a pair closing faster than
+        """Gap (m) within which particle pairs are listed: ``GRADIENT_REACH`` gradient widths for
+        smoothed contact gradients, and one particle radius for impacts (a pair closing faster than
         that in one step is missed)."""
-        margin = 6.0 * float(self.contact_gradient_width)
+        margin = float(contact.GRADIENT_REACH) * float(self.contact_gradient_width)
         if self.model.particle_impacts:
             margin = max(margin, self.model.particle_max_radius)
         return margin
