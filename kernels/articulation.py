@@ -307,19 +307,40 @@ def subtree_inertia_and_bias(
 @wp.func
 def joint_drive(
     jtype: int, q: wp.Float, qd: wp.Float, target_q: wp.Float, target_qd: wp.Float, ke: wp.Float,
-    kd: wp.Float, stiffness: wp.Float, spring_ref: wp.Float, lower: wp.Float, upper: wp.Float, limit_ke: wp.Float,
-    limit_kd: wp.Float,
+    kd: wp.Float, force_limit: wp.Float,
 ):
-    """Generalized force of a 1-dof joint's PD drive, joint spring and limit spring-damper (N or N m)."""
-    zero = q * type(q)(0.0)
-    if jtype != JOINT_REVOLUTE and jtype != JOINT_PRISMATIC:
-        return zero
-    tau = ke * (target_q - q) + kd * (target_qd - qd) + stiffness * (spring_ref - q)
-    if q < lower:
-        tau += limit_ke * (lower - q) - limit_kd * qd
-    if q > upper:
-        tau += limit_ke * (upper - q) - limit_kd * qd
-    return tau
+    """(force (N or N m), velocity slope) of a 1-dof joint's PD drive, the force clamped to
+    +-force_limit; the slope, kd while the drive is not clamped and 0 while it is, is what the
+    joint-space solve takes implicitly."""
+    force = q * type(q)(0.0)
+    slope = force
+    if jtype == JOINT_REVOLUTE or jtype == JOINT_PRISMATIC:
+        force = ke * (target_q - q) + kd * (target_qd - qd)
+        slope = kd
+        if force > force_limit:
+            force = force_limit
+            slope = q * type(q)(0.0)
+        if force < -force_limit:
+            force = -force_limit
+            slope = q * type(q)(0.0)
+    return force, slope
+
+
+@wp.func
+def joint_limit(jtype: int, q: wp.Float, qd: wp.Float, lower: wp.Float, upper: wp.Float, ke: wp.Float, kd: wp.Float):
+    """(force (N or N m), stiffness, damping) of a 1-dof joint's limit spring-damper while q is
+    past a bound; zeros otherwise. The joint-space solve takes the stiffness and damping
+    implicitly, so the limit is stable whatever the link inertia and step."""
+    engaged = q * type(q)(0.0)
+    bound = q
+    if jtype == JOINT_REVOLUTE or jtype == JOINT_PRISMATIC:
+        if q < lower:
+            engaged = type(q)(1.0)
+            bound = lower
+        if q > upper:
+            engaged = type(q)(1.0)
+            bound = upper
+    return engaged * (ke * (bound - q) - kd * qd), engaged * ke, engaged * kd
 
 
 @wp.func
@@ -353,6 +374,11 @@ def assemble_joint_space(
     joint_limit_upper: wp.array(dtype=wp.Float),
     joint_limit_ke: wp.array(dtype=wp.Float),
     joint_limit_kd: wp.array(dtype=wp.Float),
+    joint_f_lower: wp.array(dtype=wp.Float),
+    joint_f_upper: wp.array(dtype=wp.Float),
+    joint_target_lower: wp.array(dtype=wp.Float),
+    joint_target_upper: wp.array(dtype=wp.Float),
+    joint_drive_force_limit: wp.array(dtype=wp.Float),
     joint_q_in: wp.array(dtype=wp.Float),
     joint_qd_in: wp.array(dtype=wp.Float),
     dof_motion_in: wp.array(dtype=vec6),
@@ -371,11 +397,14 @@ def assemble_joint_space(
 ):
     """One thread per dof i: row i of the articulation's joint-space matrix
     H_ik = S_i^T (I_c + dt D_c) S_k (I_c: composite inertia, D_c: contact damping of the
-    deeper joint's subtree), plus armature and dt * (damping + drive kd) on the diagonal,
-    and the right-hand side tau_i - S_i^T (subtree bias wrench) with tau from the control,
+    deeper joint's subtree), plus armature, dt * (damping + drive kd while the drive is not
+    force-clamped) and, past a limit, dt * limit kd + dt^2 * limit ke on the diagonal,
+    and the right-hand side tau_i - S_i^T (subtree bias wrench) with tau from the control
+    (joint_f and joint_target_q clamped to their ranges, the drive force to its limit),
     drives, joint springs, limits, damping and dry friction. The dt terms make joint damping,
-    drive damping, dry joint friction (its slope, ``dry_friction``) and contact damping and
-    friction implicit in velocity (a linearly implicit Euler step)."""
+    drive damping, dry joint friction (its slope, ``dry_friction``), engaged limits
+    (``joint_limit``, also implicit in position) and contact damping and friction implicit
+    in velocity (a linearly implicit Euler step)."""
     i = wp.tid()
     j = dof_joint[i]
     a = joint_articulation[j]
@@ -385,7 +414,14 @@ def assemble_joint_space(
     s_i = dof_motion_in[i]
     pos_j = joint_dfs_pos[j]
     qd = joint_qd_in[i]
+    jtype = joint_type[j]
+    q = joint_q_in[joint_q_start[j]]
     friction, friction_slope = dry_friction(joint_friction[i], qd, friction_smoothing)
+    limit, limit_k, limit_c = joint_limit(jtype, q, qd, joint_limit_lower[i], joint_limit_upper[i], joint_limit_ke[i],
+                                          joint_limit_kd[i])
+    target = wp.clamp(joint_target_q[i], joint_target_lower[i], joint_target_upper[i])
+    drive, drive_c = joint_drive(jtype, q, qd, target, joint_target_qd[i], joint_target_ke[i], joint_target_kd[i],
+                                 joint_drive_force_limit[i])
     for k in range(d0, d0 + n):
         jk = dof_joint[k]
         pos_k = joint_dfs_pos[jk]
@@ -402,14 +438,15 @@ def assemble_joint_space(
                                     subtree_damping_in[deeper, 2], s_k)
             value = wp.dot(s_i, inertia + damping * dt)
         if k == i:
-            value += joint_armature[i] + dt * (joint_damping[i] + joint_target_kd[i] + friction_slope)
+            value += joint_armature[i] + dt * (joint_damping[i] + drive_c + friction_slope + limit_c)
+            value += dt * dt * limit_k
         mass_matrix_out[row + k - d0] = value
-    jtype = joint_type[j]
-    tau = joint_f[i] - joint_damping[i] * qd + friction + joint_drive(
-        jtype, joint_q_in[joint_q_start[j]], qd, joint_target_q[i], joint_target_qd[i], joint_target_ke[i],
-        joint_target_kd[i], joint_stiffness[i], joint_spring_ref[i], joint_limit_lower[i], joint_limit_upper[i],
-        joint_limit_ke[i], joint_limit_kd[i],
-    )
+    # an engaged limit acts at the step's end position q + dt qd' (its -dt k qd term)
+    spring = q * type(q)(0.0)
+    if jtype == JOINT_REVOLUTE or jtype == JOINT_PRISMATIC:
+        spring = joint_stiffness[i] * (joint_spring_ref[i] - q)
+    force = wp.clamp(joint_f[i], joint_f_lower[i], joint_f_upper[i])
+    tau = force - joint_damping[i] * qd + friction + limit - dt * limit_k * qd + drive + spring
     rhs_out[i] = tau - wp.dot(s_i, subtree_bias_in[joint_child[j]])
 
 

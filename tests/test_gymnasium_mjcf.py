@@ -23,7 +23,7 @@ NOT_HONOURED = {  # file -> the attribute that changes its passive motion and th
 def test_every_gymnasium_file_imports_and_the_list_is_complete():
     """All 14 import (one warning each lists what is not honoured, e.g. the RK4 integrator),
     weigh what MuJoCo weighs, and each exception names its reason."""
-    from mjcf_reference import load_mujoco
+    from wpsim.bench.mujoco_reference import load_mujoco
 
     names = sorted(p.stem for p in ASSETS.glob("*.xml"))
     assert names == sorted(MATCHED + list(NOT_HONOURED))
@@ -41,7 +41,7 @@ def test_every_gymnasium_file_imports_and_the_list_is_complete():
 
 @pytest.mark.parametrize("name", MATCHED + sorted(NOT_HONOURED))
 def test_gymnasium_file_steps_like_mujoco(name):
-    from mjcf_reference import rollouts
+    from wpsim.bench.mujoco_reference import rollouts
 
     ours, theirs, q0 = rollouts(ASSETS / f"{name}.xml", steps=500, seed=1)
     assert np.abs(theirs[-1] - q0).max() > 0.1  # it moved

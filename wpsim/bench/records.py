@@ -25,6 +25,10 @@ METRIC_UNITS = {
     "peak_memory_bytes": "MiB",
     "launches_per_step": "launches",
     "recorded_launches_per_step": "launches",
+    "rate_percent": "%",
+    "max_abs_dq": "rad|m",
+    "flag": "0/1",
+    "count": "",
 }
 """Metric names shared by all suites, with the unit ``format_table`` prints them in."""
 
@@ -62,13 +66,18 @@ def format_value(metric: str, value: float) -> str:
         return f"{value:.2f}"
     if metric == "wall_s":
         return f"{value:.4f}"
+    if metric == "max_abs_dq":
+        return f"{value:.2e}"
+    if metric in ("flag", "count"):
+        return f"{value:.0f}"
     return f"{value:.1f}"
 
 
 def _params_text(params: dict) -> str:
     keys = ("mode", "particles", "triangles", "tets", "bodies", "joint_dofs", "worlds", "steps", "dt")
     shown = [f"{k}={params[k]}" for k in keys if k in params]
-    rest = [f"{k}={v}" for k, v in params.items() if k not in keys and k not in ("device", "precision", "repeats")]
+    rest = [f"{k}={v}" for k, v in params.items()  # lists (e.g. an import's warnings) only in the JSON
+            if k not in keys and k not in ("device", "precision", "repeats") and not isinstance(v, (list, dict))]
     return " ".join(shown + rest)
 
 

@@ -42,6 +42,13 @@ def vs_mujoco_suite(device=None, quick: bool = False) -> list[dict]:
     return run(device, quick)
 
 
+def import_corpus_suite(device=None, quick: bool = False) -> list[dict]:
+    """Suite ``import_corpus`` (``wpsim.bench.import_corpus``): the installed robot-file corpus."""
+    from wpsim.bench.import_corpus import import_corpus_suite as run
+
+    return run(device, quick)
+
+
 SUITES: dict[str, Callable[..., list]] = {
     "forward": forward_suite,
     "checkpoint": checkpoint_suite,
@@ -52,6 +59,7 @@ SUITES: dict[str, Callable[..., list]] = {
     "torch": torch_suite,
     "distributed": distributed_suite,
     "vs_mujoco": vs_mujoco_suite,
+    "import_corpus": import_corpus_suite,
 }
 """Registered suites by name; each is ``(device, quick: bool) -> list[dict]`` of records."""
 

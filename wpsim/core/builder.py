@@ -25,6 +25,8 @@ from wpsim.kernels.enums import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH, SHAPE_PLAN
 
 _AXES = {"x": 0, "y": 1, "z": 2}
 _IDENTITY_QUAT = (0.0, 0.0, 0.0, 1.0)
+MAX_MESH_POINTS = 128
+"""Contact points of a mesh shape at most (``add_shape_mesh``)."""
 
 
 class ModelBuilder(RigidBodyBuilder):
@@ -68,6 +70,9 @@ class ModelBuilder(RigidBodyBuilder):
         self.shape_points = Table("shape contact point")
         self.shape_meshes: dict[int, tuple] = {}
         """Triangle meshes of mesh shapes: shape index -> (vertices (V, 3) m, faces (F, 3))."""
+        self.visual_meshes: list[tuple] = []
+        """Drawn-only meshes: (body (-1: static), pose (7,) position m + quaternion x, y, z, w in
+        the body frame, vertices (V, 3) m, faces (F, 3)); no mass, no contact."""
         self._init_rigid()
 
     # ------------------------------------------------------------------ counts
@@ -184,13 +189,13 @@ class ModelBuilder(RigidBodyBuilder):
         """Undo every row (and mesh shape) added inside the block if it raises."""
         tables = self._tables()
         marks = [t.mark() for t in tables]
-        meshes = dict(self.shape_meshes)
+        meshes, visuals = dict(self.shape_meshes), list(self.visual_meshes)
         try:
             yield
         except BaseException:
             for table, mark in zip(tables, marks):
                 table.rollback(mark)
-            self.shape_meshes = meshes
+            self.shape_meshes, self.visual_meshes = meshes, visuals
             raise
 
     def add_cloth_mesh(
@@ -284,7 +289,7 @@ class ModelBuilder(RigidBodyBuilder):
             self.shapes.append(
                 1, shape_kind=[kind], shape_body=[body], shape_world=[world], shape_transform=[transform],
                 shape_size=[size], shape_ke=ke, shape_kd=kd, shape_mu=mu, shape_point_start=[self.shape_points.count],
-                shape_point_count=[len(points)],
+                shape_point_count=[len(points)], shape_collision_type=[1], shape_collision_mask=[1],
             )
             if len(points):
                 self.shape_points.append(len(points), shape_points=points)
@@ -338,7 +343,7 @@ class ModelBuilder(RigidBodyBuilder):
                                lambda rho: mass_props.capsule_mass_properties(radius, half_height, rho))
 
     def add_shape_mesh(self, body, vertices, faces, pos=(0.0, 0.0, 0.0), rot=_IDENTITY_QUAT, scale=1.0, ke=1.0e4,
-                       kd=10.0, mu=0.5, density=1000.0, name: str = "mesh") -> int:
+                       kd=10.0, mu=0.5, density=1000.0, name: str = "mesh", max_points: int = MAX_MESH_POINTS) -> int:
         """Add a closed triangle mesh (vertices (V, 3) in m before ``scale``, faces (F, 3))
         in its frame at ``pos``/``rot`` on ``body`` (or static with -1).
 
@@ -347,7 +352,10 @@ class ModelBuilder(RigidBodyBuilder):
         ``density`` adds the solid's volume-integral mass properties. Contact: the vertices
         of the mesh's convex hull are its contact points against planes, spheres, capsules
         and boxes (mesh-mesh contact and primitives pressing into a mesh face are not
-        detected); particles do not touch mesh shapes.
+        detected); particles do not touch mesh shapes. A hull with more than ``max_points``
+        vertices keeps that many, spread over it (farthest-point sampling, as MuJoCo's
+        ``maxhullvert`` caps a hull): contact cost grows with the points, and exported meshes'
+        hulls often have thousands.
         """
         from wpsim.core.meshing import check_solid
 
@@ -356,8 +364,26 @@ class ModelBuilder(RigidBodyBuilder):
         check_solid(v, f, name)
         hull, mesh_mass = mass_props.mesh_hull_and_mass(v, f)
         half = 0.5 * (v.max(axis=0) - v.min(axis=0))
-        index = self._add_shape(SHAPE_MESH, body, pos, rot, half, ke, kd, mu, density, mesh_mass, points=hull)
+        if max_points < 4:
+            raise ValueError(f"{name}: max_points must be >= 4, got {max_points}")
+        points = mass_props.spread_subset(hull, max_points)
+        index = self._add_shape(SHAPE_MESH, body, pos, rot, half, ke, kd, mu, density, mesh_mass, points=points)
         self.shape_meshes[index] = (v, f)
+        return index
+
+    def add_visual_mesh(self, body, vertices, faces, pos=(0.0, 0.0, 0.0), rot=_IDENTITY_QUAT) -> int:
+        """Add a mesh that is only drawn (renderer, USD export), at ``pos``/``rot`` on ``body``
+        (-1: static): vertices (V, 3) m, faces (F, 3), any surface (open ones too); it has no
+        mass and no contact. Returns its index in ``visual_meshes``."""
+        if not -1 <= body < self.body_count:
+            raise ValueError(f"visual mesh: body {body} does not exist (0..{self.body_count - 1}, or -1)")
+        index = len(self.visual_meshes)
+        v = as_array("visual mesh vertices", vertices, (3,))
+        require_finite("visual mesh vertex", "position", v)
+        f = as_array("visual mesh faces", faces, (3,), dtype=np.int64)
+        if len(f) and (f.min() < 0 or f.max() >= len(v)):
+            raise ValueError(f"visual mesh {index}: a face refers to a vertex outside [0, {len(v)})")
+        self.visual_meshes.append((int(body), require_pose("visual mesh", index, pos, rot), v, f))
         return index
 
     def set_particle_contact(self, enabled=True, ke=1.0e3, kd=1.0, mu=0.5, max_neighbors=16):
@@ -437,6 +463,9 @@ class ModelBuilder(RigidBodyBuilder):
             for table, source in zip(self._tables(), other._tables()):
                 table.extend_from(source, remap)
         self.shape_meshes.update({shape_shift + i: mesh for i, mesh in other.shape_meshes.items()})
+        for body, pose, vertices, faces in other.visual_meshes:
+            placed = pose if body >= 0 else np.concatenate([pose[:3] + offset, pose[3:]])
+            self.visual_meshes.append((body + body_shift if body >= 0 else -1, placed, vertices, faces))
         self.excluded_body_pairs |= {(a + body_shift, b + body_shift if b >= 0 else -1)
                                      for a, b in other.excluded_body_pairs}
         return world0
@@ -504,6 +533,7 @@ class ModelBuilder(RigidBodyBuilder):
             "particle_max_radius": float(p.array("particle_radius").max()) if p.count else 0.0,
             "contact_pair_count": len(arrays["contact_pair"]),
             "shape_meshes": dict(self.shape_meshes),
+            "visual_meshes": list(self.visual_meshes),
             **rigid_scalars,
         }
         return Model(arrays, scalars, device, dtype, requires_grad)

@@ -177,6 +177,9 @@ MODEL_FIELDS = (
                   False),
         FieldSpec("shape_point_count", "int", "(C,)", "-",
                   "contact points of a mesh shape (its convex hull's vertices)", False),
+        FieldSpec("shape_collision_type", "int", "(C,)", "-",
+                  "collision bits of the shape: shapes a and b can touch if type_a & mask_b or type_b & mask_a", False),
+        FieldSpec("shape_collision_mask", "int", "(C,)", "-", "the collision bits the shape accepts", False),
     ),
     *built_by(
         "shape contact point",
@@ -247,6 +250,18 @@ MODEL_FIELDS = (
         FieldSpec("joint_limit_upper", "real", "(D,)", "rad or m", "upper joint limit", check=None),
         FieldSpec("joint_limit_ke", "real", "(D,)", "N m/rad or N/m", "limit spring stiffness", check="nonnegative"),
         FieldSpec("joint_limit_kd", "real", "(D,)", "N m s/rad or N s/m", "limit damping", check="nonnegative"),
+        FieldSpec("joint_f_lower", "real", "(D,)", "N m or N",
+                  "the control's joint_f is clamped to [joint_f_lower, joint_f_upper] (an actuator's range)",
+                  False, check=None),
+        FieldSpec("joint_f_upper", "real", "(D,)", "N m or N", "upper bound of the control's joint_f", False,
+                  check=None),
+        FieldSpec("joint_target_lower", "real", "(D,)", "rad or m",
+                  "the control's joint_target_q is clamped to [joint_target_lower, joint_target_upper]", False,
+                  check=None),
+        FieldSpec("joint_target_upper", "real", "(D,)", "rad or m", "upper bound of the control's joint_target_q",
+                  False, check=None),
+        FieldSpec("joint_drive_force_limit", "real", "(D,)", "N m or N",
+                  "the PD drive's force is clamped to +-this (then explicit)", False, check="nonnegative"),
     ),
 )
 

@@ -53,6 +53,20 @@ def mesh_hull_and_mass(vertices: np.ndarray, faces: np.ndarray):
     return hull, properties
 
 
+def spread_subset(points: np.ndarray, count: int) -> np.ndarray:
+    """At most ``count`` of ``points`` (P, 3), spread out by farthest-point sampling from the
+    point farthest from their centroid (deterministic); all of them when P <= count."""
+    points = np.asarray(points, dtype=np.float64)
+    if len(points) <= count:
+        return points
+    chosen = [int(np.argmax(np.linalg.norm(points - points.mean(axis=0), axis=1)))]
+    distance = np.linalg.norm(points - points[chosen[0]], axis=1)
+    for _ in range(count - 1):
+        chosen.append(int(np.argmax(distance)))
+        distance = np.minimum(distance, np.linalg.norm(points - points[chosen[-1]], axis=1))
+    return points[chosen]
+
+
 def shifted_inertia(mass: float, inertia: np.ndarray, rot, offset) -> np.ndarray:
     """Inertia (kg m^2) of a part about a point ``offset`` (m) from its centre of mass,
     after rotating the part by quaternion ``rot`` (x, y, z, w)."""
@@ -71,3 +85,18 @@ def combine(mass_a: float, com_a, inertia_a, mass_b: float, com_b, inertia_b):
     inertia = shifted_inertia(mass_a, inertia_a, (0, 0, 0, 1), np.asarray(com_a) - com)
     inertia += shifted_inertia(mass_b, inertia_b, (0, 0, 0, 1), np.asarray(com_b) - com)
     return total, com, inertia
+
+
+def balanced_inertia(inertia: np.ndarray) -> tuple:
+    """(inertia (3, 3) kg m^2, raised by (kg m^2) or 0.0): a symmetric positive inertia whose
+    principal moments break the triangle inequality (the largest above the sum of the other
+    two, which no mass distribution has) with the two smaller moments raised by half the
+    deficit each, the least change about the same axes that makes it physical."""
+    moments, axes = np.linalg.eigh(np.asarray(inertia, dtype=np.float64))
+    deficit = moments[2] - moments[0] - moments[1]
+    if deficit <= 1e-9 * moments[2] + 1e-15:
+        return inertia, 0.0
+    raise_by = 0.5 * deficit + 1e-12 * moments[2]  # a hair over, so the sum is not below by rounding
+    moments[:2] += raise_by
+    return axes @ np.diag(moments) @ axes.T, float(raise_by)
+

@@ -102,7 +102,8 @@ class Model:
     body_count, joint_count, joint_coord_count, joint_dof_count, articulation_count,
     max_articulation_dofs, articulation_H_size (entries of all dense joint-space matrices),
     contact_pair_count, shape_meshes (shape index -> (vertices (V, 3) m, faces (F, 3)) of
-    mesh shapes, host copies for export),
+    mesh shapes, host copies for export), visual_meshes (drawn-only meshes, see
+    ``ModelBuilder.visual_meshes``),
     up_axis (0, 1, 2), up_vector (tuple), friction_smoothing (m/s, the speed below which
     friction is smoothed), contact_damping_depth (m, the penetration over which penalty
     damping ramps in), particle_impacts (bool, impacts resolved at their time of impact),

@@ -149,7 +149,8 @@ class RigidBodyBuilder:
                     joint_spring_ref=spring_ref, joint_target_ke=target_ke,
                     joint_target_kd=target_kd, joint_limit_lower=np.clip(lower, -NO_LIMIT, NO_LIMIT),
                     joint_limit_upper=np.clip(upper, -NO_LIMIT, NO_LIMIT), joint_limit_ke=limit_ke,
-                    joint_limit_kd=limit_kd,
+                    joint_limit_kd=limit_kd, joint_f_lower=-NO_LIMIT, joint_f_upper=NO_LIMIT,
+                    joint_target_lower=-NO_LIMIT, joint_target_upper=NO_LIMIT, joint_drive_force_limit=NO_LIMIT,
                 )
             if len(q):
                 self.joint_coords.append(len(q), joint_q=q)
@@ -306,12 +307,53 @@ class RigidBodyBuilder:
             raise ValueError(f"exclude_contact: body {body_a} with itself (its shapes never collide with each other)")
         self.excluded_body_pairs.add((int(max(body_a, body_b)), int(min(body_a, body_b))))
 
+    def first_dof(self, joint: int) -> int:
+        """The row of a joint's first dof in the dof table (``joint_dofs``), in the order
+        joints were added."""
+        return int(np.array(JOINT_DOF_COUNT)[self.joints.array("joint_type")[:joint].astype(np.int64)].sum())
+
+    def set_control_range(self, joint: int, force=None, target=None, drive_force=None):
+        """Clamp the controls of a hinge or slide joint (an actuator's range): ``force`` =
+        (lower, upper) bounds its joint_f (N m or N), ``target`` = (lower, upper) its
+        joint_target_q (rad or m), ``drive_force`` (N m or N, >= 0) the PD drive's force to
+        +-drive_force; None leaves a range as it is (unbounded at first)."""
+        if not 0 <= joint < self.joints.count:
+            raise ValueError(f"set_control_range: joint {joint} does not exist ({self.joints.count} joints)")
+        if self.joints.array("joint_type")[joint] not in (JOINT_REVOLUTE, JOINT_PRISMATIC):
+            raise ValueError(f"set_control_range: joint {joint} is not a hinge or slide joint")
+        dof = self.first_dof(joint)
+        for name, bounds in (("joint_f", force), ("joint_target", target)):
+            if bounds is None:
+                continue
+            lower, upper = (float(v) for v in bounds)
+            if not lower <= upper:
+                raise ValueError(f"set_control_range: joint {joint}: {name} range [{lower:g}, {upper:g}] is empty")
+            self.joint_dofs.array(f"{name}_lower")[dof] = max(lower, -NO_LIMIT)
+            self.joint_dofs.array(f"{name}_upper")[dof] = min(upper, NO_LIMIT)
+        if drive_force is not None:
+            if not drive_force >= 0.0:
+                raise ValueError(f"set_control_range: joint {joint}: drive_force must be >= 0, got {drive_force}")
+            self.joint_dofs.array("joint_drive_force_limit")[dof] = min(float(drive_force), NO_LIMIT)
+
+    def set_collision_bits(self, shape: int, collision_type: int = 1, collision_mask: int = 1):
+        """Collision filtering by bits (MJCF's contype / conaffinity): shapes a and b can touch
+        only if ``type_a & mask_b`` or ``type_b & mask_a`` is non-zero. Every shape starts
+        with type 1 and mask 1 (all collide)."""
+        if not 0 <= shape < self.shapes.count:
+            raise ValueError(f"set_collision_bits: shape {shape} does not exist ({self.shapes.count} shapes)")
+        for name, bits in (("collision_type", collision_type), ("collision_mask", collision_mask)):
+            if not (isinstance(bits, (int, np.integer)) and 0 <= bits < 2**31):
+                raise ValueError(f"set_collision_bits: shape {shape}: {name} must be an integer in [0, 2^31), got {bits}")
+        self.shapes.array("shape_collision_type")[shape] = collision_type
+        self.shapes.array("shape_collision_mask")[shape] = collision_mask
+
     def _contact_pairs(self) -> np.ndarray:
         """Candidate shape pairs (N, 2): every body shape against every static shape of its
         world and every shape on another body of its world, except a joint's parent and
         child (looking through massless bodies without shapes between them, such as the
         intermediate links of an MJCF body with several joints), bodies of one articulation
-        unless ``articulation_self_contact``, and ``excluded_body_pairs``."""
+        unless ``articulation_self_contact``, ``excluded_body_pairs`` and pairs whose
+        collision bits do not meet (``set_collision_bits``)."""
         body, world = self.shapes.array("shape_body"), self.shapes.array("shape_world")
         nb = max(self.bodies.count, 1)
         parent, child = self.joints.array("joint_parent").copy(), self.joints.array("joint_child")
@@ -340,4 +382,7 @@ class RigidBodyBuilder:
             if not self.articulation_self_contact:
                 keep &= roots[ba] != roots[bb]
             pairs.append(np.stack([a[keep], b[keep]], axis=1))
-        return np.concatenate(pairs).astype(np.int64).reshape(-1, 2)
+        pairs = np.concatenate(pairs).astype(np.int64).reshape(-1, 2)
+        kind, mask = self.shapes.array("shape_collision_type"), self.shapes.array("shape_collision_mask")
+        a, b = pairs[:, 0], pairs[:, 1]
+        return pairs[((kind[a] & mask[b]) | (kind[b] & mask[a])) != 0]

@@ -14,9 +14,12 @@ damping armature ref``), composed in order as in MuJoCo (each joint but the last
 massless intermediate body at the body's frame; bodies between carry no shapes and do not
 change which shapes collide), or one ``<joint type="free">`` / ``<freejoint>``; ``<geom
 type="sphere|capsule|box|cylinder|mesh|plane">`` (``size fromto pos`` orientation ``density
-mass friction``; a cylinder weighs as a cylinder and collides as a capsule of the same
-radius and overall length; planes only in the worldbody; geoms with contype and
-conaffinity 0 add their mass but no collision shape); ``<actuator>`` ``<motor joint
+mass friction contype conaffinity``; a cylinder weighs as a cylinder and collides as a
+capsule of the same radius and overall length; a mesh weighs as the file's solid when its
+surface is closed, else as its convex hull (listed), and collides through its hull; planes only in the worldbody; ``contype`` /
+``conaffinity`` filter contacts as MuJoCo's bits do (``ModelBuilder.set_collision_bits``);
+geoms with both 0 add their mass but no collision shape, and mesh ones among them are drawn
+(``ModelBuilder.add_visual_mesh``)); ``<actuator>`` ``<motor joint
 gear>``, ``<position joint kp kv>``, ``<velocity joint kv>`` and ``<general>`` ones whose
 fixed gain and affine bias make a motor, a position or a velocity servo (position/velocity
 actuators set the joint's drive gains); joint ``stiffness springref frictionloss`` (joint
@@ -88,15 +91,11 @@ class _Reader:
         self.autolimits = compiler.get("autolimits", "true") == "true"
         self.inertia_from_geoms = compiler.get("inertiafromgeom", "auto") == "true"
         self.mesh_dir = self.path.parent / compiler.get("meshdir", "")
-        self.meshes = {}
-        for mesh in root.iter("mesh"):
-            if mesh.get("file") is not None:
-                name = mesh.get("name") or Path(mesh.get("file")).stem
-                scale = self.numbers(mesh, "scale", 3, (1.0, 1.0, 1.0))
-                self.meshes[name] = load_mesh(self.path, mesh, resolve_mesh(self.path, mesh, mesh.get("file"),
-                                                                            self.mesh_dir), scale)
-        self.scene = ImportedScene(unhonoured=list(tree.unhonoured))
         self.rotation, self.angle, self.fail, self.numbers = tree.rotation, tree.angle, tree.fail, tree.numbers
+        self.mesh_assets = {mesh.get("name") or Path(mesh.get("file")).stem: mesh
+                            for mesh in root.iter("mesh") if mesh.get("file") is not None}
+        self.meshes = {}  # name -> (vertices, faces) of the collision surface, loaded on first use
+        self.scene = ImportedScene(unhonoured=list(tree.unhonoured))
 
     # -------------------------------------------------------------- bodies
     def add_body(self, b: ModelBuilder, element, parent: int):
@@ -203,8 +202,12 @@ class _Reader:
         """Add a geom to ``body`` (-1: static): a collision shape with its mass, or, with
         contype and conaffinity 0, only its mass (as MuJoCo, such geoms still weigh)."""
         gtype = geom.get("type", "sphere")
-        collides = not (geom.get("contype", "1") == "0" and geom.get("conaffinity", "1") == "0")
-        if not collides and (body == -1 or not use_density):
+        bits = tuple(self.integer(geom, key) for key in ("contype", "conaffinity"))
+        collides = bits != (0, 0)
+        weighs = body >= 0 and use_density and float(geom.get("density", 1000.0)) > 0.0
+        if not collides and gtype == "mesh":
+            self.add_visual_mesh(b, geom, body)
+        if not collides and not weighs:
             return
         friction = self.numbers(geom, "friction", (1, 2, 3), (1.0,))
         contact = dict(ke=self.ke, kd=self.kd, mu=float(friction[0]))
@@ -231,20 +234,27 @@ class _Reader:
             if gtype == "plane":
                 if body != -1:
                     self.fail(geom, "planes must be static (in the worldbody)")
-                b.add_shape_plane(pos=pos, rot=rot, **contact)
+                b.set_collision_bits(b.add_shape_plane(pos=pos, rot=rot, **contact), *bits)
                 return
             shape_volume, properties, add = self.primitive(b, geom, gtype, size)
             mass = geom.get("mass")
             if use_density and mass is not None:
                 density = float(mass) / shape_volume
             if collides:
-                add(body, pos, rot, density, contact)
+                b.set_collision_bits(add(body, pos, rot, density, contact), *bits)
             elif density > 0.0:
                 b.add_body_mass(body, *properties(density), pos=pos, rot=rot)
         except SceneFileError:
             raise
         except ValueError as error:
             self.fail(geom, str(error))
+
+    def integer(self, geom, key: str, default: int = 1) -> int:
+        """A non-negative integer attribute (collision bits)."""
+        text = geom.get(key, str(default))
+        if not text.isdigit():
+            self.fail(geom, f"{key}=\"{text}\" must be a non-negative integer")
+        return int(text)
 
     def primitive(self, b: ModelBuilder, geom, gtype: str, size: np.ndarray) -> tuple:
         """(volume m^3, density -> (mass, com, inertia), adder(body, pos, rot, density,
@@ -281,9 +291,7 @@ class _Reader:
                 lambda body, p, q, rho, c: b.add_shape_box(body, p, q, *size[:3], density=rho, **c)
         if gtype == "mesh":
             name = geom.get("mesh")
-            if name not in self.meshes:
-                self.fail(geom, f"unknown mesh \"{name}\"")
-            vertices, faces = self.meshes[name]
+            vertices, faces = self.collision_mesh(geom)
             from wpsim.core.mass import mesh_hull_and_mass
             from wpsim.core.meshing import signed_volume
 
@@ -291,6 +299,44 @@ class _Reader:
                 lambda body, p, q, rho, c: b.add_shape_mesh(body, vertices, faces, p, q, density=rho,
                                                             name=f"{self.path}: mesh {name}", **c)
         self.fail(geom, f"unknown geom type \"{gtype}\" (supported: sphere, capsule, cylinder, box, mesh, plane)")
+
+    def mesh_asset(self, geom):
+        """The <mesh> asset a mesh geom names (a SceneFileError if none)."""
+        name = geom.get("mesh")
+        if name not in self.mesh_assets:
+            self.fail(geom, f"unknown mesh \"{name}\"")
+        return self.mesh_assets[name]
+
+    def collision_mesh(self, geom) -> tuple:
+        """(vertices (V, 3) m, faces (F, 3)) that a mesh geom collides and weighs with: the
+        file's surface, or its convex hull (recorded once per asset) when it is not a solid;
+        MuJoCo collides with the convex hull of every mesh."""
+        name = geom.get("mesh")
+        if name not in self.meshes:
+            mesh = self.mesh_asset(geom)
+            scale = self.numbers(mesh, "scale", 3, (1.0, 1.0, 1.0))
+            vertices, faces, note = load_mesh(self.path, mesh, resolve_mesh(self.path, mesh, mesh.get("file"),
+                                                                            self.mesh_dir), scale)
+            if note is not None:
+                self.scene.unhonoured.append(self.tree.unhonoured_here(mesh, "file", mesh.get("file"), note))
+            self.meshes[name] = vertices, faces
+        return self.meshes[name]
+
+    def add_visual_mesh(self, b: ModelBuilder, geom, body: int):
+        """Draw a non-colliding mesh geom (``ModelBuilder.add_visual_mesh``); a file that
+        cannot be read is recorded, not raised: drawing never blocks an import."""
+        from wpsim.io.mesh_files import load_triangles
+
+        mesh = self.mesh_asset(geom)
+        try:
+            path = resolve_mesh(self.path, mesh, mesh.get("file"), self.mesh_dir)
+            surface = load_triangles(path, self.numbers(mesh, "scale", 3, (1.0, 1.0, 1.0)))
+        except ValueError as error:
+            self.scene.unhonoured.append(self.tree.unhonoured_here(geom, "mesh", geom.get("mesh"),
+                                                                   f"is not drawn: {error}"))
+            return
+        b.add_visual_mesh(body, surface.vertices, surface.faces, self.numbers(geom, "pos", 3, (0.0, 0.0, 0.0)),
+                          self.rotation(geom))
 
     # -------------------------------------------------------------- actuators
     def add_actuators(self, b: ModelBuilder, root):
@@ -301,6 +347,9 @@ class _Reader:
             if actuator.tag not in ("motor", "position", "velocity", "general"):
                 self.fail(actuator, "unsupported actuator (supported: motor, position, velocity, general)")
             joint_name = actuator.get("joint")
+            others = [key for key in ("tendon", "site", "body", "jointinparent") if actuator.get(key) is not None]
+            if joint_name is None and others:  # listed as not honoured by the compile step: dropped
+                continue
             if joint_name not in self.scene.joints:
                 self.fail(actuator, f"unknown joint \"{joint_name}\"")
             joint = self.scene.joints[joint_name]
@@ -312,8 +361,67 @@ class _Reader:
                 self.set_gain(b, joint, "joint_target_ke", kp)
             if kind in ("position", "velocity") and (kv > 0.0 or kind == "velocity"):
                 self.set_gain(b, joint, "joint_target_kd", kv)
+            self.apply_ranges(b, actuator, kind, joint, gear, gain)
             self.scene.actuators.append({"name": actuator.get("name") or f"actuator{len(self.scene.actuators)}",
                                          "joint": joint, "kind": kind, "gear": gear * gain})
+
+    def apply_ranges(self, b: ModelBuilder, actuator, kind: str, joint: int, gear: float, gain: float):
+        """An actuator's control range and force range (``forcerange``, times the gear, and its
+        joint's ``actuatorfrcrange``) onto the joint: a motor's joint_f bounds, a position
+        servo's target bounds and symmetric drive force limit. What cannot be mapped is listed."""
+        controls = self.control_range(actuator, b, joint)
+        forces = self.bounded(actuator, "force")
+        forces = None if forces is None else np.sort(gear * forces)
+        joint_element = next(j for j in self.tree.root.iter("joint") if j.get("name") == actuator.get("joint"))
+        on_joint = self.bounded(joint_element, "actuatorfrc")
+        if on_joint is not None:
+            forces = on_joint if forces is None else np.array([max(forces[0], on_joint[0]), min(forces[1], on_joint[1])])
+        if kind == "motor":
+            bounds = None if controls is None else np.sort(gear * gain * controls)
+            if forces is not None:
+                bounds = forces if bounds is None else np.array([max(bounds[0], forces[0]), min(bounds[1], forces[1])])
+            if bounds is not None:
+                b.set_control_range(joint, force=bounds)
+            return
+        if controls is not None and kind == "position":
+            b.set_control_range(joint, target=controls)
+        elif controls is not None:
+            self.scene.unhonoured.append(self.tree.unhonoured_here(
+                actuator, "ctrlrange", actuator.get("ctrlrange"), "is not honoured: velocity targets are not clamped"))
+        if forces is not None and np.isclose(-forces[0], forces[1]):
+            b.set_control_range(joint, drive_force=float(forces[1]))
+        elif forces is not None:
+            self.scene.unhonoured.append(self.tree.unhonoured_here(
+                actuator, "forcerange", actuator.get("forcerange"),
+                f"is not honoured: the servo's force range {forces.tolist()} is not symmetric"))
+
+    def bounded(self, element, prefix: str):
+        """(lower, upper) of an element's ``<prefix>range`` when ``<prefix>limited`` is true, or
+        "auto" (the default) under ``autolimits``; None when unlimited."""
+        limited = element.get(f"{prefix}limited", "auto")
+        bounds = self.numbers(element, f"{prefix}range", 2)
+        if limited == "true" and bounds is None:
+            self.fail(element, f"{prefix}limited=\"true\" needs a {prefix}range")
+        if limited == "false" or bounds is None or (limited == "auto" and not self.autolimits):
+            return None
+        if not bounds[0] <= bounds[1]:
+            self.fail(element, f"{prefix}range=\"{element.get(prefix + 'range')}\" is empty (lower > upper)")
+        return bounds
+
+    def control_range(self, actuator, b: ModelBuilder, joint: int):
+        """The (lower, upper) control range of an actuator, or None when unlimited (see
+        ``bounded``); a position actuator's ``inheritrange`` r > 0 takes the joint's range,
+        scaled by r about its middle."""
+        inherit = self.numbers(actuator, "inheritrange", 1, (0.0,))[0]
+        if inherit > 0.0:
+            dof = b.first_dof(joint)
+            lower = b.joint_dofs.array("joint_limit_lower")[dof]
+            upper = b.joint_dofs.array("joint_limit_upper")[dof]
+            if upper - lower > 1e20:
+                self.fail(actuator, "inheritrange needs a joint with a range")
+            middle, half = 0.5 * (lower + upper), 0.5 * inherit * (upper - lower)
+            return np.array([middle - half, middle + half])
+        return self.bounded(actuator, "ctrl")
 
     _PARAMETER_COUNTS = tuple(range(1, 11))  # gainprm / biasprm may give up to 10 numbers
 
@@ -362,8 +470,9 @@ class _Reader:
                     geom, "solref", geom.get("solref"), "is not honoured: only solref's time-constant form (> 0)"))
             elif (ref, imp) != common:
                 self.scene.unhonoured.append(self.tree.unhonoured_here(
-                    geom, "solref", geom.get("solref"), f"differs from the file's common setting {common}, which "
-                                                        "wpsim's single soft-contact setting uses"))
+                    geom, "solref", geom.get("solref"),
+                    f"differs from the file's common setting (solref {' '.join(f'{v:g}' for v in common[0])}, solimp "
+                    f"{' '.join(f'{v:g}' for v in common[1])}), which wpsim's single soft-contact setting uses"))
         if time_constant > 0.0 and damping_ratio > 0.0 and 0.0 < dmax < 1.0:
             self.scene.contact_settings = {"time_constant": float(time_constant), "damping_ratio": float(damping_ratio),
                                            "impedance": float(dmax)}
@@ -417,9 +526,7 @@ class _Reader:
     @staticmethod
     def set_gain(b: ModelBuilder, joint: int, column: str, value: float):
         """Set a drive gain of a 1-dof joint (its row in the builder's dof table)."""
-        types = b.joints.array("joint_type")
-        row = int(sum(JOINT_DOF_COUNT[int(t)] for t in types[:joint]))
-        b.joint_dofs.array(column)[row] = value
+        b.joint_dofs.array(column)[b.first_dof(joint)] = value
 
 
 def import_mjcf(path, builder: ModelBuilder | None = None, ke: float = 1.0e4, kd: float = 100.0) -> tuple:

@@ -25,6 +25,7 @@ from wpsim.io.scene_parsing import SceneFileError, describe, floats, parse_xml, 
 
 ANY = None
 _POSE = {"pos": ANY, "quat": ANY, "euler": ANY, "axisangle": ANY, "xyaxes": ANY, "zaxis": ANY}
+_CONTROL_RANGE = {"ctrllimited": ANY, "ctrlrange": ANY, "forcelimited": ANY, "forcerange": ANY}
 HONOURED = {
     "mujoco": {"model": ANY},
     "compiler": {"angle": ANY, "eulerseq": ANY, "meshdir": ANY, "autolimits": ANY, "coordinate": ANY,
@@ -39,19 +40,20 @@ HONOURED = {
     "inertial": {"mass": ANY, "diaginertia": ANY, "fullinertia": ANY, **_POSE},
     "joint": {"name": ANY, "class": ANY, "type": ANY, "pos": ANY, "axis": ANY, "range": ANY, "limited": ANY,
               "damping": ANY, "armature": ANY, "stiffness": ANY, "ref": ANY, "springref": ANY,
-              "frictionloss": ANY},
+              "frictionloss": ANY, "actuatorfrcrange": ANY, "actuatorfrclimited": ANY},
     "freejoint": {"name": ANY},
     "geom": {"name": ANY, "class": ANY, "type": ANY, "size": ANY, "fromto": ANY, "density": ANY, "mass": ANY,
              "solref": ANY, "solimp": ANY,
              "friction": ANY, "contype": ANY, "conaffinity": ANY, "mesh": ANY, "condim": ("3",), **_POSE},
     "actuator": {},
-    "motor": {"name": ANY, "class": ANY, "joint": ANY, "gear": ANY, "ctrllimited": ("false",)},
-    "position": {"name": ANY, "class": ANY, "joint": ANY, "gear": ANY, "kp": ANY, "kv": ANY, "ctrllimited": ("false",)},
+    "motor": {"name": ANY, "class": ANY, "joint": ANY, "gear": ANY, **_CONTROL_RANGE},
+    "position": {"name": ANY, "class": ANY, "joint": ANY, "gear": ANY, "kp": ANY, "kv": ANY, "inheritrange": ANY,
+                 **_CONTROL_RANGE},
     "general": {"name": ANY, "class": ANY, "joint": ANY, "gear": ANY, "gaintype": ANY, "biastype": ANY,
-                "dyntype": ANY, "gainprm": ANY, "biasprm": ANY, "ctrllimited": ("false",)},
+                "dyntype": ANY, "gainprm": ANY, "biasprm": ANY, **_CONTROL_RANGE},
     "contact": {},
     "exclude": {"name": ANY, "body1": ANY, "body2": ANY},
-    "velocity": {"name": ANY, "class": ANY, "joint": ANY, "gear": ANY, "kv": ANY, "ctrllimited": ("false",)},
+    "velocity": {"name": ANY, "class": ANY, "joint": ANY, "gear": ANY, "kv": ANY, **_CONTROL_RANGE},
     "keyframe": {},
     "key": {"name": ANY, "qpos": ANY, "qvel": ANY},
 }
@@ -86,6 +88,7 @@ class MjcfTree:
         self.path = path
         self.lines: dict = {}
         self.root = self._parse(path, ())
+        self._merge_sections()
         self.unhonoured: list = []
         self._report(self.root, inside_default=False)
         compiler = self.root.find("compiler")
@@ -119,6 +122,20 @@ class MjcfTree:
                 for k, child in enumerate(self._parse(target, chain + (path.resolve(),))):
                     parent.insert(index + k, child)
         return root
+
+    def _merge_sections(self):
+        """Fold repeated top-level sections (a file and its includes may each give a
+        <worldbody>, <asset>, <actuator>, ...) into the first of each kind, as MuJoCo reads
+        them: children in document order, later attributes over earlier ones."""
+        first: dict = {}
+        for section in list(self.root):
+            if section.tag not in first:
+                first[section.tag] = section
+                continue
+            kept = first[section.tag]
+            kept.attrib.update(section.attrib)
+            kept.extend(list(section))
+            self.root.remove(section)
 
     def numbers(self, element, attribute: str, count, default=None):
         """``floats`` of an element's attribute; errors name its file, element and line."""
@@ -218,8 +235,9 @@ class MjcfTree:
         if kind == "euler":
             sequence = "".join(c.upper() if c.islower() else c.lower() for c in self.eulerseq)
             return quat_from_euler([self.angle(a) for a in values], sequence)
-        vector = values[:3] if kind != "xyaxes" else np.cross(values[:3], values[3:])
-        if np.linalg.norm(values) < 1e-12 or np.linalg.norm(vector) < 1e-12:
+        # the part that must not vanish: a quaternion, an axis, the z axis, the x-y normal
+        vector = values if kind == "quat" else np.cross(values[:3], values[3:]) if kind == "xyaxes" else values[:3]
+        if np.linalg.norm(vector) < 1e-12:
             self.fail(element, f"{kind}=\"{element.get(kind)}\" is degenerate")
         if kind == "quat":
             w, x, y, z = values / np.linalg.norm(values)

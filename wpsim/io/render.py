@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import warp as wp
 
-from wpsim.core.geometry import boundary_faces
+from wpsim.core.geometry import boundary_faces, quat_to_matrix, transform_multiply
 from wpsim.kernels import render as kernels
 from wpsim.kernels.enums import SHAPE_CAPSULE, SHAPE_MESH, SHAPE_PLANE, SHAPE_SPHERE
 
@@ -239,27 +239,34 @@ class SceneRenderer:
             faces.append(np.asarray(mesh_faces) + start)
             colors.append(np.tile(PALETTE[max(bodies[shape], 0) % len(PALETTE)], (len(mesh_faces), 1)))
             start += len(vertices)
+        self._visual_meshes = []  # (body, pose in its frame, first point in the soup, local vertices)
+        for body, pose, vertices, mesh_faces in m.visual_meshes:
+            self._visual_meshes.append((body, pose, start, np.asarray(vertices, np.float64)))
+            faces.append(np.asarray(mesh_faces) + start)
+            colors.append(np.tile(PALETTE[max(body, 0) % len(PALETTE)], (len(mesh_faces), 1)))
+            start += len(vertices)
         self._soup_points = start
         self._faces = np.concatenate(faces).astype(np.int64).reshape(-1, 3)
         self._face_color = np.concatenate(colors).reshape(-1, 3)
 
-    def _poses(self, state) -> np.ndarray:
-        """(C, 7) world poses of every shape (static ones as given)."""
-        from wpsim.core.geometry import transform_multiply
+    def _body_poses(self, state) -> np.ndarray:
+        """(B, 7) world poses of the bodies of ``state`` (from its joint coordinates)."""
         from wpsim.solvers.kinematics import eval_fk
 
+        return eval_fk(self.model, state).body_q.numpy().astype(np.float64).reshape(-1, 7)
+
+    def _poses(self, state) -> np.ndarray:
+        """(C, 7) world poses of every shape (static ones as given)."""
         m = self.model
         local = m.shape_transform.numpy().astype(np.float64).reshape(-1, 7)
         if m.body_count == 0:
             return local
-        body_q = eval_fk(m, state).body_q.numpy().astype(np.float64)
+        body_q = self._body_poses(state)
         bodies = m.shape_body.numpy()
         return np.array([transform_multiply(body_q[b], x) if b >= 0 else x for b, x in zip(bodies, local)])
 
     def frame_of(self, state) -> Frame:
         """The ``Frame`` ``state`` shows (body poses from its joint coordinates)."""
-        from wpsim.core.geometry import quat_to_matrix
-
         m = self.model
         poses = self._poses(state)
         particles = state.particle_q.numpy().astype(np.float64).reshape(-1, 3)
@@ -267,6 +274,10 @@ class SceneRenderer:
         points[: m.particle_count] = particles
         for shape, start, vertices in self._mesh_shapes:
             pose = poses[shape]
+            points[start:start + len(vertices)] = vertices @ quat_to_matrix(pose[3:]).T + pose[:3]
+        body_q = self._body_poses(state) if self._visual_meshes else None
+        for body, local, start, vertices in self._visual_meshes:
+            pose = transform_multiply(body_q[body], local) if body >= 0 else local
             points[start:start + len(vertices)] = vertices @ quat_to_matrix(pose[3:]).T + pose[:3]
         return Frame(m.shape_kind.numpy()[self._shape_rows], poses[self._shape_rows],
                      m.shape_size.numpy().astype(np.float64)[self._shape_rows], self._shape_color, points, self._faces,

@@ -120,15 +120,16 @@ def resolve_mesh(path: Path, element, filename: str, directory: Path) -> Path:
 
 
 def load_mesh(path: Path, element, mesh_path: Path, scale) -> tuple:
-    """(vertices (V, 3) m, faces (F, 3)) of a mesh file, scaled per axis; errors name the
-    scene file and element."""
-    from wpsim.io.mesh_files import load_surface
+    """(vertices (V, 3) m, faces (F, 3), note) of a mesh file for a collision shape, scaled
+    per axis: its surface, or its convex hull when the surface does not bound a solid (note
+    then says why; None otherwise). Errors name the scene file and element."""
+    from wpsim.io.mesh_files import load_collision_surface
 
     try:
-        mesh = load_surface(mesh_path)
+        mesh, note = load_collision_surface(mesh_path, scale)
     except ValueError as error:
         raise SceneFileError(f"{path}: {describe(element)}: {error}") from error
-    return np.asarray(mesh.vertices) * np.asarray(scale, dtype=np.float64), np.asarray(mesh.faces)
+    return np.asarray(mesh.vertices), np.asarray(mesh.faces), note
 
 
 def add_all_or_nothing(builder, build):

@@ -3,8 +3,9 @@
 Supported: ``<link>`` with ``<inertial>`` (``origin xyz rpy``, ``mass``, ``inertia``) and
 ``<collision>`` geometry ``box``, ``sphere``, ``cylinder`` (imported as a capsule of the
 same radius and overall length) and ``mesh`` (``filename``, ``scale``);
-``<joint type="revolute|continuous|prismatic|fixed|floating">`` with ``origin``, ``axis``,
-``limit lower upper`` and ``dynamics damping``. A link named ``world`` (no inertial) is the
+``<joint type="revolute|continuous|prismatic|fixed|floating|spherical">`` (spherical:
+pybullet's ball joint, without limits) with ``origin``, ``axis``, ``limit lower upper`` and
+``dynamics damping friction``. A link named ``world`` (no inertial) is the
 world; other root links are welded to the world, or float freely with ``floating=True``.
 URDF has no actuators: drive gains are importer arguments (``drive_ke``, ``drive_kd``).
 
@@ -33,6 +34,12 @@ Conventions of real robot files:
   collision geometry (uniform density) scaled to that mass, placed at the inertial origin;
   without collision geometry a solid sphere of that mass at ``default_density``. Listed in
   ``ImportedScene.unhonoured``.
+- Collision meshes that do not bound a solid (open, non-manifold, inconsistently wound: most
+  exported robot meshes) collide and weigh as their convex hull, listed once per file in
+  ``ImportedScene.unhonoured``.
+- Principal moments that break the triangle inequality (no rigid body has them; pybullet
+  accepts them): the two smaller are raised by half the deficit each, the least change about
+  the same axes, and the link is listed in ``ImportedScene.unhonoured``.
 - xacro files (``.xacro`` suffix, ``<xacro:...>`` or other xacro-namespace elements, ``${...}``
   with ``xmlns:xacro``) are refused with a hint to expand them with ``xacro`` first; macros
   are never evaluated here. A bare ``xmlns:xacro`` declaration (xacro keeps it in its output)
@@ -58,6 +65,7 @@ import numpy as np
 
 from wpsim.core.builder import ModelBuilder
 from wpsim.core.geometry import quat_to_matrix
+from wpsim.core.mass import balanced_inertia
 from wpsim.io.mjcf_compile import Unhonoured
 from wpsim.io.scene_parsing import (
     ImportedScene,
@@ -70,7 +78,7 @@ from wpsim.io.scene_parsing import (
     quat_from_euler,
 )
 
-JOINT_TYPES = ("revolute", "continuous", "prismatic", "fixed", "floating")
+JOINT_TYPES = ("revolute", "continuous", "prismatic", "fixed", "floating", "spherical")  # spherical: pybullet's
 PACKAGE_PATH_VARIABLE = "WPSIM_PACKAGE_PATH"
 """Environment variable: folders (``os.pathsep``-separated) searched for ``package://`` meshes."""
 
@@ -109,7 +117,7 @@ def package_search_path(package_paths=None) -> list:
     return [Path(p).expanduser() for p in list(package_paths) + env.split(os.pathsep) if str(p)]
 
 
-def _resolve_mesh(path: Path, link, filename: str, roots: list) -> Path:
+def resolve_mesh_uri(path: Path, link, filename: str, roots: list) -> Path:
     """The local file a URDF mesh ``filename`` names (see the module docstring); it must exist."""
     where = f"{path}: {describe(link)} mesh \"{filename}\""
     scheme, sep, rest = filename.partition("://")
@@ -193,7 +201,7 @@ def _sphere(mass: float, density: float) -> tuple:
 def _add_collisions(path: Path, b: ModelBuilder, link, body: int, contact: dict, roots: list, meshes: dict,
                     density: float = 0.0):
     """The link's collision shapes, massless unless ``density`` > 0 (kg/m^3); ``meshes``
-    caches loaded mesh files."""
+    caches loaded mesh files: (filename, scale) -> (vertices, faces, note, first element)."""
     for collision in link.findall("collision"):
         geometry = collision.find("geometry")
         shape = None if geometry is None or len(geometry) == 0 else geometry[0]
@@ -217,9 +225,9 @@ def _add_collisions(path: Path, b: ModelBuilder, link, body: int, contact: dict,
                 scale = floats(path, shape, "scale", 3, (1.0, 1.0, 1.0))
                 key = (filename, tuple(scale))
                 if key not in meshes:
-                    mesh_path = _resolve_mesh(path, link, filename, roots)
-                    meshes[key] = load_mesh(path, shape, mesh_path, scale)
-                vertices, faces = meshes[key]
+                    mesh_path = resolve_mesh_uri(path, link, filename, roots)
+                    meshes[key] = (*load_mesh(path, shape, mesh_path, scale), shape)
+                vertices, faces = meshes[key][:2]
                 b.add_shape_mesh(body, vertices, faces, pos, rot, density=density, name=f"{path}: {filename}",
                                  **contact)
             else:
@@ -350,6 +358,10 @@ def import_urdf(path, builder: ModelBuilder | None = None, floating: bool = Fals
         elif name in by_sphere:
             mass = default_mass
             radius, inertia = _sphere(mass, default_density)
+        inertia, raised = balanced_inertia(inertia)
+        if raised:
+            note(link.find("inertial"), f"of {describe(link)}: principal moments break the triangle inequality (no "
+                 f"rigid body has them): the two smaller raised by {raised:.3g} kg m^2 each", label="<inertial>")
         try:
             body = scene.bodies[name] = b.add_body(mass=mass, com=com, inertia=inertia)
         except ValueError as error:
@@ -382,6 +394,11 @@ def import_urdf(path, builder: ModelBuilder | None = None, floating: bool = Fals
                     index = b.add_joint_free(scene.bodies[c], pos=pos, rot=rot)
                 elif jtype == "fixed":
                     index = b.add_joint_fixed(parent, scene.bodies[c], parent_pos=pos, parent_rot=rot)
+                elif jtype == "spherical":
+                    index = b.add_joint_ball(parent, scene.bodies[c], parent_pos=pos, parent_rot=rot)
+                    if joint.find("limit") is not None:
+                        note(joint.find("limit"), f"of {describe(joint)} is not honoured: ball joints have no limits",
+                             label="<limit>")
                 else:
                     index = _moving_joint(path, b, joint, jtype, parent, scene.bodies[c], pos, rot, drive_ke, drive_kd,
                                           note)
@@ -392,6 +409,9 @@ def import_urdf(path, builder: ModelBuilder | None = None, floating: bool = Fals
             scene.joints[joint.get("name") or f"joint{index}"] = index
 
     add_all_or_nothing(builder, build)
+    for (filename, _), (_, _, mesh_note, shape) in meshes.items():
+        if mesh_note is not None:
+            note(shape, f"mesh \"{filename}\" is {mesh_note}", label="<mesh>")
     if scene.unhonoured:
         count = len(scene.unhonoured)
         listed = "\n".join(f"  {item}" for item in scene.unhonoured)

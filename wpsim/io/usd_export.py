@@ -12,7 +12,9 @@ extension, atomically (a temporary file beside the target, then a rename). Layou
         <body name>            Xform per rigid body (body_<b> if unnamed; its index in the int attribute
                                wpsim:body): translate + orient time samples,
           shape_<s>            its collision shapes (Sphere, Cube scaled, Capsule, Mesh) in body frame
-      /World/shapes            static collision shapes (Plane, Sphere, Cube, Capsule, Mesh)
+          visual_<k>           its drawn-only meshes (``ModelBuilder.add_visual_mesh``), purpose render
+      /World/shapes            static collision shapes (Plane, Sphere, Cube, Capsule, Mesh) and
+                               static drawn-only meshes
       /World/markers/<name>    Points with a display colour per marker set (``add_markers``):
                                targets, measured and simulated markers
 
@@ -342,7 +344,18 @@ class UsdRecorder:
         xform.AddOrientOp(UsdGeom.XformOp.PrecisionDouble)
         for i, kind, _, transform, size in self._body_shapes.get(int(body), []):
             self._define_shape(stage, f"{path}/shape_{i}", i, kind, transform, size)
+        self._define_visuals(stage, path, int(body))
         return xform
+
+    def _define_visuals(self, stage, path: str, body: int):
+        """The drawn-only meshes of ``body`` (-1: static, in world frame) as Mesh prims
+        ``visual_<k>`` under ``path``, with purpose "render"."""
+        from pxr import UsdGeom
+
+        for k, (owner, pose, vertices, faces) in enumerate(self.model.visual_meshes):
+            if owner == body:
+                prim = define_shape(stage, f"{path}/visual_{k}", SHAPE_MESH, pose, np.zeros(3), (vertices, faces))
+                prim.CreatePurposeAttr(UsdGeom.Tokens.render)
 
     def _author_frames(self, prims: list, frames: list):
         """Time samples of points, extents and body poses, time code k for frame k."""
@@ -377,13 +390,14 @@ class UsdRecorder:
         """Static collision shapes under /World/shapes, in world frame (quaternion x, y, z, w)."""
         from pxr import UsdGeom
 
-        if not self._shapes:
+        if not self._shapes and not any(body < 0 for body, *_ in self.model.visual_meshes):
             return
         UsdGeom.Scope.Define(stage, "/World/shapes")
         for i, kind, world, transform, size in self._shapes:
             offset = self._world_offset(world) if world >= 0 else np.zeros(3)
             placed = np.concatenate([transform[:3] + offset, transform[3:]])
             self._define_shape(stage, f"/World/shapes/shape_{i}", i, kind, placed, size)
+        self._define_visuals(stage, "/World/shapes", -1)
 
     def _define_shape(self, stage, path: str, index: int, kind: int, transform: np.ndarray, size: np.ndarray):
         """Collision shape ``index`` as a prim at ``transform`` in its parent's frame."""

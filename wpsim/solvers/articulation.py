@@ -96,6 +96,8 @@ class ArticulationStepper:
                 model.joint_qd_start, model.joint_armature, model.joint_damping, model.joint_friction, model.joint_stiffness,
                 model.joint_spring_ref, model.joint_target_ke,
                 model.joint_target_kd, model.joint_limit_lower, model.joint_limit_upper, *self._limit_gains,
+                model.joint_f_lower, model.joint_f_upper, model.joint_target_lower, model.joint_target_upper,
+                model.joint_drive_force_limit,
                 state_in.joint_q, state_in.joint_qd, scratch.dof_motion, scratch.subtree_mass, scratch.subtree_h,
                 scratch.subtree_J, scratch.subtree_bias, scratch.subtree_damping, control.joint_f,
                 control.joint_target_q, control.joint_target_qd, solver._friction_smoothing, real(dt),

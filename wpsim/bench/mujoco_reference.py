@@ -1,14 +1,17 @@
-"""MuJoCo as the reference for MJCF import tests: the same file rolled out by MuJoCo (Euler,
-contact off) and by wpsim from the same perturbed initial state, joint coordinates in
-MuJoCo's qpos layout (quaternions w x y z)."""
+"""MuJoCo as the reference for MJCF import (the tests and suite ``import_corpus``): the same
+file rolled out by MuJoCo (contact off; Euler, or implicitfast where the file asks for it:
+both then step as wpsim's semi-implicit Euler, whose drive damping is implicit like
+implicitfast's) and by wpsim from the same perturbed initial state, joint coordinates in
+MuJoCo's qpos layout (quaternions w x y z). Needs ``mujoco``."""
 
 import warnings
+from contextlib import contextmanager
 
 import numpy as np
 import warp as wp
 
-import wpsim
 from wpsim.io.mjcf import import_mjcf
+from wpsim.solvers import SemiImplicitSolver
 
 _QPOS = {0: 7, 1: 4}  # MuJoCo joint type -> coordinates (free, ball); hinge and slide have 1
 _QVEL = {0: 6, 1: 3}
@@ -23,17 +26,26 @@ def _quat_last(coords, count: int, shift: int) -> np.ndarray:
     return coords
 
 
-def load_mujoco(path):
-    """MuJoCo's model of ``path``; its compiler warnings (e.g. settotalmass is deprecated) are
-    collected instead of written to MUJOCO_LOG.TXT in the working directory."""
+@contextmanager
+def mujoco_warnings_kept(heard: list | None = None):
+    """Inside the block MuJoCo's warnings (compiler notes, "the simulation is unstable") go to
+    ``heard`` instead of MUJOCO_LOG.TXT in the working directory."""
     import mujoco
 
-    previous, heard = mujoco.get_mju_user_warning(), []
-    mujoco.set_mju_user_warning(heard.append)
+    previous = mujoco.get_mju_user_warning()
+    mujoco.set_mju_user_warning((heard if heard is not None else []).append)
     try:
-        return mujoco.MjModel.from_xml_path(str(path))
+        yield
     finally:
         mujoco.set_mju_user_warning(previous)
+
+
+def load_mujoco(path):
+    """MuJoCo's model of ``path`` (its compiler warnings kept out of the working directory)."""
+    import mujoco
+
+    with mujoco_warnings_kept():
+        return mujoco.MjModel.from_xml_path(str(path))
 
 
 def rollouts(path, steps: int, seed: int = 0, limits: bool = False) -> tuple:
@@ -43,7 +55,8 @@ def rollouts(path, steps: int, seed: int = 0, limits: bool = False) -> tuple:
     import mujoco
 
     mj = load_mujoco(path)
-    mj.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
+    if mj.opt.integrator != mujoco.mjtIntegrator.mjINT_IMPLICITFAST:  # RK4 and implicit -> Euler
+        mj.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
     mj.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
     if not limits:
         mj.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_LIMIT
@@ -55,9 +68,10 @@ def rollouts(path, steps: int, seed: int = 0, limits: bool = False) -> tuple:
     data = mujoco.MjData(mj)
     data.qpos[:], data.qvel[:] = qpos, qvel
     theirs = []
-    for _ in range(steps):
-        mujoco.mj_step(mj, data)
-        theirs.append(data.qpos.copy())
+    with mujoco_warnings_kept():
+        for _ in range(steps):
+            mujoco.mj_step(mj, data)
+            theirs.append(data.qpos.copy())
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # what is not honoured is checked by the tests themselves
@@ -69,14 +83,15 @@ def rollouts(path, steps: int, seed: int = 0, limits: bool = False) -> tuple:
     q_start, qd_start = model.joint_q_start.numpy(), model.joint_qd_start.numpy()
     q0, qd0 = model.state().joint_q.numpy().copy(), np.zeros(model.joint_dof_count)
     layout = []  # (MuJoCo qpos address, count, wpsim coordinate start)
-    assert len(scene.joints) == mj.njnt
+    if len(scene.joints) != mj.njnt:
+        raise ValueError(f"{path}: wpsim imported {len(scene.joints)} joints, MuJoCo {mj.njnt}")
     for k, joint in enumerate(scene.joints.values()):
         nq, nv = _QPOS.get(int(mj.jnt_type[k]), 1), _QVEL.get(int(mj.jnt_type[k]), 1)
         a, v = mj.jnt_qposadr[k], mj.jnt_dofadr[k]
         q0[q_start[joint]:q_start[joint] + nq] = _quat_last(qpos[a:a + nq], nq, -1)
         qd0[qd_start[joint]:qd_start[joint] + nv] = qvel[v:v + nv]
         layout.append((a, nq, q_start[joint]))
-    solver = wpsim.SemiImplicitSolver(model)
+    solver = SemiImplicitSolver(model)
     state, spare, control = model.state(), model.state(), model.control()
     state.joint_q.assign(q0)
     state.joint_qd.assign(qd0)

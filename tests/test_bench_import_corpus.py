@@ -1,0 +1,69 @@
+"""Benchmark suite ``import_corpus``: its Gymnasium part (the quick run) with the issue's
+targets (14/14 import, 14/14 healthy for 5 s with contact, every file but the fluid-force
+swimmer within 1e-6 rad of MuJoCo), the per-file records, skipped parts, and the pybullet
+reference on a repository URDF."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from wpsim.bench import import_corpus
+
+ASSETS = Path(__file__).resolve().parents[1] / "assets"
+
+
+@pytest.fixture(scope="module")
+def gymnasium_records():
+    pytest.importorskip("gymnasium")
+    pytest.importorskip("mujoco")
+    return import_corpus.import_corpus_suite("cpu", quick=True)
+
+
+def test_gymnasium_part_meets_the_targets(gymnasium_records):
+    rates = {r["params"]["mode"]: r for r in gymnasium_records if r["metric"] == "rate_percent"}
+    summary = rates["import_rate"]["params"]
+    assert summary["files"] == summary["reference_loads"] == summary["imported"] == 14
+    assert rates["import_rate"]["value"] == 100.0 and rates["healthy_rate"]["value"] == 100.0
+    assert summary["compared"] == 14 and summary["agree"] == 13
+    worst = {r["case"]: r["value"] for r in gymnasium_records if r["metric"] == "max_abs_dq"}
+    disagreeing = [name for name, value in worst.items() if not value <= import_corpus.AGREE]
+    assert [Path(name).stem for name in disagreeing] == ["swimmer"]  # fluid forces are not honoured
+
+
+def test_every_file_has_an_import_record_with_its_warnings(gymnasium_records):
+    imported = [r for r in gymnasium_records if r["params"].get("mode") == "imported"]
+    assert len(imported) == 14 and all(r["value"] == 1.0 for r in imported)
+    for r in imported:
+        assert r["params"]["warnings"] == len(r["params"]["unhonoured"]) > 0
+        assert all(":" in line for line in r["params"]["unhonoured"])  # file:line: element ...
+    runs = [r for r in gymnasium_records if r["params"].get("mode") == "contact_run"]
+    assert len(runs) == 14 and all(r["value"] == 1.0 and r["params"]["failure"] == "" for r in runs)
+
+
+def test_a_refused_file_is_recorded_with_its_reason(tmp_path):
+    path = tmp_path / "broken.xml"
+    path.write_text("<mujoco><worldbody><body><geom type='hfield'/></body></worldbody></mujoco>")
+    found = import_corpus.check_file("test", path, tmp_path, compare=False, run=False)
+    assert found["imported"] is False and "hfield" in found["reason"]
+    assert found["reference_loads"] in (False, None)  # MuJoCo refuses it too (no hfield asset)
+    (rec,) = import_corpus.file_records(found, {"part": "test"})
+    assert rec["value"] == 0.0 and "hfield" in rec["params"]["reason"]
+    assert import_corpus.rates([found])["reference_loads"] == (0 if found["reference_loads"] is False else 1)
+
+
+def test_missing_packages_give_skipped_records(monkeypatch):
+    monkeypatch.setattr(import_corpus, "_package_folder", lambda name: None)
+    records = import_corpus.import_corpus_suite("cpu", parts=("menagerie", "pybullet"))
+    assert [(r["case"], r["params"]["skipped"]) for r in records] == [("menagerie", "package not installed"),
+                                                                      ("pybullet", "package not installed")]
+
+
+def test_pybullet_reference_agrees_on_a_repository_arm():
+    pytest.importorskip("pybullet")
+    from wpsim.bench.pybullet_reference import urdf_rollouts
+
+    ours, theirs, q0 = urdf_rollouts(ASSETS / "arm_7link.urdf", steps=300, seed=2)
+    assert ours.shape == theirs.shape == (300, 7)
+    assert np.abs(theirs[-1] - q0).max() > 0.1  # it moved
+    assert np.abs(ours - theirs).max() < 1e-6
