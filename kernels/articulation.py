@@ -23,7 +23,7 @@ positions.
 
 import warp as wp
 
-from .enums import JOINT_BALL, JOINT_FIXED, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE
+from .enums import JOINT_BALL, JOINT_FIXED, JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE, MAX_COUPLING_TERMS
 from .generic import kernel, mat33, quat, transform, vec3
 
 vec6 = wp.types.vector(6, wp.Float)
@@ -394,6 +394,7 @@ def assemble_joint_space(
     dt: wp.Float,
     mass_matrix_out: wp.array(dtype=wp.Float),
     rhs_out: wp.array(dtype=wp.Float),
+    dof_inertia_out: wp.array(dtype=wp.Float),
 ):
     """One thread per dof i: row i of the articulation's joint-space matrix
     H_ik = S_i^T (I_c + dt D_c) S_k (I_c: composite inertia, D_c: contact damping of the
@@ -404,7 +405,8 @@ def assemble_joint_space(
     drives, joint springs, limits, damping and dry friction. The dt terms make joint damping,
     drive damping, dry joint friction (its slope, ``dry_friction``), engaged limits
     (``joint_limit``, also implicit in position) and contact damping and friction implicit
-    in velocity (a linearly implicit Euler step)."""
+    in velocity (a linearly implicit Euler step). ``dof_inertia_out``: the diagonal, for
+    ``add_joint_couplings``."""
     i = wp.tid()
     j = dof_joint[i]
     a = joint_articulation[j]
@@ -440,6 +442,7 @@ def assemble_joint_space(
         if k == i:
             value += joint_armature[i] + dt * (joint_damping[i] + drive_c + friction_slope + limit_c)
             value += dt * dt * limit_k
+            dof_inertia_out[i] = value
         mass_matrix_out[row + k - d0] = value
     # an engaged limit acts at the step's end position q + dt qd' (its -dt k qd term)
     spring = q * type(q)(0.0)
@@ -448,6 +451,71 @@ def assemble_joint_space(
     force = wp.clamp(joint_f[i], joint_f_lower[i], joint_f_upper[i])
     tau = force - joint_damping[i] * qd + friction + limit - dt * limit_k * qd + drive + spring
     rhs_out[i] = tau - wp.dot(s_i, subtree_bias_in[joint_child[j]])
+
+
+@kernel
+def add_joint_couplings(
+    coupling_term_start: wp.array(dtype=int),
+    coupling_term_dof: wp.array(dtype=int),
+    coupling_term_coef: wp.array(dtype=wp.Float),
+    coupling_rest: wp.array(dtype=wp.Float),
+    coupling_time_constant: wp.array(dtype=wp.Float),
+    coupling_damping_ratio: wp.array(dtype=wp.Float),
+    coupling_ke: wp.array(dtype=wp.Float),
+    coupling_kd: wp.array(dtype=wp.Float),
+    dof_joint: wp.array(dtype=int),
+    joint_articulation: wp.array(dtype=int),
+    joint_q_start: wp.array(dtype=int),
+    articulation_dof_start: wp.array(dtype=int),
+    articulation_H_start: wp.array(dtype=int),
+    joint_q_in: wp.array(dtype=wp.Float),
+    joint_qd_in: wp.array(dtype=wp.Float),
+    dof_inertia_in: wp.array(dtype=wp.Float),
+    dt: wp.Float,
+    mass_matrix_out: wp.array(dtype=wp.Float),
+    rhs_out: wp.array(dtype=wp.Float),
+):
+    """One thread per joint coupling (length L = sum c_k q_k of hinge and slide dofs): its
+    spring-damper f = K (rest - L - dt dL/dt) - D dL/dt, K = ke + m / (T zeta)^2 and
+    D = kd + 2 m / T with m = 1 / sum(c_k^2 / H_kk) (from ``dof_inertia_in``, the diagonal
+    before couplings; no time-constant part when T = 0), added as c_k f to the right-hand
+    side and (dt D + dt^2 K) c_i c_k to the joint-space matrix (implicit in position and
+    velocity, like an engaged limit)."""
+    c = wp.tid()
+    t0 = coupling_term_start[c]
+    count = coupling_term_start[c + 1] - t0
+    zero = coupling_rest[c] * type(coupling_rest[c])(0.0)
+    one = type(zero)(1.0)
+    length = zero
+    rate = zero
+    inverse = zero
+    for t in range(MAX_COUPLING_TERMS):  # constant trip count: unrolled, so the sums stay differentiable
+        term = t0 + wp.min(t, count - 1)
+        used = wp.where(t < count, one, zero)
+        d = coupling_term_dof[term]
+        coef = coupling_term_coef[term] * used
+        length += coef * joint_q_in[joint_q_start[dof_joint[d]]]
+        rate += coef * joint_qd_in[d]
+        inverse += coef * coef / dof_inertia_in[d]
+    # branch-free: no time-constant part when T = 0
+    period = coupling_time_constant[c]
+    spring = wp.where(period > zero, one, zero)
+    period = wp.where(period > zero, period, one)
+    ratio = coupling_damping_ratio[c]
+    stiffness = coupling_ke[c] + spring / (inverse * period * period * ratio * ratio)
+    damping = coupling_kd[c] + spring * type(zero)(2.0) / (inverse * period)
+    force = stiffness * (coupling_rest[c] - length - dt * rate) - damping * rate
+    slope = dt * damping + dt * dt * stiffness
+    a = joint_articulation[dof_joint[coupling_term_dof[t0]]]
+    d0 = articulation_dof_start[a]
+    n = articulation_dof_start[a + 1] - d0
+    for t in range(t0, t0 + count):
+        i = coupling_term_dof[t]
+        wp.atomic_add(rhs_out, i, coupling_term_coef[t] * force)
+        for u in range(t0, t0 + count):
+            k = coupling_term_dof[u]
+            entry = articulation_H_start[a] + (i - d0) * n + (k - d0)
+            wp.atomic_add(mass_matrix_out, entry, slope * coupling_term_coef[t] * coupling_term_coef[u])
 
 
 @kernel(enable_backward=False)

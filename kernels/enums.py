@@ -33,3 +33,7 @@ SHAPE_NAMES = ("plane", "sphere", "box", "capsule", "mesh")
 def kind_list(names) -> str:
     """"0 free, 1 ball, ..." for documentation and messages."""
     return ", ".join(f"{value} {name}" for value, name in enumerate(names))
+
+MAX_COUPLING_TERMS = wp.constant(8)
+"""Joints one joint coupling may combine at most (``ModelBuilder.add_joint_coupling``)."""
+

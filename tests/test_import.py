@@ -115,7 +115,7 @@ BAD_MJCF = {
     "bad number": ('<joint type="hinge" axis="1 0 x"/>', "is not a list of numbers"),
     "zero mass": ('<joint type="hinge"/><inertial pos="0 0 0" mass="0" diaginertia="1 1 1"/>', "positive"),
     "missing mesh": ('<joint type="hinge"/><geom type="mesh" mesh="nope"/>', "unknown mesh"),
-    "unknown geom": ('<joint type="hinge"/><geom type="ellipsoid" size="1 1 1"/>', "unknown geom type"),
+    "unknown geom": ('<joint type="hinge"/><geom type="hfield" size="1 1 1"/>', "unknown geom type"),
     "impossible inertia": ('<joint type="hinge"/><inertial pos="0 0 0" mass="1" diaginertia="0.1 0.1 0.3"/>',
                            "triangle inequality"),
 }
@@ -307,8 +307,8 @@ UNHONOURED = """<mujoco>
       <site name="s"/>
     </body>
   </worldbody>
-  <tendon><fixed name="t"><joint joint="j" coef="1"/></fixed></tendon>
-  <equality><joint joint1="j"/></equality>
+  <tendon><spatial name="t"><site site="s"/></spatial></tendon>
+  <equality><connect body1="b" anchor="0 0 0"/></equality>
   <actuator><velocity joint="j" kv="1" ctrlrange="-1 1" ctrllimited="true"/></actuator>
   <sensor><jointpos joint="j"/></sensor>
 </mujoco>"""
@@ -323,8 +323,8 @@ def test_mjcf_reports_every_unhonoured_feature_once_with_file_and_line(tmp_path)
     assert len(ours) == 1
     found = {(u.line, u.element, u.attribute) for u in scene.unhonoured}
     assert found == {(2, "<option>", "integrator"), (2, "<option>", "viscosity"), (3, "<joint>", "springdamper"),
-                     (6, "<joint>", "margin"), (7, "<geom>", "condim"), (11, "<tendon>", None),
-                     (12, "<equality>", None), (13, "<velocity>", "ctrlrange"),
+                     (6, "<joint>", "margin"), (7, "<geom>", "condim"), (11, "<spatial>", None),
+                     (12, "<connect>", None), (13, "<velocity>", "ctrlrange"),
                      (14, "<sensor>", None)}
     assert all(u.file == str(path) for u in scene.unhonoured)
     assert f"{path}:6: <joint> margin=\"0.01\" is not honoured" in str(ours[0].message)

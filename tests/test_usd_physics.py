@@ -224,3 +224,28 @@ def Xform "World"
     b.add_joint_fixed(arm, marker)
     back = import_usd(export_physics(b.finalize(), tmp_path / "m.usda"))[0]
     assert back.gravity == 0.0 and back.bodies.array("body_mass").tolist() == [1.0, 0.0]
+
+
+def test_the_time_step_and_a_tilted_gravity_survive_a_round_trip(tmp_path):
+    """export_physics(timestep=...) writes wpsim:timestep and PhysX's timeStepsPerSecond;
+    import_usd reads it into ImportedScene.timestep (what wpsim run steps at), PhysX's alone
+    as well; gravity keeps its direction."""
+    from pxr import Usd
+
+    builder = wpsim.ModelBuilder(gravity=(1.0, 0.0, -9.81))
+    body = builder.add_body()
+    builder.add_shape_sphere(body, radius=0.1)
+    builder.add_joint_free(body, pos=(0.0, 0.0, 1.0))
+    path = export_physics(builder.finalize(dtype=wp.float64), tmp_path / "ball.usda", timestep=0.004)
+    back, scene = import_usd(path)
+    assert scene.timestep == 0.004
+    assert np.allclose(back.finalize(dtype=wp.float64).gravity.numpy()[0], [1.0, 0.0, -9.81])
+    stage = Usd.Stage.Open(str(path))
+    physics = stage.GetPrimAtPath("/World/physicsScene")
+    assert physics.GetAttribute("physxScene:timeStepsPerSecond").Get() == 250
+    physics.RemoveProperty("wpsim:timestep")
+    stage.GetRootLayer().Export(str(tmp_path / "physx.usda"))
+    assert import_usd(tmp_path / "physx.usda")[1].timestep == pytest.approx(0.004)
+    assert import_usd(export_physics(back.finalize(), tmp_path / "none.usda"))[1].timestep is None
+    with pytest.raises(ValueError, match="timestep"):
+        export_physics(back.finalize(), tmp_path / "bad.usda", timestep=-1.0)

@@ -189,13 +189,13 @@ class ModelBuilder(RigidBodyBuilder):
         """Undo every row (and mesh shape) added inside the block if it raises."""
         tables = self._tables()
         marks = [t.mark() for t in tables]
-        meshes, visuals = dict(self.shape_meshes), list(self.visual_meshes)
+        meshes, visuals, couplings = dict(self.shape_meshes), list(self.visual_meshes), list(self.joint_couplings)
         try:
             yield
         except BaseException:
             for table, mark in zip(tables, marks):
                 table.rollback(mark)
-            self.shape_meshes, self.visual_meshes = meshes, visuals
+            self.shape_meshes, self.visual_meshes, self.joint_couplings = meshes, visuals, couplings
             raise
 
     def add_cloth_mesh(
@@ -431,7 +431,7 @@ class ModelBuilder(RigidBodyBuilder):
         world0 = self.num_worlds
         if other.num_worlds > 1 and (other.shapes.array("shape_world") == -1).any():
             raise ValueError("add_builder: cannot copy shared shapes of a builder with several worlds")
-        shift, body_shift = self.particle_count, self.body_count
+        shift, body_shift, joint_shift = self.particle_count, self.body_count, self.joints.count
         shape_shift, point_shift = self.shapes.count, self.shape_points.count
         offset = np.asarray(offset, dtype=np.float64)
         static_shape = other.shapes.array("shape_body") < 0
@@ -463,6 +463,8 @@ class ModelBuilder(RigidBodyBuilder):
             for table, source in zip(self._tables(), other._tables()):
                 table.extend_from(source, remap)
         self.shape_meshes.update({shape_shift + i: mesh for i, mesh in other.shape_meshes.items()})
+        self.joint_couplings += [(tuple(j + joint_shift for j in joints), *rest)
+                                 for joints, *rest in other.joint_couplings]
         for body, pose, vertices, faces in other.visual_meshes:
             placed = pose if body >= 0 else np.concatenate([pose[:3] + offset, pose[3:]])
             self.visual_meshes.append((body + body_shift if body >= 0 else -1, placed, vertices, faces))

@@ -6,7 +6,8 @@ arrays, drive precision conversion and ``requires_grad``, and (for Model fields)
 ``ModelBuilder`` table column that collects them.
 
 Shape letters: P particles, S springs, T triangles, H bending hinges, E tetrahedra, G strain-smoothing domains,
-C collision shapes, V mesh-shape contact points, N candidate rigid contact pairs, W worlds, K particle-contact neighbours
+C collision shapes, V mesh-shape contact points, N candidate rigid contact pairs, L joint couplings, R their terms,
+W worlds, K particle-contact neighbours
 per particle (0 when particle-particle contact is off), B rigid bodies, J joints,
 Q joint coordinates, D joint dofs, A articulations, M mass-matrix entries (sum over
 articulations of dofs^2). Joint coordinates and dofs are laid out depth first, articulation
@@ -191,6 +192,18 @@ MODEL_FIELDS = (
     FieldSpec("impact_restitution", "real", "(1,)", "-",
               "coefficient of restitution of particle impacts (with ModelBuilder.set_particle_impacts)"),
     FieldSpec("contact_pair", "int", "(N, 2)", "-", "candidate rigid shape pairs (body shape, other shape)", False),
+    FieldSpec("coupling_term_start", "int", "(L + 1,)", "-",
+              "joint couplings (ModelBuilder.add_joint_coupling): coupling c's terms are start[c] .. start[c + 1] - 1",
+              False),
+    FieldSpec("coupling_term_dof", "int", "(R,)", "-", "the dof of each coupling term", False),
+    FieldSpec("coupling_term_coef", "real", "(R,)", "-",
+              "the coefficient of each term: a coupling's length is sum(coef q) (m or rad)", False),
+    FieldSpec("coupling_rest", "real", "(L,)", "m or rad", "the length each coupling is held at", False),
+    FieldSpec("coupling_time_constant", "real", "(L,)", "s",
+              "the coupling's stiffness as a time constant over its effective inertia (0: none)", False),
+    FieldSpec("coupling_damping_ratio", "real", "(L,)", "-", "damping ratio of that time-constant spring", False),
+    FieldSpec("coupling_ke", "real", "(L,)", "N/m or N m/rad", "added stiffness of the coupling's length", False),
+    FieldSpec("coupling_kd", "real", "(L,)", "N s/m or N m s/rad", "added damping of the coupling's length", False),
     *built_by(
         "body",
         FieldSpec("body_mass", "real", "(B,)", "kg", "body mass", check="nonnegative"),

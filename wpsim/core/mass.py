@@ -25,6 +25,21 @@ def box_mass_properties(half_extents, density: float):
     return m, ORIGIN, np.diag([hy * hy + hz * hz, hx * hx + hz * hz, hx * hx + hy * hy]) * (m / 3.0)
 
 
+def cylinder_mass_properties(radius: float, half_height: float, density: float) -> tuple:
+    """Mass (kg), centre of mass (m) and central inertia (kg m^2) of a solid cylinder along z."""
+    m = density * math.pi * radius * radius * 2.0 * half_height
+    lateral = m * (3.0 * radius * radius + 4.0 * half_height * half_height) / 12.0
+    return m, ORIGIN, np.diag([lateral, lateral, 0.5 * m * radius * radius])
+
+
+def ellipsoid_mass_properties(radii, density: float) -> tuple:
+    """Mass (kg), centre of mass (m) and central inertia (kg m^2) of a solid ellipsoid with
+    semi-axes (a, b, c) along x, y, z (m)."""
+    a, b, c = (float(r) for r in radii)
+    m = density * 4.0 / 3.0 * math.pi * a * b * c
+    return m, ORIGIN, np.diag([b * b + c * c, a * a + c * c, a * a + b * b]) * (m / 5.0)
+
+
 def capsule_mass_properties(radius: float, half_height: float, density: float):
     """Mass, centre of mass and central inertia of a solid capsule along z (core segment
     2 * half_height)."""

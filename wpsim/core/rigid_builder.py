@@ -18,6 +18,7 @@ from wpsim.kernels.enums import (
     JOINT_NAMES,
     JOINT_PRISMATIC,
     JOINT_REVOLUTE,
+    MAX_COUPLING_TERMS,
 )
 
 _IDENTITY = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
@@ -54,6 +55,9 @@ class RigidBodyBuilder:
         self.excluded_body_pairs = set()
         """Pairs (a, b), a > b, of bodies whose shapes never collide (b = -1 is static geometry); see
         ``exclude_contact``."""
+        self.joint_couplings: list[tuple] = []
+        """(joints, coefficients, rest, time constant, damping ratio, ke, kd) of each joint
+        coupling; see ``add_joint_coupling``."""
         self.bodies = Table("body")
         self.joints = Table("joint")
         self.joint_coords = Table("joint coordinate")
@@ -277,6 +281,7 @@ class RigidBodyBuilder:
             "articulation_dof_start": art_dof_start,
             "articulation_H_start": art_H_start,
             "dof_joint": dof_joint,
+            **self._coupling_arrays(d_start, art_of),
         }
         scalars = {
             "body_count": nb,
@@ -286,6 +291,7 @@ class RigidBodyBuilder:
             "articulation_count": len(art_start) - 1,
             "max_articulation_dofs": max(art_dofs, default=0),
             "articulation_H_size": int(art_H_start[-1]),
+            "coupling_count": len(self.joint_couplings),
         }
         return arrays, scalars
 
@@ -307,10 +313,66 @@ class RigidBodyBuilder:
             raise ValueError(f"exclude_contact: body {body_a} with itself (its shapes never collide with each other)")
         self.excluded_body_pairs.add((int(max(body_a, body_b)), int(min(body_a, body_b))))
 
+    def add_joint_coupling(self, joints, coefs, rest: float = 0.0, time_constant: float = 0.0,
+                           damping_ratio: float = 1.0, ke: float = 0.0, kd: float = 0.0) -> int:
+        """Hold a linear combination of hinge and slide coordinates, the coupling's length
+        L = sum(coefs[k] q[joints[k]]) (m or rad), near ``rest``: a spring-damper on L whose
+        generalized force coefs[k] f acts on each joint, f = K (rest - L) - D dL/dt, taken
+        implicitly by the joint-space solve (stable for any stiffness). K and D are ``ke`` and
+        ``kd`` plus, with ``time_constant`` T > 0 s, m / (T zeta)^2 and 2 m / T, where m is L's
+        effective inertia at each step (from the mass-matrix diagonal) and zeta
+        ``damping_ratio``: MuJoCo's solref. Models a fixed tendon's spring (ke, kd) and a joint
+        equality q1 = a0 + a1 q2 (joints (1, 2), coefs (1, -a1), rest a0, a time constant).
+        The joints must belong to one articulation (checked at finalize). Returns its index."""
+        index = len(self.joint_couplings)
+        joints = [int(j) for j in np.atleast_1d(joints)]
+        coefs = [float(c) for c in np.atleast_1d(coefs)]
+        if len(joints) > MAX_COUPLING_TERMS:
+            raise ValueError(f"joint coupling {index}: {len(joints)} joints; at most {MAX_COUPLING_TERMS}")
+        if not joints or len(joints) != len(coefs) or len(set(joints)) != len(joints):
+            raise ValueError(f"joint coupling {index}: give one coefficient per distinct joint, got joints {joints} "
+                             f"and coefficients {coefs}")
+        for j in joints:
+            if not 0 <= j < self.joints.count or self.joints.array("joint_type")[j] not in (JOINT_REVOLUTE,
+                                                                                             JOINT_PRISMATIC):
+                raise ValueError(f"joint coupling {index}: joint {j} is not a hinge or slide joint of the builder")
+        values = {"rest": rest, "time_constant": time_constant, "damping_ratio": damping_ratio, "ke": ke, "kd": kd}
+        if not all(np.isfinite(v) for v in [*coefs, *values.values()]):
+            raise ValueError(f"joint coupling {index}: coefficients and settings must be finite, got {coefs}, {values}")
+        for name in ("time_constant", "ke", "kd"):
+            if values[name] < 0.0:
+                raise ValueError(f"joint coupling {index}: {name} must be >= 0, got {values[name]}")
+        if not damping_ratio > 0.0:
+            raise ValueError(f"joint coupling {index}: damping_ratio must be > 0, got {damping_ratio}")
+        self.joint_couplings.append((tuple(joints), tuple(coefs), float(rest), float(time_constant),
+                                     float(damping_ratio), float(ke), float(kd)))
+        return index
+
+    def _coupling_arrays(self, d_start: np.ndarray, art_of: np.ndarray) -> dict:
+        """The couplings as Model arrays (see ``wpsim.core.fields``), their dofs in the
+        model's depth-first layout."""
+        starts, dofs, coefs, settings = [0], [], [], []
+        for index, (joints, c, *rest) in enumerate(self.joint_couplings):
+            if len({int(art_of[j]) for j in joints}) != 1:
+                raise ValueError(f"joint coupling {index}: joints {list(joints)} belong to different articulations")
+            dofs += [int(d_start[j]) for j in joints]
+            coefs += list(c)
+            starts.append(len(dofs))
+            settings.append(rest)
+        settings = np.asarray(settings, dtype=np.float64).reshape(-1, 5)
+        names = ("coupling_rest", "coupling_time_constant", "coupling_damping_ratio", "coupling_ke", "coupling_kd")
+        return {"coupling_term_start": np.asarray(starts, np.int64), "coupling_term_dof": np.asarray(dofs, np.int64),
+                "coupling_term_coef": np.asarray(coefs, np.float64),
+                **{name: settings[:, k].copy() for k, name in enumerate(names)}}
+
     def first_dof(self, joint: int) -> int:
         """The row of a joint's first dof in the dof table (``joint_dofs``), in the order
         joints were added."""
         return int(np.array(JOINT_DOF_COUNT)[self.joints.array("joint_type")[:joint].astype(np.int64)].sum())
+
+    def first_coord(self, joint: int) -> int:
+        """The row of a joint's first coordinate in ``joint_coords``, in the order joints were added."""
+        return int(np.array(JOINT_COORD_COUNT)[self.joints.array("joint_type")[:joint].astype(np.int64)].sum())
 
     def set_control_range(self, joint: int, force=None, target=None, drive_force=None):
         """Clamp the controls of a hinge or slide joint (an actuator's range): ``force`` =
@@ -352,8 +414,8 @@ class RigidBodyBuilder:
         world and every shape on another body of its world, except a joint's parent and
         child (looking through massless bodies without shapes between them, such as the
         intermediate links of an MJCF body with several joints), bodies of one articulation
-        unless ``articulation_self_contact``, ``excluded_body_pairs`` and pairs whose
-        collision bits do not meet (``set_collision_bits``)."""
+        unless ``articulation_self_contact``, ``excluded_body_pairs``, pairs whose collision
+        bits do not meet (``set_collision_bits``) and pairs of which neither side can move."""
         body, world = self.shapes.array("shape_body"), self.shapes.array("shape_world")
         nb = max(self.bodies.count, 1)
         parent, child = self.joints.array("joint_parent").copy(), self.joints.array("joint_child")
@@ -385,4 +447,20 @@ class RigidBodyBuilder:
         pairs = np.concatenate(pairs).astype(np.int64).reshape(-1, 2)
         kind, mask = self.shapes.array("shape_collision_type"), self.shapes.array("shape_collision_mask")
         a, b = pairs[:, 0], pairs[:, 1]
-        return pairs[((kind[a] & mask[b]) | (kind[b] & mask[a])) != 0]
+        moving = np.append(self._moving_bodies(), False)  # index -1: static shapes
+        keep = (((kind[a] & mask[b]) | (kind[b] & mask[a])) != 0) & (moving[body[a]] | moving[body[b]])
+        return pairs[keep]
+
+    def _moving_bodies(self) -> np.ndarray:
+        """(B,) whether each body can move: some joint between it and the world has dofs (a
+        body welded to the world is as static as a static shape)."""
+        parent_of = dict(zip(self.joints.array("joint_child").tolist(), self.joints.array("joint_parent").tolist()))
+        dofs_of = {int(c): JOINT_DOF_COUNT[int(t)] for c, t in zip(self.joints.array("joint_child"),
+                                                                  self.joints.array("joint_type"))}
+        moving = np.zeros(self.bodies.count, dtype=bool)
+        for body in range(self.bodies.count):
+            b = body
+            while b >= 0 and not moving[body]:
+                moving[body] = dofs_of.get(b, 6) > 0  # a body without a joint is free
+                b = parent_of.get(b, -1)
+        return moving

@@ -6,29 +6,46 @@ and attribute that is not honoured; the import result carries that list
 (``ImportedScene.unhonoured``, each with file and line) and one warning prints it.
 
 Honoured: ``<compiler angle eulerseq meshdir autolimits inertiafromgeom settotalmass>``,
-``<option timestep gravity>`` (gravity in any direction); ``<asset><mesh name
-file scale>``; nested ``<body pos>`` with any orientation (``quat``, ``axisangle``,
-``euler`` with ``eulerseq``, ``xyaxes``, ``zaxis``), ``<inertial pos mass diaginertia|
-fullinertia>``, any number of ``<joint type="hinge|slide|ball">`` (``axis pos range limited
-damping armature ref``), composed in order as in MuJoCo (each joint but the last moves a
-massless intermediate body at the body's frame; bodies between carry no shapes and do not
-change which shapes collide), or one ``<joint type="free">`` / ``<freejoint>``; ``<geom
-type="sphere|capsule|box|cylinder|mesh|plane">`` (``size fromto pos`` orientation ``density
-mass friction contype conaffinity``; a cylinder weighs as a cylinder and collides as a
-capsule of the same radius and overall length; a mesh weighs as the file's solid when its
-surface is closed, else as its convex hull (listed), and collides through its hull; planes only in the worldbody; ``contype`` /
-``conaffinity`` filter contacts as MuJoCo's bits do (``ModelBuilder.set_collision_bits``);
-geoms with both 0 add their mass but no collision shape, and mesh ones among them are drawn
-(``ModelBuilder.add_visual_mesh``)); ``<actuator>`` ``<motor joint
-gear>``, ``<position joint kp kv>``, ``<velocity joint kv>`` and ``<general>`` ones whose
-fixed gain and affine bias make a motor, a position or a velocity servo (position/velocity
-actuators set the joint's drive gains); joint ``stiffness springref frictionloss`` (joint
-springs, dry friction); ``<contact><exclude body1 body2>``; ``<keyframe><key name qpos qvel>`` poses (MuJoCo's layout:
-the file's joints in document order, quaternions w x y z, angles in rad whatever
-``<compiler angle>`` says), unnamed keys named ``key0``, ``key1``, ... by their place.
-A joint's ``ref`` is honoured by turning its frame back, so that its coordinate equals
-MuJoCo's qpos (``ref`` in the drawn pose). Joint limits are wpsim's penalty limits, not
-MuJoCo's soft constraints.
+``<option timestep gravity integrator="Euler|implicitfast">`` (gravity in any direction;
+wpsim's semi-implicit step takes drive damping implicitly, as implicitfast does);
+``<asset><mesh name file scale>``; nested ``<body pos>`` with any orientation (``quat``,
+``axisangle``, ``euler`` with ``eulerseq``, ``xyaxes``, ``zaxis``), ``<inertial pos mass
+diaginertia|fullinertia>``, any number of ``<joint type="hinge|slide|ball">`` (``axis pos
+range limited damping armature ref``), composed in order as in MuJoCo (each joint but the
+last moves a massless intermediate body at the body's frame; bodies between carry no shapes
+and do not change which shapes collide), or one ``<joint type="free">`` / ``<freejoint>``.
+
+Geoms ``type="sphere|capsule|box|cylinder|ellipsoid|mesh|plane"`` (``size fromto pos``
+orientation ``density mass friction contype conaffinity``):
+
+- a cylinder weighs as a cylinder and collides as a capsule of the same radius and overall
+  length; an ellipsoid weighs exactly and collides as a closed mesh of its surface (642
+  vertices, 128 of them contact points);
+- a mesh weighs as the file's solid when its surface is closed, else as its convex hull
+  (listed), and collides through its hull; planes only in the worldbody;
+- ``contype`` / ``conaffinity`` filter contacts as MuJoCo's bits do
+  (``ModelBuilder.set_collision_bits``); geoms with both 0 add their mass but no collision
+  shape, and mesh ones among them are drawn (``ModelBuilder.add_visual_mesh``).
+
+Actuators: ``<motor joint gear>``, ``<position joint kp kv inheritrange>``, ``<velocity joint
+kv>`` and ``<general>`` ones whose fixed gain and affine bias make a motor, a position or a
+velocity servo (position/velocity actuators set the joint's drive gains); ``ctrlrange``
+(``ctrllimited``), ``forcerange`` and the joint's ``actuatorfrcrange`` clamp the controls
+and the drive force (``ModelBuilder.set_control_range``); actuators on tendons, sites or
+bodies are dropped (listed).
+
+Also: joint ``stiffness springref frictionloss`` (joint springs, dry friction);
+``<equality><joint joint1 joint2 polycoef solref>`` with a linear polynomial and
+``<tendon><fixed stiffness damping springlength>`` as joint couplings
+(``ModelBuilder.add_joint_coupling``: implicit spring-dampers, the equality's from solref and
+the coupled dofs' effective inertia; solimp is not modelled); ``<contact><exclude body1
+body2>``; ``<keyframe><key name qpos qvel>`` poses (MuJoCo's layout: the file's joints in
+document order, quaternions w x y z, angles in rad whatever ``<compiler angle>`` says),
+unnamed keys named ``key0``, ``key1``, ... by their place. A joint's ``ref`` is honoured by
+turning its frame back, so that its coordinate equals MuJoCo's qpos (``ref`` in the drawn
+pose). Joint limits are wpsim's implicit penalty limits (or soft constraints with
+``SoftContactOptions``), not MuJoCo's. Sections that a file and its includes repeat
+(``<worldbody>``, ``<actuator>``, ...) are read as one, in document order.
 
 Rejected with a ``SceneFileError`` naming the file, element and line: malformed XML, missing
 or cyclic includes, unknown default classes, unknown joint or geom types, a free joint with
@@ -51,7 +68,13 @@ import numpy as np
 
 from wpsim.core.builder import ModelBuilder
 from wpsim.core.geometry import quat_between, quat_to_matrix
-from wpsim.core.mass import box_mass_properties, capsule_mass_properties, sphere_mass_properties
+from wpsim.core.mass import (
+    box_mass_properties,
+    capsule_mass_properties,
+    cylinder_mass_properties,
+    ellipsoid_mass_properties,
+    sphere_mass_properties,
+)
 from wpsim.io.mjcf_compile import MjcfTree, load_mjcf
 from wpsim.io.scene_parsing import (
     ImportedScene,
@@ -72,11 +95,14 @@ from wpsim.kernels.enums import (
 _IDENTITY = np.array([0.0, 0.0, 0.0, 1.0])
 
 
-def cylinder_mass_properties(radius: float, half_height: float, density: float) -> tuple:
-    """Mass (kg), centre of mass (m) and central inertia (kg m^2) of a solid cylinder along z."""
-    m = density * math.pi * radius * radius * 2.0 * half_height
-    lateral = m * (3.0 * radius * radius + 4.0 * half_height * half_height) / 12.0
-    return m, np.zeros(3), np.diag([lateral, lateral, 0.5 * m * radius * radius])
+def ellipsoid_surface(radii):
+    """A closed triangle mesh (trimesh) of the ellipsoid with semi-axes ``radii`` (m): an
+    icosphere of 642 vertices scaled per axis, every vertex on the surface."""
+    import trimesh
+
+    sphere = trimesh.creation.icosphere(subdivisions=3)
+    return trimesh.Trimesh(np.asarray(sphere.vertices) * np.asarray(radii, dtype=np.float64), sphere.faces,
+                           process=False)
 
 
 class _Reader:
@@ -285,6 +311,19 @@ class _Reader:
                 return shape
 
             return properties(1.0)[0], properties, add_cylinder
+        if gtype == "ellipsoid":  # weighs exactly; collides as a closed mesh of its surface
+            need(3)
+            properties = partial(ellipsoid_mass_properties, size[:3])
+            surface = ellipsoid_surface(size[:3])
+
+            def add_ellipsoid(body, p, q, rho, c):
+                shape = b.add_shape_mesh(body, surface.vertices, surface.faces, p, q, density=0.0,
+                                         name=f"{self.path}: ellipsoid", **c)
+                if body >= 0 and rho > 0.0:
+                    b.add_body_mass(body, *properties(rho), pos=p, rot=q)
+                return shape
+
+            return properties(1.0)[0], properties, add_ellipsoid
         if gtype == "box":
             need(3)
             return box_mass_properties(size[:3], 1.0)[0], lambda rho: box_mass_properties(size[:3], rho), \
@@ -298,7 +337,8 @@ class _Reader:
             return signed_volume(vertices, faces), mesh_hull_and_mass(vertices, faces)[1], \
                 lambda body, p, q, rho, c: b.add_shape_mesh(body, vertices, faces, p, q, density=rho,
                                                             name=f"{self.path}: mesh {name}", **c)
-        self.fail(geom, f"unknown geom type \"{gtype}\" (supported: sphere, capsule, cylinder, box, mesh, plane)")
+        self.fail(geom, f"unknown geom type \"{gtype}\" (supported: sphere, capsule, cylinder, ellipsoid, box, mesh, "
+                        "plane)")
 
     def mesh_asset(self, geom):
         """The <mesh> asset a mesh geom names (a SceneFileError if none)."""
@@ -477,6 +517,70 @@ class _Reader:
             self.scene.contact_settings = {"time_constant": float(time_constant), "damping_ratio": float(damping_ratio),
                                            "impedance": float(dmax)}
 
+    def one_dof_joint(self, b: ModelBuilder, element, key: str) -> int:
+        """The hinge or slide joint an element names in ``key`` (a SceneFileError otherwise)."""
+        name = element.get(key)
+        if name not in self.scene.joints:
+            self.fail(element, f"{key}: unknown joint \"{name}\"")
+        joint = self.scene.joints[name]
+        if b.joints.array("joint_type")[joint] not in (JOINT_REVOLUTE, JOINT_PRISMATIC):
+            self.fail(element, f"{key}: joint \"{name}\" is not a hinge or slide joint")
+        return joint
+
+    def add_equalities(self, b: ModelBuilder, root):
+        """``<equality><joint joint1 joint2 polycoef solref>`` with a linear polynomial,
+        q1 - q1_0 = a0 + a1 (q2 - q2_0) (q_0: the file's reference pose), as a joint coupling
+        with solref's time constant and damping ratio (``ModelBuilder.add_joint_coupling``).
+        Other equality kinds, and higher polynomial terms, are listed as not honoured."""
+        for equality in (e for section in root.findall("equality") for e in section.findall("joint")):
+            poly = self.numbers(equality, "polycoef", 5, (0.0, 1.0, 0.0, 0.0, 0.0))
+            if np.any(poly[2:] != 0.0):
+                self.scene.unhonoured.append(self.tree.unhonoured_here(
+                    equality, "polycoef", equality.get("polycoef"), "is not honoured: only a linear polynomial; the "
+                                                                     "equality is dropped"))
+                continue
+            time_constant, ratio = self.numbers(equality, "solref", 2, (0.02, 1.0))
+            if min(time_constant, ratio) <= 0.0:
+                self.scene.unhonoured.append(self.tree.unhonoured_here(
+                    equality, "solref", equality.get("solref"), "is not honoured: only the time-constant form (> 0); "
+                                                                 "0.02 1 is used"))
+                time_constant, ratio = 0.02, 1.0
+            first = self.one_dof_joint(b, equality, "joint1")
+            q0 = b.joint_coords.array("joint_q")
+            joints, coefs, rest = [first], [1.0], q0[b.first_coord(first)] + poly[0]
+            if equality.get("joint2") is not None:
+                second = self.one_dof_joint(b, equality, "joint2")
+                joints.append(second)
+                coefs.append(-poly[1])
+                rest -= poly[1] * q0[b.first_coord(second)]
+            try:
+                b.add_joint_coupling(joints, coefs, rest=rest, time_constant=time_constant, damping_ratio=ratio)
+            except ValueError as error:
+                self.fail(equality, str(error))
+
+    def add_fixed_tendons(self, b: ModelBuilder, root):
+        """``<tendon><fixed stiffness damping springlength>``: length sum(coef q), a joint
+        coupling with that spring (none without stiffness and damping; a tendon's limits and
+        the actuators on it are listed as not honoured)."""
+        for tendon in (t for section in root.findall("tendon") for t in section.findall("fixed")):
+            ke = float(self.numbers(tendon, "stiffness", 1, (0.0,))[0])
+            kd = float(self.numbers(tendon, "damping", 1, (0.0,))[0])
+            if ke == 0.0 and kd == 0.0:
+                continue
+            terms = tendon.findall("joint")
+            joints = [self.one_dof_joint(b, term, "joint") for term in terms]
+            coefs = [float(self.numbers(term, "coef", 1, (np.nan,))[0]) for term in terms]
+            if not terms or np.isnan(coefs).any():
+                self.fail(tendon, "a fixed tendon needs <joint joint=... coef=...> terms, each with a coef")
+            q0 = b.joint_coords.array("joint_q")
+            rest = self.numbers(tendon, "springlength", (1, 2), (-1.0,))[0]
+            if rest < 0.0:  # MuJoCo: -1 means the length in the reference pose
+                rest = sum(c * q0[b.first_coord(j)] for j, c in zip(joints, coefs))
+            try:
+                b.add_joint_coupling(joints, coefs, rest=float(rest), ke=ke, kd=kd)
+            except ValueError as error:
+                self.fail(tendon, str(error))
+
     def add_contact_excludes(self, b: ModelBuilder, root):
         """``<contact><exclude body1 body2>``: those bodies' shapes never collide ("world": the static ones)."""
         for exclude in (e for contact in root.findall("contact") for e in contact.findall("exclude")):
@@ -562,6 +666,8 @@ def import_mjcf(path, builder: ModelBuilder | None = None, ke: float = 1.0e4, kd
             reader.add_body(b, body, -1)
         reader.add_actuators(b, root)
         reader.add_contact_excludes(b, root)
+        reader.add_equalities(b, root)
+        reader.add_fixed_tendons(b, root)
         reader.set_contact_settings()
         reader.add_keyframes(b, root)
         if total_mass is not None and total_mass[0] > 0.0:  # as MuJoCo: every body's mass and inertia scaled alike

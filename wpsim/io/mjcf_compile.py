@@ -30,7 +30,7 @@ HONOURED = {
     "mujoco": {"model": ANY},
     "compiler": {"angle": ANY, "eulerseq": ANY, "meshdir": ANY, "autolimits": ANY, "coordinate": ANY,
                  "inertiafromgeom": ANY, "settotalmass": ANY},
-    "option": {"timestep": ANY, "gravity": ANY, "integrator": ("Euler",)},
+    "option": {"timestep": ANY, "gravity": ANY, "integrator": ("Euler", "implicitfast")},
     "default": {"class": ANY},
     "asset": {},
     "mesh": {"name": ANY, "file": ANY, "scale": ANY, "class": ANY},
@@ -54,10 +54,17 @@ HONOURED = {
     "contact": {},
     "exclude": {"name": ANY, "body1": ANY, "body2": ANY},
     "velocity": {"name": ANY, "class": ANY, "joint": ANY, "gear": ANY, "kv": ANY, **_CONTROL_RANGE},
+    "equality": {},
+    "equality/joint": {"name": ANY, "class": ANY, "joint1": ANY, "joint2": ANY, "polycoef": ANY, "solref": ANY,
+                       "active": ("true",)},
+    "tendon": {},
+    "fixed": {"name": ANY, "class": ANY, "stiffness": ANY, "damping": ANY, "springlength": ANY},
+    "fixed/joint": {"joint": ANY, "coef": ANY},
     "keyframe": {},
     "key": {"name": ANY, "qpos": ANY, "qvel": ANY},
 }
-"""Element -> attribute -> the values the importer honours (ANY: every value)."""
+"""Element (or "parent/element" where the parent changes its meaning) -> attribute -> the
+values the importer honours (ANY: every value)."""
 RENDERING_TAGS = {"light", "camera", "texture", "material", "visual", "site", "statistic", "size", "skin", "custom"}
 RENDERING_ATTRIBUTES = {"rgba", "material", "group", "user", "texture", "hfield_rgba"}
 DEFAULTABLE = {"joint", "geom", "mesh", "motor", "position", "velocity", "site", "camera", "light", "general"}
@@ -156,10 +163,10 @@ class MjcfTree:
         raise SceneFileError(f"{path}: {describe(element)}: {message} (line {line})")
 
     # -------------------------------------------------------------- reporting
-    def _report(self, element, inside_default: bool):
+    def _report(self, element, inside_default: bool, parent: str = ""):
         if element.tag in RENDERING_TAGS or (not element.attrib and len(element) == 0):
             return
-        honoured = HONOURED.get(element.tag)
+        honoured = HONOURED.get(f"{parent}/{element.tag}", HONOURED.get(element.tag))
         if honoured is None and not (inside_default and element.tag in DEFAULTABLE):
             self.unhonoured.append(self.unhonoured_here(element))
             return
@@ -169,7 +176,7 @@ class MjcfTree:
                 continue
             self.unhonoured.append(self.unhonoured_here(element, name, value))
         for child in element:
-            self._report(child, inside_default or element.tag == "default")
+            self._report(child, inside_default or element.tag == "default", element.tag)
 
     # -------------------------------------------------------------- defaults
     def _merge_defaults(self):

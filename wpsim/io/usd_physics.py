@@ -1,7 +1,7 @@
 """Rigid-body scenes as USD with the UsdPhysics schema: export a model's bodies, shapes and
 joints, and import such a stage into a ``ModelBuilder``.
 
-Export (``export_physics``): the physics scene (gravity), one Xform per body at its initial
+Export (``export_physics``): the physics scene (gravity, the time step when given), one Xform per body at its initial
 pose with RigidBodyAPI and MassAPI (mass, centre of mass, principal inertia and axes),
 its shapes as child prims with CollisionAPI, static shapes under /World/static, and one
 joint prim per joint (Revolute, Prismatic, Spherical, Fixed; a free joint is a body without
@@ -49,6 +49,10 @@ _AXES = {"X": (1.0, 0.0, 0.0), "Y": (0.0, 1.0, 0.0), "Z": (0.0, 0.0, 1.0)}
 _DOF_ATTRS = {"damping": "joint_damping", "armature": "joint_armature", "friction": "joint_friction", "stiffness": "joint_stiffness",
               "spring_ref": "joint_spring_ref", "limit_ke": "joint_limit_ke", "limit_kd": "joint_limit_kd"}
 """Per-dof settings kept as ``wpsim:`` attributes: joint keyword argument -> Model field."""
+TIMESTEP = "timestep"
+"""The physics scene's ``wpsim:`` attribute holding the time step (s)."""
+PHYSX_STEPS_PER_SECOND = "physxScene:timeStepsPerSecond"
+"""PhysX's scene attribute for the step rate (1/s), read when ``wpsim:timestep`` is absent."""
 
 
 def _quat_wxyz(q) -> tuple:
@@ -72,9 +76,11 @@ def _quat_mul(a, b) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ export
-def export_physics(model, path) -> Path:
+def export_physics(model, path, timestep: float | None = None) -> Path:
     """Write the rigid bodies, shapes and joints of ``model`` (its initial state) as a
-    UsdPhysics stage at ``path`` (.usd, .usda, .usdc); returns the path."""
+    UsdPhysics stage at ``path`` (.usd, .usda, .usdc); ``timestep`` (s), when given, goes on
+    the physics scene as ``wpsim:timestep`` and PhysX's ``physxScene:timeStepsPerSecond``.
+    Returns the path."""
     from pxr import Gf, Sdf, Usd, UsdGeom, UsdPhysics, Vt
 
     from wpsim.solvers.kinematics import eval_fk
@@ -95,6 +101,12 @@ def export_physics(model, path) -> Path:
     down = -np.asarray(model.up_vector, dtype=np.float64)
     scene.CreateGravityMagnitudeAttr(float(np.linalg.norm(g)))
     scene.CreateGravityDirectionAttr(Gf.Vec3f(*(g / np.linalg.norm(g) if np.linalg.norm(g) > 0 else down)))
+    if timestep is not None:
+        if not (np.isfinite(timestep) and timestep > 0.0):
+            raise ValueError(f"timestep must be a positive number of seconds, got {timestep}")
+        scene.GetPrim().CreateAttribute(f"wpsim:{TIMESTEP}", Sdf.ValueTypeNames.Double).Set(float(timestep))
+        scene.GetPrim().CreateAttribute(PHYSX_STEPS_PER_SECOND, Sdf.ValueTypeNames.UInt).Set(
+            max(1, int(round(1.0 / timestep))))
     state = model.state(requires_grad=False)
     eval_fk(model, state)
     poses = state.body_q.numpy().astype(np.float64)
@@ -402,7 +414,8 @@ class _StageReader:
 def import_usd(path, builder: ModelBuilder | None = None) -> tuple:
     """Add the rigid bodies, shapes and joints of the UsdPhysics stage at ``path`` to
     ``builder`` (a new one with the stage's up axis if None); returns (builder,
-    ImportedScene). The stage's physics scene gravity replaces the builder's."""
+    ImportedScene). The stage's physics scene gravity (any direction) replaces the builder's;
+    its time step (see ``export_physics``) becomes ``ImportedScene.timestep``."""
     from pxr import Usd, UsdGeom, UsdPhysics
 
     path = Path(path)
@@ -429,7 +442,10 @@ def import_usd(path, builder: ModelBuilder | None = None) -> tuple:
             if magnitude == 0.0:
                 gravity = 0.0
             elif magnitude is not None and np.isfinite(magnitude) and magnitude > 0 and np.linalg.norm(direction) > 0:
-                gravity = float(direction[builder.up_axis] / np.linalg.norm(direction) * magnitude * reader.mpu)
+                vector = direction / np.linalg.norm(direction) * magnitude * reader.mpu
+                along = float(vector @ np.asarray(builder.up_vector))  # a number when it is along the up axis
+                gravity = along if np.allclose(vector, along * np.asarray(builder.up_vector)) else tuple(vector.tolist())
+            reader.scene.timestep = _scene_timestep(path, prim)
 
     def build(b):
         poses = {}
@@ -459,6 +475,18 @@ def import_usd(path, builder: ModelBuilder | None = None) -> tuple:
     if gravity is not None:
         builder.gravity = gravity
     return builder, reader.scene
+
+
+def _scene_timestep(path: Path, prim) -> float | None:
+    """The time step (s) a physics scene prim gives (``wpsim:timestep``, else PhysX's
+    ``physxScene:timeStepsPerSecond``), or None."""
+    ours, physx = prim.GetAttribute(f"wpsim:{TIMESTEP}"), prim.GetAttribute(PHYSX_STEPS_PER_SECOND)
+    value = ours.Get() if ours and ours.HasAuthoredValue() else None
+    if value is None and physx and physx.HasAuthoredValue():
+        value = 1.0 / physx.Get() if physx.Get() else float("nan")
+    if value is not None and not (np.isfinite(value) and value > 0.0):
+        raise SceneFileError(f"{path}: {prim.GetPath()}: the time step must be a positive number of seconds")
+    return None if value is None else float(value)
 
 
 def _in_body(prim) -> bool:

@@ -102,9 +102,22 @@ class ArticulationStepper:
                 scratch.subtree_J, scratch.subtree_bias, scratch.subtree_damping, control.joint_f,
                 control.joint_target_q, control.joint_target_qd, solver._friction_smoothing, real(dt),
             ],
-            outputs=[scratch.mass_matrix, scratch.rhs],
+            outputs=[scratch.mass_matrix, scratch.rhs, scratch.dof_inertia],
             device=device,
         )
+        if model.coupling_count:
+            wp.launch(
+                for_precision(articulation.add_joint_couplings, real),
+                dim=model.coupling_count,
+                inputs=[
+                    model.coupling_term_start, model.coupling_term_dof, model.coupling_term_coef, model.coupling_rest,
+                    model.coupling_time_constant, model.coupling_damping_ratio, model.coupling_ke, model.coupling_kd,
+                    model.dof_joint, model.joint_articulation, model.joint_q_start, model.articulation_dof_start,
+                    model.articulation_H_start, state_in.joint_q, state_in.joint_qd, scratch.dof_inertia, real(dt),
+                ],
+                outputs=[scratch.mass_matrix, scratch.rhs],
+                device=device,
+            )
         cholesky_solve(model, scratch.mass_matrix, scratch.rhs, scratch.qdd, scratch.factor, scratch.adjoint, tape)
         accel = scratch.qdd
         if self.soft_contact is not None:

@@ -20,6 +20,7 @@ class ArticulationScratch:
         vv N s/m) of each body and summed over its subtree
     mass_matrix, factor (M,) -- dense joint-space mass matrix per articulation, its Cholesky factor
     rhs (D,) N or N m -- generalized forces minus bias; qdd (D,) -- joint accelerations
+    dof_inertia (D,) kg m^2 or kg -- the mass matrix diagonal before joint couplings
     adjoint (D,) -- scratch of the solve's backward
 
     ``zero_damping``: another scratch whose (always zero) damping blocks this one shares,
@@ -50,6 +51,7 @@ class ArticulationScratch:
             self.body_damping, self.subtree_damping = zero_damping.body_damping, zero_damping.subtree_damping
         self.mass_matrix = zeros(entries, real)
         self.rhs = zeros(nd, real)
+        self.dof_inertia = zeros(nd, real)
         self.qdd = zeros(nd, real)
         self.factor = zeros(entries, real, False)
         self.adjoint = zeros(nd, real, False)
