@@ -145,7 +145,7 @@ BAD_URDF = {
                  '<link name="c"><collision><geometry><mesh filename="package://x/y.stl"/></geometry></collision></link>',
                  "is a URL"),
     "zero inertia": ('<joint name="j" type="revolute"><parent link="a"/><child link="e"/></joint>'
-                     '<link name="e"><inertial><mass value="1"/><inertia ixx="0" iyy="0" izz="0"/></inertial></link>',
+                     '<link name="e"><inertial><mass value="0"/><inertia ixx="0" iyy="0" izz="0"/></inertial></link>',
                      None),
     "cycle": ('<joint name="j" type="fixed"><parent link="a"/><child link="b"/></joint>'
               '<joint name="k" type="fixed"><parent link="b"/><child link="a"/></joint>', "cycle"),
@@ -161,7 +161,7 @@ def test_bad_urdf_names_file_and_element_and_adds_nothing(tmp_path, case):
     builder = wpsim.ModelBuilder()
     if message is None:  # accepted by the importer, refused when the model is built
         import_urdf(path, builder)
-        with pytest.raises(ValueError, match="body 2: mass 1 kg and inertia eigenvalues"):
+        with pytest.raises(ValueError, match="body 2: mass 0 kg and inertia eigenvalues"):
             builder.finalize()
         return
     with pytest.raises(ValueError, match=message) as error:
@@ -308,7 +308,7 @@ UNHONOURED = """<mujoco>
     </body>
   </worldbody>
   <tendon><spatial name="t"><site site="s"/></spatial></tendon>
-  <equality><connect body1="b" anchor="0 0 0"/></equality>
+  <equality><weld body1="b"/></equality>
   <actuator><velocity joint="j" kv="1" ctrlrange="-1 1" ctrllimited="true"/></actuator>
   <sensor><jointpos joint="j"/></sensor>
 </mujoco>"""
@@ -324,7 +324,7 @@ def test_mjcf_reports_every_unhonoured_feature_once_with_file_and_line(tmp_path)
     found = {(u.line, u.element, u.attribute) for u in scene.unhonoured}
     assert found == {(2, "<option>", "integrator"), (2, "<option>", "viscosity"), (3, "<joint>", "springdamper"),
                      (6, "<joint>", "margin"), (7, "<geom>", "condim"), (11, "<spatial>", None),
-                     (12, "<connect>", None), (13, "<velocity>", "ctrlrange"),
+                     (12, "<weld>", None), (13, "<velocity>", "ctrlrange"),
                      (14, "<sensor>", None)}
     assert all(u.file == str(path) for u in scene.unhonoured)
     assert f"{path}:6: <joint> margin=\"0.01\" is not honoured" in str(ours[0].message)

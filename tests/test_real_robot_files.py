@@ -454,10 +454,11 @@ COUPLED_HAND = """<mujoco>
 
 def test_mjcf_joint_equality_and_tendon_spring_follow_mujoco(tmp_path):
     """A mirrored finger pair (equality q_a = -q_b, solref 0.01 1) and a tendon spring on the
-    other pair, from a perturbed state, contact off: the equality holds as tightly as in
-    MuJoCo and the fingers agree to 3e-4 rad (MuJoCo's solimp impedance is not modelled);
-    the tendon pair agrees to first order in the step (wpsim's spring is implicit, MuJoCo's
-    explicit): a quarter of the step, a quarter of the difference."""
+    other pair, from a perturbed state (the equality violated by 3e-3 rad), contact off: both
+    simulators pull the violation below 1e-5 rad within 0.2 s (MuJoCo faster at first: its
+    impedance scales the reference acceleration, wpsim's the spring) and the fingers agree to
+    1e-3 rad; the tendon pair agrees to first order in the step (wpsim's spring is implicit,
+    MuJoCo's explicit): a quarter of the step, a quarter of the difference."""
     pytest.importorskip("mujoco")
     from wpsim.bench.mujoco_reference import rollouts
 
@@ -469,9 +470,10 @@ def test_mjcf_joint_equality_and_tendon_spring_follow_mujoco(tmp_path):
         assert len(builder.joint_couplings) == 2 and not scene.unhonoured
         ours, theirs, q0 = rollouts(path, steps=int(round(1.0 / dt)), seed=4)
         assert np.abs(theirs - q0).max() > 0.1
-        residual = np.abs(ours[:, 0] + ours[:, 1]).max()
-        assert residual == pytest.approx(np.abs(theirs[:, 0] + theirs[:, 1]).max(), rel=0.1)
-        assert np.abs(ours[:, :2] - theirs[:, :2]).max() < 3e-4
+        settled = int(round(0.2 / dt))
+        for side in (ours, theirs):
+            assert abs(q0[0] + q0[1]) > 1e-3 and np.abs(side[settled:, 0] + side[settled:, 1]).max() < 1e-5
+        assert np.abs(ours[:, :2] - theirs[:, :2]).max() < 1e-3
         found[dt] = np.abs(ours[:, 2:] - theirs[:, 2:]).max()
     assert 3.0 < found[0.002] / found[0.0005] < 5.0
 
@@ -497,3 +499,160 @@ def test_a_link_welded_to_the_world_on_the_ground_has_no_contact_pair():
         solver.step(state, spare, None, 2e-3)
         state, spare = spare, state
     assert state.joint_q.numpy()[2] == pytest.approx(0.1, abs=2e-3)  # resting on the welded link
+
+
+def test_urdf_point_mass_link_gets_its_collision_inertia_and_is_listed(tmp_path):
+    """pybullet_data's laikago: a moving link with a mass and an all-zero <inertia> (pybullet
+    keeps it as a point mass) gets the inertia of its collision shapes scaled to its mass."""
+    path = tmp_path / "r.urdf"
+    path.write_text(f'<robot name="r"><link name="a">{INERTIAL}</link><link name="b"><inertial><mass value="2"/>'
+                    '<inertia ixx="0" iyy="0" izz="0" ixy="0" ixz="0" iyz="0"/></inertial><collision><geometry>'
+                    '<box size="0.2 0.2 0.2"/></geometry></collision></link><joint name="j" type="revolute">'
+                    '<parent link="a"/><child link="b"/><axis xyz="0 0 1"/><limit lower="-1" upper="1"/></joint>'
+                    '</robot>')
+    (builder, scene), _ = quiet(import_urdf, path)
+    body = scene.bodies["b"]
+    assert builder.bodies.array("body_mass")[body] == 2.0
+    assert np.diag(builder.bodies.array("body_inertia")[body]) == pytest.approx([2 * 0.08 / 12] * 3, rel=1e-9)
+    assert any("zero <inertia>" in str(u) for u in scene.unhonoured)
+    builder.finalize()
+
+
+FOUR_BAR = """<mujoco>
+  <compiler angle="radian"/>
+  <option timestep="0.001" integrator="implicitfast"/>
+  <worldbody>
+    <body name="crank" pos="0 0 1">
+      <joint name="j1" type="hinge" axis="0 1 0" damping="1"/>
+      <geom type="capsule" fromto="0 0 0 0.2 0 0" size="0.02"/>
+      <body name="coupler" pos="0.2 0 0">
+        <joint name="j2" type="hinge" axis="0 1 0"/>
+        <geom type="capsule" fromto="0 0 0 0.1 0 0.4" size="0.02"/>
+        <body name="rocker" pos="0.1 0 0.4">
+          <joint name="j3" type="hinge" axis="0 1 0"/>
+          <geom type="capsule" fromto="0 0 0 0.3 0 -0.1" size="0.02"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <equality><connect body1="rocker" anchor="0.3 0 -0.1" solref="{tc} 1"/></equality>
+</mujoco>"""
+
+
+@pytest.mark.parametrize("time_constant, angle_tol, gap_tol", [(0.02, 0.02, 6e-3), (0.005, 2e-3, 5e-4)])
+def test_mjcf_connect_closes_a_four_bar_that_settles_where_mujocos_does(tmp_path, time_constant, angle_tol, gap_tol):
+    """A damped four-bar closed by a connect equality (the rocker's tip pinned to the world)
+    falls from its drawn pose and settles under gravity. wpsim's rest pose is within
+    ``angle_tol`` rad of MuJoCo's and its pin within ``gap_tol`` m; the hold is about 10x
+    softer than MuJoCo's for the same solref (the effective mass comes from the mass-matrix
+    diagonal), and it tightens with the time constant."""
+    mujoco = pytest.importorskip("mujoco")
+    from wpsim.solvers import SemiImplicitSolver
+    from wpsim.solvers.kinematics import eval_fk
+
+    path = tmp_path / "four_bar.xml"
+    path.write_text(FOUR_BAR.format(tc=time_constant))
+    theirs = mujoco.MjModel.from_xml_path(str(path))
+    theirs.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
+    data = mujoco.MjData(theirs)
+    for _ in range(5000):
+        mujoco.mj_step(theirs, data)
+    (builder, scene), _ = quiet(import_mjcf, path, ke=0.0, kd=0.0)
+    assert len(builder.body_connections) == 1 and not scene.unhonoured
+    model = builder.finalize(dtype=wp.float64)
+    solver = SemiImplicitSolver(model)
+    state, spare = model.state(), model.state()
+    for _ in range(5000):
+        solver.step(state, spare, None, 1e-3)
+        state, spare = spare, state
+    assert np.abs(state.joint_q.numpy() - data.qpos).max() < angle_tol
+    assert np.abs(data.qpos - theirs.qpos0).max() > 0.1  # it moved
+    pose = eval_fk(model, state).body_q.numpy()[2]
+    from wpsim.core.geometry import quat_to_matrix
+
+    tip = pose[:3] + quat_to_matrix(pose[3:]) @ np.array([0.3, 0.0, -0.1])
+    assert np.linalg.norm(tip - model.connection_point_b.numpy()[0]) < gap_tol
+
+
+@pytest.mark.parametrize("to_world", [True, False])
+def test_connection_gradient_matches_central_differences(to_world):
+    """d(final crank angle)/d(initial velocities) through a three-link chain whose tip is
+    pinned to the world, or to the first link (a loop inside the articulation), tape against
+    central differences in float64."""
+    from wpsim.diff.losses import joint_state_loss
+
+    builder = wpsim.ModelBuilder(gravity=-9.81)
+    parent = -1
+    for k in range(3):
+        body = builder.add_body(mass=1.0, com=(0.25, 0.0, 0.0), inertia=np.eye(3) * 0.02)
+        builder.add_joint_revolute(parent, body, axis=(0.0, 1.0, 0.0), parent_pos=(0.0 if k == 0 else 0.5, 0.0, 0.0),
+                                   q=0.0 if k == 0 else -1.5, damping=0.1)
+        parent = body
+    if to_world:
+        builder.add_body_connection(parent, (0.5, 0.0, 0.0), -1, (0.04, 0.0, -0.43), time_constant=0.02,
+                                    impedance=0.9)
+    else:
+        builder.add_body_connection(parent, (0.5, 0.0, 0.0), 0, (0.1, 0.0, -0.4), time_constant=0.02, impedance=0.9)
+    model = builder.finalize(dtype=wp.float64, requires_grad=True)
+    solver = wpsim.SemiImplicitSolver(model)
+    weight = wp.array([1.0, 0.0, 0.0], dtype=wp.float64)
+
+    def loss_of(qd0, record=False):
+        state = model.state(requires_grad=record)
+        state.joint_qd.assign(qd0)
+        tape = wp.Tape() if record else None
+        with tape if record else contextlib.nullcontext():
+            loss = joint_state_loss(wpsim.simulate(solver, state, 150, 2e-3), weight)
+        if record:
+            tape.backward(loss=loss)
+            return state.joint_qd.grad.numpy().copy()
+        return float(loss.numpy()[0])
+
+    qd0 = np.array([0.8, -0.3, 0.2])
+    grad = loss_of(qd0, record=True)
+    for k in range(3):
+        step = np.zeros(3)
+        step[k] = 1e-6
+        fd = (loss_of(qd0 + step) - loss_of(qd0 - step)) / 2e-6
+        assert grad[k] == pytest.approx(fd, rel=1e-6, abs=1e-10)
+
+
+def test_body_connections_are_checked():
+    builder = wpsim.ModelBuilder()
+    a, b = builder.add_body(mass=1.0, inertia=np.eye(3)), builder.add_body(mass=1.0, inertia=np.eye(3))
+    builder.add_joint_revolute(-1, a, axis=(0.0, 0.0, 1.0))
+    builder.add_joint_revolute(-1, b, axis=(0.0, 0.0, 1.0))
+    with pytest.raises(ValueError, match="impedance"):
+        builder.add_body_connection(a, (0, 0, 0), b, (0, 0, 0), impedance=1.0)
+    builder.add_body_connection(a, (0, 0, 0), b, (0, 0, 0))
+    with pytest.raises(ValueError, match="one articulation"):
+        builder.finalize()
+
+
+def test_blank_lines_before_the_xml_declaration_are_accepted_and_lines_still_count(tmp_path):
+    """pybullet_data's biped2d and diff_ring start with blank lines before <?xml ...?>."""
+    path = tmp_path / "r.urdf"
+    path.write_text(f'\n\n\n<?xml version="1.0"?>\n<robot name="r">\n<link name="a">{INERTIAL}</link>\n'
+                    '<link name="b"/>\n<joint name="j" type="revolute"><parent link="a"/><child link="b"/>'
+                    '<limit lower="1" upper="0"/></joint>\n</robot>\n')
+    (builder, scene), _ = quiet(import_urdf, path)
+    assert builder.bodies.count == 2
+    (limit,) = [u for u in scene.unhonoured if u.element == "<limit>"]
+    assert limit.line == 8  # the file's own line, blank lines included
+
+
+def test_urdf_plane_on_a_welded_root_is_a_static_plane(tmp_path):
+    from wpsim.kernels.enums import SHAPE_PLANE
+
+    collision = '<collision><origin xyz="0 0 0.5"/><geometry><plane normal="0 1 0"/></geometry></collision>'
+    path = tmp_path / "plane.urdf"
+    path.write_text(f'<robot name="p"><link name="ground">{collision}</link></robot>')
+    (builder, _), _ = quiet(import_urdf, path)
+    model = builder.finalize(dtype=wp.float64)
+    assert model.shape_kind.numpy().tolist() == [SHAPE_PLANE] and model.shape_body.numpy().tolist() == [-1]
+    from wpsim.core.geometry import quat_to_matrix
+
+    pose = model.shape_transform.numpy()[0]
+    assert np.allclose(pose[:3], [0.0, 0.0, 0.5]) and np.allclose(quat_to_matrix(pose[3:]) @ [0, 0, 1], [0, 1, 0])
+    with pytest.raises(ValueError, match="root link welded"):
+        quiet(import_urdf, path, floating=True)

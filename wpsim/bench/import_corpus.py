@@ -141,7 +141,8 @@ def check_file(part: str, path: Path, root: Path, compare: bool = True, run: boo
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            _, scene = import_robot(path)
+            builder, scene = import_robot(path)
+        builder.finalize()  # what the builder accepts, the model must accept too
     except Exception as error:  # every refusal is reported with its message
         found.update(imported=False, reason=f"{type(error).__name__}: {error}".replace(str(path), path.name))
         return found
@@ -153,7 +154,10 @@ def check_file(part: str, path: Path, root: Path, compare: bool = True, run: boo
         except Exception as error:  # e.g. the two disagree on the joint count: reported, not raised
             found["max_abs_dq"], found["compare_error"] = float("nan"), f"{type(error).__name__}: {error}"
     if run:
-        found["healthy"], found["steps"], found["failure"] = healthy_with_contact(path)
+        try:
+            found["healthy"], found["steps"], found["failure"] = healthy_with_contact(path)
+        except Exception as error:  # reported as a failed run, not raised
+            found["healthy"], found["steps"], found["failure"] = False, 0, f"{type(error).__name__}: {error}"
     return found
 
 

@@ -189,13 +189,14 @@ class ModelBuilder(RigidBodyBuilder):
         """Undo every row (and mesh shape) added inside the block if it raises."""
         tables = self._tables()
         marks = [t.mark() for t in tables]
-        meshes, visuals, couplings = dict(self.shape_meshes), list(self.visual_meshes), list(self.joint_couplings)
+        kept = (dict(self.shape_meshes), list(self.visual_meshes), list(self.joint_couplings),
+                list(self.body_connections))
         try:
             yield
         except BaseException:
             for table, mark in zip(tables, marks):
                 table.rollback(mark)
-            self.shape_meshes, self.visual_meshes, self.joint_couplings = meshes, visuals, couplings
+            self.shape_meshes, self.visual_meshes, self.joint_couplings, self.body_connections = kept
             raise
 
     def add_cloth_mesh(
@@ -465,6 +466,8 @@ class ModelBuilder(RigidBodyBuilder):
         self.shape_meshes.update({shape_shift + i: mesh for i, mesh in other.shape_meshes.items()})
         self.joint_couplings += [(tuple(j + joint_shift for j in joints), *rest)
                                  for joints, *rest in other.joint_couplings]
+        self.body_connections += [(a + body_shift, pa, b + body_shift if b >= 0 else -1, pb if b >= 0 else pb + offset,
+                                   *rest) for a, pa, b, pb, *rest in other.body_connections]
         for body, pose, vertices, faces in other.visual_meshes:
             placed = pose if body >= 0 else np.concatenate([pose[:3] + offset, pose[3:]])
             self.visual_meshes.append((body + body_shift if body >= 0 else -1, placed, vertices, faces))

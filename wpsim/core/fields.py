@@ -7,6 +7,7 @@ arrays, drive precision conversion and ``requires_grad``, and (for Model fields)
 
 Shape letters: P particles, S springs, T triangles, H bending hinges, E tetrahedra, G strain-smoothing domains,
 C collision shapes, V mesh-shape contact points, N candidate rigid contact pairs, L joint couplings, R their terms,
+X body connections,
 W worlds, K particle-contact neighbours
 per particle (0 when particle-particle contact is off), B rigid bodies, J joints,
 Q joint coordinates, D joint dofs, A articulations, M mass-matrix entries (sum over
@@ -202,8 +203,20 @@ MODEL_FIELDS = (
     FieldSpec("coupling_time_constant", "real", "(L,)", "s",
               "the coupling's stiffness as a time constant over its effective inertia (0: none)", False),
     FieldSpec("coupling_damping_ratio", "real", "(L,)", "-", "damping ratio of that time-constant spring", False),
+    FieldSpec("coupling_impedance", "real", "(L,)", "-",
+              "MuJoCo's solimp d: the time-constant spring and damper are scaled by d / (1 - d) (0.5: by 1)", False),
     FieldSpec("coupling_ke", "real", "(L,)", "N/m or N m/rad", "added stiffness of the coupling's length", False),
     FieldSpec("coupling_kd", "real", "(L,)", "N s/m or N m s/rad", "added damping of the coupling's length", False),
+    FieldSpec("connection_body", "int", "(X, 2)", "-",
+              "body connections (ModelBuilder.add_body_connection): the two bodies (-1: the world)", False),
+    FieldSpec("connection_point_a", "vec3", "(X,)", "m", "the connected point in the first body's frame", False),
+    FieldSpec("connection_point_b", "vec3", "(X,)", "m",
+              "the point it is held at, in the second body's frame (the world's for -1)", False),
+    FieldSpec("connection_time_constant", "real", "(X,)", "s",
+              "the connection's stiffness as a time constant over its effective mass (0: none)", False),
+    FieldSpec("connection_damping_ratio", "real", "(X,)", "-", "damping ratio of that time-constant spring", False),
+    FieldSpec("connection_impedance", "real", "(X,)", "-",
+              "MuJoCo's solimp d: the spring and damper are scaled by d / (1 - d) (0.5: by 1)", False),
     *built_by(
         "body",
         FieldSpec("body_mass", "real", "(B,)", "kg", "body mass", check="nonnegative"),

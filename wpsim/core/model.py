@@ -101,7 +101,8 @@ class Model:
     domains of smoothed tets), shape_count,
     body_count, joint_count, joint_coord_count, joint_dof_count, articulation_count,
     max_articulation_dofs, articulation_H_size (entries of all dense joint-space matrices),
-    coupling_count (joint couplings, ``ModelBuilder.add_joint_coupling``),
+    coupling_count (joint couplings, ``ModelBuilder.add_joint_coupling``), connection_count
+    (body connections, ``ModelBuilder.add_body_connection``),
     contact_pair_count, shape_meshes (shape index -> (vertices (V, 3) m, faces (F, 3)) of
     mesh shapes, host copies for export), visual_meshes (drawn-only meshes, see
     ``ModelBuilder.visual_meshes``),

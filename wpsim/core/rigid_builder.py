@@ -56,8 +56,11 @@ class RigidBodyBuilder:
         """Pairs (a, b), a > b, of bodies whose shapes never collide (b = -1 is static geometry); see
         ``exclude_contact``."""
         self.joint_couplings: list[tuple] = []
-        """(joints, coefficients, rest, time constant, damping ratio, ke, kd) of each joint
-        coupling; see ``add_joint_coupling``."""
+        """(joints, coefficients, rest, time constant, damping ratio, ke, kd, impedance) of each
+        joint coupling; see ``add_joint_coupling``."""
+        self.body_connections: list[tuple] = []
+        """(body a, point a, body b, point b, time constant, damping ratio, impedance) of each
+        body connection; see ``add_body_connection``."""
         self.bodies = Table("body")
         self.joints = Table("joint")
         self.joint_coords = Table("joint coordinate")
@@ -282,6 +285,7 @@ class RigidBodyBuilder:
             "articulation_H_start": art_H_start,
             "dof_joint": dof_joint,
             **self._coupling_arrays(d_start, art_of),
+            **self._connection_arrays(art_of),
         }
         scalars = {
             "body_count": nb,
@@ -292,6 +296,7 @@ class RigidBodyBuilder:
             "max_articulation_dofs": max(art_dofs, default=0),
             "articulation_H_size": int(art_H_start[-1]),
             "coupling_count": len(self.joint_couplings),
+            "connection_count": len(self.body_connections),
         }
         return arrays, scalars
 
@@ -314,14 +319,17 @@ class RigidBodyBuilder:
         self.excluded_body_pairs.add((int(max(body_a, body_b)), int(min(body_a, body_b))))
 
     def add_joint_coupling(self, joints, coefs, rest: float = 0.0, time_constant: float = 0.0,
-                           damping_ratio: float = 1.0, ke: float = 0.0, kd: float = 0.0) -> int:
+                           damping_ratio: float = 1.0, ke: float = 0.0, kd: float = 0.0,
+                           impedance: float = 0.5) -> int:
         """Hold a linear combination of hinge and slide coordinates, the coupling's length
         L = sum(coefs[k] q[joints[k]]) (m or rad), near ``rest``: a spring-damper on L whose
         generalized force coefs[k] f acts on each joint, f = K (rest - L) - D dL/dt, taken
         implicitly by the joint-space solve (stable for any stiffness). K and D are ``ke`` and
         ``kd`` plus, with ``time_constant`` T > 0 s, m / (T zeta)^2 and 2 m / T, where m is L's
         effective inertia at each step (from the mass-matrix diagonal) and zeta
-        ``damping_ratio``: MuJoCo's solref. Models a fixed tendon's spring (ke, kd) and a joint
+        ``damping_ratio``: MuJoCo's solref, both scaled by d / (1 - d) with d ``impedance`` in
+        (0, 1) (MuJoCo's solimp, which holds a constraint d / (1 - d) times tighter under a
+        steady load than its solref alone; 0.5 scales by 1). Models a fixed tendon's spring (ke, kd) and a joint
         equality q1 = a0 + a1 q2 (joints (1, 2), coefs (1, -a1), rest a0, a time constant).
         The joints must belong to one articulation (checked at finalize). Returns its index."""
         index = len(self.joint_couplings)
@@ -342,11 +350,53 @@ class RigidBodyBuilder:
         for name in ("time_constant", "ke", "kd"):
             if values[name] < 0.0:
                 raise ValueError(f"joint coupling {index}: {name} must be >= 0, got {values[name]}")
-        if not damping_ratio > 0.0:
-            raise ValueError(f"joint coupling {index}: damping_ratio must be > 0, got {damping_ratio}")
+        if not damping_ratio > 0.0 or not 0.0 < impedance < 1.0:
+            raise ValueError(f"joint coupling {index}: damping_ratio must be > 0 and impedance in (0, 1), got "
+                             f"{damping_ratio}, {impedance}")
         self.joint_couplings.append((tuple(joints), tuple(coefs), float(rest), float(time_constant),
-                                     float(damping_ratio), float(ke), float(kd)))
+                                     float(damping_ratio), float(ke), float(kd), float(impedance)))
         return index
+
+    def add_body_connection(self, body_a: int, point_a, body_b: int, point_b, time_constant: float = 0.02,
+                            damping_ratio: float = 1.0, impedance: float = 0.5) -> int:
+        """Hold ``point_a`` of ``body_a`` (body frame, m) at ``point_b`` of ``body_b`` (its frame;
+        -1: a world point), a ball-joint loop closure (MJCF's connect equality): a spring-damper
+        on the gap, stiffness m / (T zeta)^2 and damping 2 m / T with T ``time_constant`` (s),
+        zeta ``damping_ratio`` and m the gap's effective mass at each step (from the mass-matrix
+        diagonal), both scaled by d / (1 - d) with d ``impedance`` (see ``add_joint_coupling``),
+        taken implicitly by the joint-space solve. Both bodies must belong to one
+        articulation (checked at finalize). Returns its index."""
+        index = len(self.body_connections)
+        for body in (body_a, body_b):
+            if not (isinstance(body, (int, np.integer)) and -1 <= body < self.bodies.count):
+                raise ValueError(f"body connection {index}: body {body} does not exist (-1 = world, "
+                                 f"{self.bodies.count} bodies)")
+        if body_a < 0 or body_a == body_b:
+            raise ValueError(f"body connection {index}: connect a body ({body_a}) to another body or the world")
+        points = [np.asarray(p, dtype=np.float64) for p in (point_a, point_b)]
+        if any(p.shape != (3,) or not np.isfinite(p).all() for p in points):
+            raise ValueError(f"body connection {index}: points must be 3 finite numbers (m), got {point_a}, {point_b}")
+        if not (time_constant > 0.0 and damping_ratio > 0.0 and 0.0 < impedance < 1.0):
+            raise ValueError(f"body connection {index}: time_constant and damping_ratio must be > 0 and impedance "
+                             f"in (0, 1), got {time_constant}, {damping_ratio}, {impedance}")
+        self.body_connections.append((int(body_a), points[0], int(body_b), points[1], float(time_constant),
+                                      float(damping_ratio), float(impedance)))
+        return index
+
+    def _connection_arrays(self, art_of: np.ndarray) -> dict:
+        """The body connections as Model arrays (see ``wpsim.core.fields``)."""
+        joint_of = {int(c): j for j, c in enumerate(self.joints.array("joint_child"))}
+        for index, (a, _, b, *_) in enumerate(self.body_connections):
+            arts = {int(art_of[joint_of[body]]) for body in (a, b) if body >= 0 and body in joint_of}
+            if len(arts) != 1 or any(body >= 0 and body not in joint_of for body in (a, b)):
+                raise ValueError(f"body connection {index}: bodies {a} and {b} do not belong to one articulation")
+        rows = self.body_connections
+        return {"connection_body": np.array([[r[0], r[2]] for r in rows], np.int64).reshape(-1, 2),
+                "connection_point_a": np.array([r[1] for r in rows], np.float64).reshape(-1, 3),
+                "connection_point_b": np.array([r[3] for r in rows], np.float64).reshape(-1, 3),
+                "connection_time_constant": np.array([r[4] for r in rows], np.float64),
+                "connection_damping_ratio": np.array([r[5] for r in rows], np.float64),
+                "connection_impedance": np.array([r[6] for r in rows], np.float64)}
 
     def _coupling_arrays(self, d_start: np.ndarray, art_of: np.ndarray) -> dict:
         """The couplings as Model arrays (see ``wpsim.core.fields``), their dofs in the
@@ -359,8 +409,9 @@ class RigidBodyBuilder:
             coefs += list(c)
             starts.append(len(dofs))
             settings.append(rest)
-        settings = np.asarray(settings, dtype=np.float64).reshape(-1, 5)
-        names = ("coupling_rest", "coupling_time_constant", "coupling_damping_ratio", "coupling_ke", "coupling_kd")
+        names = ("coupling_rest", "coupling_time_constant", "coupling_damping_ratio", "coupling_ke", "coupling_kd",
+                 "coupling_impedance")
+        settings = np.asarray(settings, dtype=np.float64).reshape(-1, len(names))
         return {"coupling_term_start": np.asarray(starts, np.int64), "coupling_term_dof": np.asarray(dofs, np.int64),
                 "coupling_term_coef": np.asarray(coefs, np.float64),
                 **{name: settings[:, k].copy() for k, name in enumerate(names)}}

@@ -37,8 +37,10 @@ bodies are dropped (listed).
 Also: joint ``stiffness springref frictionloss`` (joint springs, dry friction);
 ``<equality><joint joint1 joint2 polycoef solref>`` with a linear polynomial and
 ``<tendon><fixed stiffness damping springlength>`` as joint couplings
-(``ModelBuilder.add_joint_coupling``: implicit spring-dampers, the equality's from solref and
-the coupled dofs' effective inertia; solimp is not modelled); ``<contact><exclude body1
+(``ModelBuilder.add_joint_coupling``: implicit spring-dampers, the equality's from solref,
+solimp's d0 and the coupled dofs' effective inertia); ``<equality><connect body1 body2
+anchor>`` as body connections (``ModelBuilder.add_body_connection``, the same law on the
+anchor's gap); ``<contact><exclude body1
 body2>``; ``<keyframe><key name qpos qvel>`` poses (MuJoCo's layout: the file's joints in
 document order, quaternions w x y z, angles in rad whatever ``<compiler angle>`` says),
 unnamed keys named ``key0``, ``key1``, ... by their place. A joint's ``ref`` is honoured by
@@ -67,7 +69,7 @@ from pathlib import Path
 import numpy as np
 
 from wpsim.core.builder import ModelBuilder
-from wpsim.core.geometry import quat_between, quat_to_matrix
+from wpsim.core.geometry import quat_between, quat_to_matrix, transform_multiply
 from wpsim.core.mass import (
     box_mass_properties,
     capsule_mass_properties,
@@ -122,6 +124,7 @@ class _Reader:
                             for mesh in root.iter("mesh") if mesh.get("file") is not None}
         self.meshes = {}  # name -> (vertices, faces) of the collision surface, loaded on first use
         self.scene = ImportedScene(unhonoured=list(tree.unhonoured))
+        self.world_pose = {}  # body -> (7,) world pose of its frame in the file's reference pose
 
     # -------------------------------------------------------------- bodies
     def add_body(self, b: ModelBuilder, element, parent: int):
@@ -144,6 +147,8 @@ class _Reader:
             self.fail(inertial if inertial is not None else element, str(error))
         name = element.get("name") or f"body{body}"
         self.scene.bodies[name] = body
+        parent_pose = self.world_pose.get(parent, np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]))
+        self.world_pose[body] = transform_multiply(parent_pose, np.concatenate([pos, rot]))  # the drawn pose
         self.add_joints(b, element, body, parent, pos, rot)
         for geom in element.findall("geom"):
             self.add_geom(b, geom, body, use_density=inertial is None)
@@ -527,8 +532,16 @@ class _Reader:
             self.fail(element, f"{key}: joint \"{name}\" is not a hinge or slide joint")
         return joint
 
+    def impedance(self, equality) -> float:
+        """An equality's solimp d0 (MuJoCo's impedance at zero violation, default 0.9), which
+        wpsim holds at every violation."""
+        d0 = float(self.numbers(equality, "solimp", (3, 5), (0.9, 0.95, 0.001))[0])
+        if not 0.0 < d0 < 1.0:
+            self.fail(equality, f"solimp=\"{equality.get('solimp')}\": its first value must lie in (0, 1)")
+        return d0
+
     def add_equalities(self, b: ModelBuilder, root):
-        """``<equality><joint joint1 joint2 polycoef solref>`` with a linear polynomial,
+        """``<equality><joint joint1 joint2 polycoef solref solimp>`` with a linear polynomial,
         q1 - q1_0 = a0 + a1 (q2 - q2_0) (q_0: the file's reference pose), as a joint coupling
         with solref's time constant and damping ratio (``ModelBuilder.add_joint_coupling``).
         Other equality kinds, and higher polynomial terms, are listed as not honoured."""
@@ -545,6 +558,7 @@ class _Reader:
                     equality, "solref", equality.get("solref"), "is not honoured: only the time-constant form (> 0); "
                                                                  "0.02 1 is used"))
                 time_constant, ratio = 0.02, 1.0
+            impedance = self.impedance(equality)
             first = self.one_dof_joint(b, equality, "joint1")
             q0 = b.joint_coords.array("joint_q")
             joints, coefs, rest = [first], [1.0], q0[b.first_coord(first)] + poly[0]
@@ -554,9 +568,46 @@ class _Reader:
                 coefs.append(-poly[1])
                 rest -= poly[1] * q0[b.first_coord(second)]
             try:
-                b.add_joint_coupling(joints, coefs, rest=rest, time_constant=time_constant, damping_ratio=ratio)
+                b.add_joint_coupling(joints, coefs, rest=rest, time_constant=time_constant, damping_ratio=ratio,
+                                     impedance=impedance)
             except ValueError as error:
                 self.fail(equality, str(error))
+
+    def add_connections(self, b: ModelBuilder, root):
+        """``<equality><connect body1 body2 anchor solref>``: the anchor (body1's frame) held
+        where it is in the reference pose, on body2 (the world if absent), as a body
+        connection (``ModelBuilder.add_body_connection``); ``site1``/``site2`` connects are
+        listed as not honoured."""
+        for connect in (e for section in root.findall("equality") for e in section.findall("connect")):
+            if connect.get("body1") is None:
+                self.scene.unhonoured.append(self.tree.unhonoured_here(
+                    connect, note="is not honoured: only the body1/body2/anchor form"))
+                continue
+            bodies = []
+            for key in ("body1", "body2"):
+                name = connect.get(key, "world")
+                if name != "world" and name not in self.scene.bodies:
+                    self.fail(connect, f"{key}: unknown body \"{name}\"")
+                bodies.append(-1 if name == "world" else self.scene.bodies[name])
+            anchor = self.numbers(connect, "anchor", 3)
+            if anchor is None:
+                self.fail(connect, "needs an anchor")
+            time_constant, ratio = self.numbers(connect, "solref", 2, (0.02, 1.0))
+            if min(time_constant, ratio) <= 0.0:
+                self.scene.unhonoured.append(self.tree.unhonoured_here(
+                    connect, "solref", connect.get("solref"), "is not honoured: only the time-constant form (> 0); "
+                                                                "0.02 1 is used"))
+                time_constant, ratio = 0.02, 1.0
+            first = self.world_pose[bodies[0]]
+            point = quat_to_matrix(first[3:]) @ anchor + first[:3]  # the anchor in the world
+            if bodies[1] >= 0:
+                second = self.world_pose[bodies[1]]
+                point = quat_to_matrix(second[3:]).T @ (point - second[:3])
+            try:
+                b.add_body_connection(bodies[0], anchor, bodies[1], point, time_constant, ratio,
+                                      self.impedance(connect))
+            except ValueError as error:
+                self.fail(connect, str(error))
 
     def add_fixed_tendons(self, b: ModelBuilder, root):
         """``<tendon><fixed stiffness damping springlength>``: length sum(coef q), a joint
@@ -667,6 +718,7 @@ def import_mjcf(path, builder: ModelBuilder | None = None, ke: float = 1.0e4, kd
         reader.add_actuators(b, root)
         reader.add_contact_excludes(b, root)
         reader.add_equalities(b, root)
+        reader.add_connections(b, root)
         reader.add_fixed_tendons(b, root)
         reader.set_contact_settings()
         reader.add_keyframes(b, root)

@@ -54,18 +54,26 @@ def parse_xml(path: Path, root_tag: str, lines: dict | None = None):
     if not path.is_file():
         raise SceneFileError(f"{path}: no such file")
 
+    skipped = [0]  # blank lines dropped before an XML declaration
+
     class LineBuilder(TreeBuilder):
         def start(self, tag, attrs):
             element = super().start(tag, attrs)
             if lines is not None:
-                lines[element] = parser.parser.CurrentLineNumber
+                lines[element] = parser.parser.CurrentLineNumber + skipped[0]
             return element
 
     parser = DefusedXMLParser(target=LineBuilder(), forbid_dtd=False, forbid_entities=True, forbid_external=True)
     try:
         with open(path, "rb") as stream:
-            while chunk := stream.read(1 << 16):
+            chunk = stream.read(1 << 16)
+            stripped = chunk.lstrip(b" \t\r\n")
+            if stripped.startswith(b"<?xml"):  # blank lines before the declaration, which parsers refuse, are dropped
+                skipped[0] = chunk[:len(chunk) - len(stripped)].count(b"\n")
+                chunk = stripped
+            while chunk:
                 parser.feed(chunk)
+                chunk = stream.read(1 << 16)
         root = parser.close()
     except DefusedXmlException as error:
         raise SceneFileError(f"{path}: refused unsafe XML ({type(error).__name__})") from error

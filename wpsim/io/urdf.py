@@ -2,7 +2,8 @@
 
 Supported: ``<link>`` with ``<inertial>`` (``origin xyz rpy``, ``mass``, ``inertia``) and
 ``<collision>`` geometry ``box``, ``sphere``, ``cylinder`` (imported as a capsule of the
-same radius and overall length) and ``mesh`` (``filename``, ``scale``);
+same radius and overall length), ``mesh`` (``filename``, ``scale``) and pybullet's ``plane``
+(``normal``; an infinite static plane, on a root link welded to the world);
 ``<joint type="revolute|continuous|prismatic|fixed|floating|spherical">`` (spherical:
 pybullet's ball joint, without limits) with ``origin``, ``axis``, ``limit lower upper`` and
 ``dynamics damping friction``. A link named ``world`` (no inertial) is the
@@ -30,7 +31,8 @@ Conventions of real robot files:
   revolute joints of a universal joint), a solid sphere of ``default_mass`` (kg) at
   ``default_density`` centred at the link origin. Each such link is listed in
   ``ImportedScene.unhonoured``.
-- ``<inertial>`` with ``<mass>`` but no ``<inertia>``: the central inertia of the link's
+- ``<inertial>`` with ``<mass>`` but no ``<inertia>``, or an all-zero one (a point mass,
+  which pybullet accepts): the central inertia of the link's
   collision geometry (uniform density) scaled to that mass, placed at the inertial origin;
   without collision geometry a solid sphere of that mass at ``default_density``. Listed in
   ``ImportedScene.unhonoured``.
@@ -64,7 +66,7 @@ from urllib.parse import unquote
 import numpy as np
 
 from wpsim.core.builder import ModelBuilder
-from wpsim.core.geometry import quat_to_matrix
+from wpsim.core.geometry import quat_between, quat_to_matrix, transform_multiply
 from wpsim.core.mass import balanced_inertia
 from wpsim.io.mjcf_compile import Unhonoured
 from wpsim.io.scene_parsing import (
@@ -187,6 +189,8 @@ def _inertial(path: Path, link) -> tuple:
         return float(mass[0]), com, None
     names = ("ixx", "iyy", "izz", "ixy", "ixz", "iyz")
     xx, yy, zz, xy, xz, yz = (float(floats(path, inertia_el, n, 1, (0.0,))[0]) for n in names)
+    if mass[0] > 0.0 and xx == yy == zz == xy == xz == yz == 0.0:  # a point mass: as if no <inertia>
+        return float(mass[0]), com, None
     R = quat_to_matrix(rot)
     tensor = np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]])
     return float(mass[0]), com, R @ tensor @ R.T
@@ -199,7 +203,7 @@ def _sphere(mass: float, density: float) -> tuple:
 
 
 def _add_collisions(path: Path, b: ModelBuilder, link, body: int, contact: dict, roots: list, meshes: dict,
-                    density: float = 0.0):
+                    density: float = 0.0, welded_root: bool = False):
     """The link's collision shapes, massless unless ``density`` > 0 (kg/m^3); ``meshes``
     caches loaded mesh files: (filename, scale) -> (vertices, faces, note, first element)."""
     for collision in link.findall("collision"):
@@ -230,6 +234,13 @@ def _add_collisions(path: Path, b: ModelBuilder, link, body: int, contact: dict,
                 vertices, faces = meshes[key][:2]
                 b.add_shape_mesh(body, vertices, faces, pos, rot, density=density, name=f"{path}: {filename}",
                                  **contact)
+            elif shape.tag == "plane" and welded_root:  # pybullet's: an infinite static plane
+                normal = floats(path, shape, "normal", 3, (0.0, 0.0, 1.0))
+                turn = quat_between((0.0, 0.0, 1.0), normal / np.linalg.norm(normal))
+                b.add_shape_plane(pos, transform_multiply(np.concatenate([pos, rot]), np.concatenate([[0, 0, 0], turn]))[3:],
+                                  **contact)
+            elif shape.tag == "plane":
+                raise SceneFileError(f"{path}: {describe(link)}: a <plane> only on a root link welded to the world")
             else:
                 raise SceneFileError(f"{path}: {describe(link)}: unsupported geometry <{shape.tag}>")
         except SceneFileError:
@@ -353,7 +364,8 @@ def import_urdf(path, builder: ModelBuilder | None = None, floating: bool = Fals
             if inertia is None:
                 inertia = _sphere(mass, default_density)[1]
                 how = f"the inertia of a solid sphere of that mass at {default_density:g} kg/m^3"
-            note(link.find("inertial"), f"of {describe(link)} has a mass ({mass:g} kg) but no <inertia>: given {how}",
+            missing = "a zero <inertia>" if link.find("inertial").find("inertia") is not None else "no <inertia>"
+            note(link.find("inertial"), f"of {describe(link)} has a mass ({mass:g} kg) but {missing}: given {how}",
                  label="<inertial>")
         elif name in by_sphere:
             mass = default_mass
@@ -367,7 +379,8 @@ def import_urdf(path, builder: ModelBuilder | None = None, floating: bool = Fals
         except ValueError as error:
             raise SceneFileError(f"{path}: {describe(link)}: {error}") from error
         density = default_density if name in by_density else 0.0
-        _add_collisions(path, b, link, body, contact, roots, meshes, density=density)
+        _add_collisions(path, b, link, body, contact, roots, meshes, density=density,
+                        welded_root=name not in parent_of and not moves(name))
         if name in by_sphere:
             note(link, f"has no <inertial> and moves: given {mass:g} kg, a solid sphere of radius {radius:.3g} m "
                        f"({default_density:g} kg/m^3) at its origin")

@@ -68,6 +68,39 @@ class ArticulationStepper:
             )
         return scratch, tape if recording else None
 
+    def _add_connections(self, scratch, state_in, dt: float):
+        """The body connections' implicit spring-dampers into the joint-space system."""
+        model = self.model
+        real, device = model.dtype, model.device
+        slots = scratch.connection_jacobian.shape[1]
+        scratch.connection_rate.zero_()
+        scratch.connection_inverse_mass.zero_()
+        common = [model.connection_body, model.connection_point_a, model.connection_point_b]
+        wp.launch(
+            for_precision(articulation.connection_jacobian, real), dim=(model.connection_count, slots),
+            inputs=[*common, model.body_joint, model.joint_articulation, model.joint_dfs_pos, model.joint_dfs_end,
+                    model.dof_joint, model.articulation_dof_start, model.body_origin, state_in.body_q,
+                    state_in.joint_qd, scratch.dof_motion, scratch.dof_inertia],
+            outputs=[scratch.connection_jacobian, scratch.connection_rate, scratch.connection_inverse_mass],
+            device=device,
+        )
+        wp.launch(
+            for_precision(articulation.connection_force, real), dim=model.connection_count,
+            inputs=[*common, model.connection_time_constant, model.connection_damping_ratio, model.connection_impedance,
+                    state_in.body_q,
+                    scratch.connection_rate, scratch.connection_inverse_mass, real(dt)],
+            outputs=[scratch.connection_force, scratch.connection_slope],
+            device=device,
+        )
+        wp.launch(
+            for_precision(articulation.add_body_connections, real), dim=(model.connection_count, slots, slots),
+            inputs=[model.connection_body, model.body_joint, model.joint_articulation, model.articulation_dof_start,
+                    model.articulation_H_start, scratch.connection_jacobian, scratch.connection_force,
+                    scratch.connection_slope],
+            outputs=[scratch.mass_matrix, scratch.rhs],
+            device=device,
+        )
+
     def finish(self, solver, begun: tuple, state_in, state_out, control, dt: float):
         """Second half of a step: joint accelerations from the wrenches in
         ``state_in.body_f``, then the joint update into ``state_out``."""
@@ -112,12 +145,15 @@ class ArticulationStepper:
                 inputs=[
                     model.coupling_term_start, model.coupling_term_dof, model.coupling_term_coef, model.coupling_rest,
                     model.coupling_time_constant, model.coupling_damping_ratio, model.coupling_ke, model.coupling_kd,
+                    model.coupling_impedance,
                     model.dof_joint, model.joint_articulation, model.joint_q_start, model.articulation_dof_start,
                     model.articulation_H_start, state_in.joint_q, state_in.joint_qd, scratch.dof_inertia, real(dt),
                 ],
                 outputs=[scratch.mass_matrix, scratch.rhs],
                 device=device,
             )
+        if model.connection_count:
+            self._add_connections(scratch, state_in, dt)
         cholesky_solve(model, scratch.mass_matrix, scratch.rhs, scratch.qdd, scratch.factor, scratch.adjoint, tape)
         accel = scratch.qdd
         if self.soft_contact is not None:

@@ -21,6 +21,9 @@ class ArticulationScratch:
     mass_matrix, factor (M,) -- dense joint-space mass matrix per articulation, its Cholesky factor
     rhs (D,) N or N m -- generalized forces minus bias; qdd (D,) -- joint accelerations
     dof_inertia (D,) kg m^2 or kg -- the mass matrix diagonal before joint couplings
+    connection_jacobian (X, max dofs) m -- d(gap)/dq of each body connection; connection_rate
+        (X,) m/s, connection_inverse_mass (X,) 1/kg, connection_force (X,) N,
+        connection_slope (X,) N s/m -- its implicit spring-damper (see kernels.articulation)
     adjoint (D,) -- scratch of the solve's backward
 
     ``zero_damping``: another scratch whose (always zero) damping blocks this one shares,
@@ -52,6 +55,13 @@ class ArticulationScratch:
         self.mass_matrix = zeros(entries, real)
         self.rhs = zeros(nd, real)
         self.dof_inertia = zeros(nd, real)
+        vec3 = wp.types.vector(3, real)
+        nx, slots = model.connection_count, max(model.max_articulation_dofs, 1)
+        self.connection_jacobian = zeros((nx, slots), vec3)
+        self.connection_rate = zeros(nx, vec3)
+        self.connection_inverse_mass = zeros(nx, real)
+        self.connection_force = zeros(nx, vec3)
+        self.connection_slope = zeros(nx, real)
         self.qdd = zeros(nd, real)
         self.factor = zeros(entries, real, False)
         self.adjoint = zeros(nd, real, False)
