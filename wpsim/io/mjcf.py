@@ -532,13 +532,21 @@ class _Reader:
             self.fail(element, f"{key}: joint \"{name}\" is not a hinge or slide joint")
         return joint
 
-    def impedance(self, equality) -> float:
-        """An equality's solimp d0 (MuJoCo's impedance at zero violation, default 0.9), which
-        wpsim holds at every violation."""
+    def softness_of(self, equality) -> tuple:
+        """(time constant s, damping ratio, impedance) of an equality: its solref (the
+        time-constant form; another is listed and MuJoCo's default 0.02 1 used) and solimp's
+        d0 (MuJoCo's impedance at zero violation, default 0.9, which wpsim holds at every
+        violation)."""
+        time_constant, ratio = self.numbers(equality, "solref", 2, (0.02, 1.0))
+        if min(time_constant, ratio) <= 0.0:
+            self.scene.unhonoured.append(self.tree.unhonoured_here(
+                equality, "solref", equality.get("solref"), "is not honoured: only the time-constant form (> 0); "
+                                                             "0.02 1 is used"))
+            time_constant, ratio = 0.02, 1.0
         d0 = float(self.numbers(equality, "solimp", (3, 5), (0.9, 0.95, 0.001))[0])
         if not 0.0 < d0 < 1.0:
             self.fail(equality, f"solimp=\"{equality.get('solimp')}\": its first value must lie in (0, 1)")
-        return d0
+        return float(time_constant), float(ratio), d0
 
     def add_equalities(self, b: ModelBuilder, root):
         """``<equality><joint joint1 joint2 polycoef solref solimp>`` with a linear polynomial,
@@ -552,13 +560,7 @@ class _Reader:
                     equality, "polycoef", equality.get("polycoef"), "is not honoured: only a linear polynomial; the "
                                                                      "equality is dropped"))
                 continue
-            time_constant, ratio = self.numbers(equality, "solref", 2, (0.02, 1.0))
-            if min(time_constant, ratio) <= 0.0:
-                self.scene.unhonoured.append(self.tree.unhonoured_here(
-                    equality, "solref", equality.get("solref"), "is not honoured: only the time-constant form (> 0); "
-                                                                 "0.02 1 is used"))
-                time_constant, ratio = 0.02, 1.0
-            impedance = self.impedance(equality)
+            time_constant, ratio, impedance = self.softness_of(equality)
             first = self.one_dof_joint(b, equality, "joint1")
             q0 = b.joint_coords.array("joint_q")
             joints, coefs, rest = [first], [1.0], q0[b.first_coord(first)] + poly[0]
@@ -592,20 +594,14 @@ class _Reader:
             anchor = self.numbers(connect, "anchor", 3)
             if anchor is None:
                 self.fail(connect, "needs an anchor")
-            time_constant, ratio = self.numbers(connect, "solref", 2, (0.02, 1.0))
-            if min(time_constant, ratio) <= 0.0:
-                self.scene.unhonoured.append(self.tree.unhonoured_here(
-                    connect, "solref", connect.get("solref"), "is not honoured: only the time-constant form (> 0); "
-                                                                "0.02 1 is used"))
-                time_constant, ratio = 0.02, 1.0
+            time_constant, ratio, impedance = self.softness_of(connect)
             first = self.world_pose[bodies[0]]
             point = quat_to_matrix(first[3:]) @ anchor + first[:3]  # the anchor in the world
             if bodies[1] >= 0:
                 second = self.world_pose[bodies[1]]
                 point = quat_to_matrix(second[3:]).T @ (point - second[:3])
             try:
-                b.add_body_connection(bodies[0], anchor, bodies[1], point, time_constant, ratio,
-                                      self.impedance(connect))
+                b.add_body_connection(bodies[0], anchor, bodies[1], point, time_constant, ratio, impedance)
             except ValueError as error:
                 self.fail(connect, str(error))
 
