@@ -22,6 +22,7 @@ from . import (
     cloth,
     contact,
     controls,
+    couplings,
     diagnostics,
     enums,
     fem,

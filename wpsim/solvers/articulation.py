@@ -6,7 +6,7 @@ from __future__ import annotations
 import warp as wp
 
 from wpsim.core.tape import active_tape
-from wpsim.kernels import articulation, rigid_contact
+from wpsim.kernels import articulation, couplings, rigid_contact
 from wpsim.kernels.generic import for_precision
 from wpsim.solvers.kinematics import ArticulationScratch, launch_kinematics
 
@@ -77,7 +77,7 @@ class ArticulationStepper:
         scratch.connection_inverse_mass.zero_()
         common = [model.connection_body, model.connection_point_a, model.connection_point_b]
         wp.launch(
-            for_precision(articulation.connection_jacobian, real), dim=(model.connection_count, slots),
+            for_precision(couplings.connection_jacobian, real), dim=(model.connection_count, slots),
             inputs=[*common, model.body_joint, model.joint_articulation, model.joint_dfs_pos, model.joint_dfs_end,
                     model.dof_joint, model.articulation_dof_start, model.body_origin, state_in.body_q,
                     state_in.joint_qd, scratch.dof_motion, scratch.dof_inertia],
@@ -85,7 +85,7 @@ class ArticulationStepper:
             device=device,
         )
         wp.launch(
-            for_precision(articulation.connection_force, real), dim=model.connection_count,
+            for_precision(couplings.connection_force, real), dim=model.connection_count,
             inputs=[*common, model.connection_time_constant, model.connection_damping_ratio, model.connection_impedance,
                     state_in.body_q,
                     scratch.connection_rate, scratch.connection_inverse_mass, real(dt)],
@@ -93,7 +93,7 @@ class ArticulationStepper:
             device=device,
         )
         wp.launch(
-            for_precision(articulation.add_body_connections, real), dim=(model.connection_count, slots, slots),
+            for_precision(couplings.add_body_connections, real), dim=(model.connection_count, slots, slots),
             inputs=[model.connection_body, model.body_joint, model.joint_articulation, model.articulation_dof_start,
                     model.articulation_H_start, scratch.connection_jacobian, scratch.connection_force,
                     scratch.connection_slope],
@@ -140,7 +140,7 @@ class ArticulationStepper:
         )
         if model.coupling_count:
             wp.launch(
-                for_precision(articulation.add_joint_couplings, real),
+                for_precision(couplings.add_joint_couplings, real),
                 dim=model.coupling_count,
                 inputs=[
                     model.coupling_term_start, model.coupling_term_dof, model.coupling_term_coef, model.coupling_rest,
