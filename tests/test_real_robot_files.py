@@ -380,7 +380,7 @@ def test_a_joint_equality_makes_two_joints_move_together():
         assert np.abs(q[4:]).max() < 1e-12  # world 1 was not pushed
 
 
-def test_couplings_survive_replication_and_need_one_articulation():
+def test_couplings_need_one_articulation_and_hinge_or_slide_joints():
     builder = wpsim.ModelBuilder(gravity=0.0)
     joints = []
     for k in range(2):

@@ -21,7 +21,7 @@ from wpsim.io.mesh_files import SURFACE_SUFFIXES, load_surface
 from wpsim.io.progress import progress_line
 from wpsim.io.robots import import_robot
 from wpsim.io.usd_export import UsdRecorder
-from wpsim.kernels.enums import JOINT_COORD_COUNT, JOINT_DOF_COUNT, JOINT_PRISMATIC, JOINT_REVOLUTE
+from wpsim.kernels.enums import JOINT_COORD_COUNT, JOINT_PRISMATIC, JOINT_REVOLUTE
 from wpsim.solvers import ImplicitEulerSolver, SemiImplicitSolver, SoftContactOptions
 
 
@@ -243,14 +243,6 @@ def parse_joint_values(text: str | None, option: str = "--q0") -> dict:
     return values
 
 
-def _joint_offsets(builder: ModelBuilder) -> tuple:
-    """(joint types, first coordinate, first dof) of every joint in the builder's tables."""
-    types = builder.joints.array("joint_type").astype(np.int64)
-    coords = np.concatenate([[0], np.cumsum(np.array(JOINT_COORD_COUNT)[types])])[:-1]
-    dofs = np.concatenate([[0], np.cumsum(np.array(JOINT_DOF_COUNT)[types])])[:-1]
-    return types, coords.astype(np.int64), dofs.astype(np.int64)
-
-
 def _unit(joint_type: int, rate: bool = False) -> str:
     """The unit of a 1-dof joint's coordinate (or rate)."""
     return ("m" if joint_type == JOINT_PRISMATIC else "rad") + ("/s" if rate else "")
@@ -264,7 +256,7 @@ def apply_start_pose(builder: ModelBuilder, scene, path, q0: str | None = None, 
     if key is not None and key not in keys:
         raise ValueError(f"--key {key}: {path} has no <key name=\"{key}\"> (keys: {', '.join(keys) or 'none'})")
     used = key if key is not None else next(iter(keys), None)
-    types, coord_of, dof_of = _joint_offsets(builder)
+    types, coord_of, dof_of = builder.joint_offsets()
     q, qd = builder.joint_coords.array("joint_q"), builder.joint_dofs.array("joint_qd")
     if used is not None:
         for joint, values in keys[used]["q"].items():
@@ -317,7 +309,7 @@ def robot_controller(builder: ModelBuilder, scene, path, options: RobotControlOp
     mode = control_mode(options, scene)
     if mode == "none":
         return None, "none (passive: zero torques and drive targets)"
-    types, _, _ = _joint_offsets(builder)
+    types, _, _ = builder.joint_offsets()
     kinds = {actuator["joint"]: actuator["kind"] for actuator in scene.actuators}
     names = {joint: name for name, joint in scene.joints.items()}
     columns, rows = {}, 1

@@ -416,14 +416,22 @@ class RigidBodyBuilder:
                 "coupling_term_coef": np.asarray(coefs, np.float64),
                 **{name: settings[:, k].copy() for k, name in enumerate(names)}}
 
+    def joint_offsets(self) -> tuple:
+        """(joint types, first coordinate row, first dof row) of every joint in the builder's
+        tables (``joint_coords``, ``joint_dofs``: in the order joints were added, not the
+        model's depth-first layout)."""
+        types = self.joints.array("joint_type").astype(np.int64)
+        coords = np.concatenate([[0], np.cumsum(np.array(JOINT_COORD_COUNT)[types])])[:-1]
+        dofs = np.concatenate([[0], np.cumsum(np.array(JOINT_DOF_COUNT)[types])])[:-1]
+        return types, coords.astype(np.int64), dofs.astype(np.int64)
+
     def first_dof(self, joint: int) -> int:
-        """The row of a joint's first dof in the dof table (``joint_dofs``), in the order
-        joints were added."""
-        return int(np.array(JOINT_DOF_COUNT)[self.joints.array("joint_type")[:joint].astype(np.int64)].sum())
+        """The row of a joint's first dof in ``joint_dofs`` (see ``joint_offsets``)."""
+        return int(self.joint_offsets()[2][joint])
 
     def first_coord(self, joint: int) -> int:
-        """The row of a joint's first coordinate in ``joint_coords``, in the order joints were added."""
-        return int(np.array(JOINT_COORD_COUNT)[self.joints.array("joint_type")[:joint].astype(np.int64)].sum())
+        """The row of a joint's first coordinate in ``joint_coords`` (see ``joint_offsets``)."""
+        return int(self.joint_offsets()[1][joint])
 
     def set_control_range(self, joint: int, force=None, target=None, drive_force=None):
         """Clamp the controls of a hinge or slide joint (an actuator's range): ``force`` =

@@ -125,6 +125,8 @@ class _Reader:
         self.meshes = {}  # name -> (vertices, faces) of the collision surface, loaded on first use
         self.scene = ImportedScene(unhonoured=list(tree.unhonoured))
         self.world_pose = {}  # body -> (7,) world pose of its frame in the file's reference pose
+        self.joint_elements = {}  # joint name -> its <joint> element
+        self.drawn_meshes = {}  # mesh name -> trimesh of a drawn-only mesh, or the error that kept it from loading
 
     # -------------------------------------------------------------- bodies
     def add_body(self, b: ModelBuilder, element, parent: int):
@@ -193,6 +195,7 @@ class _Reader:
             if name in self.scene.joints:
                 self.fail(joint, f"a second joint named \"{name}\"")
             self.scene.joints[name] = index
+            self.joint_elements[name] = joint
             parent, pos, rot = child, np.zeros(3), _IDENTITY
 
     def add_moving_joint(self, b: ModelBuilder, joint, jtype: str, body: int, parent: int, pos, rot) -> int:
@@ -373,12 +376,17 @@ class _Reader:
         from wpsim.io.mesh_files import load_triangles
 
         mesh = self.mesh_asset(geom)
-        try:
-            path = resolve_mesh(self.path, mesh, mesh.get("file"), self.mesh_dir)
-            surface = load_triangles(path, self.numbers(mesh, "scale", 3, (1.0, 1.0, 1.0)))
-        except ValueError as error:
+        if geom.get("mesh") not in self.drawn_meshes:  # each file read once, however many geoms draw it
+            try:
+                path = resolve_mesh(self.path, mesh, mesh.get("file"), self.mesh_dir)
+                scale = self.numbers(mesh, "scale", 3, (1.0, 1.0, 1.0))
+                self.drawn_meshes[geom.get("mesh")] = load_triangles(path, scale)
+            except ValueError as error:
+                self.drawn_meshes[geom.get("mesh")] = error
+        surface = self.drawn_meshes[geom.get("mesh")]
+        if isinstance(surface, ValueError):
             self.scene.unhonoured.append(self.tree.unhonoured_here(geom, "mesh", geom.get("mesh"),
-                                                                   f"is not drawn: {error}"))
+                                                                   f"is not drawn: {surface}"))
             return
         b.add_visual_mesh(body, surface.vertices, surface.faces, self.numbers(geom, "pos", 3, (0.0, 0.0, 0.0)),
                           self.rotation(geom))
@@ -395,11 +403,7 @@ class _Reader:
             others = [key for key in ("tendon", "site", "body", "jointinparent") if actuator.get(key) is not None]
             if joint_name is None and others:  # listed as not honoured by the compile step: dropped
                 continue
-            if joint_name not in self.scene.joints:
-                self.fail(actuator, f"unknown joint \"{joint_name}\"")
-            joint = self.scene.joints[joint_name]
-            if b.joints.array("joint_type")[joint] not in (JOINT_REVOLUTE, JOINT_PRISMATIC):
-                self.fail(actuator, "only hinge and slide joints can be actuated")
+            joint = self.one_dof_joint(b, actuator, "joint")
             gear = float(self.numbers(actuator, "gear", (1, 6), (1.0,))[0])
             kind, kp, kv, gain = self.actuator_law(actuator)
             if kind == "position":
@@ -417,10 +421,10 @@ class _Reader:
         controls = self.control_range(actuator, b, joint)
         forces = self.bounded(actuator, "force")
         forces = None if forces is None else np.sort(gear * forces)
-        joint_element = next(j for j in self.tree.root.iter("joint") if j.get("name") == actuator.get("joint"))
-        on_joint = self.bounded(joint_element, "actuatorfrc")
+        on_joint = self.bounded(self.joint_elements[actuator.get("joint")], "actuatorfrc")
         if on_joint is not None:
-            forces = on_joint if forces is None else np.array([max(forces[0], on_joint[0]), min(forces[1], on_joint[1])])
+            forces = on_joint if forces is None else np.array([max(forces[0], on_joint[0]),
+                                                                min(forces[1], on_joint[1])])
         if kind == "motor":
             bounds = None if controls is None else np.sort(gear * gain * controls)
             if forces is not None:

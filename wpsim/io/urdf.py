@@ -236,9 +236,9 @@ def _add_collisions(path: Path, b: ModelBuilder, link, body: int, contact: dict,
                                  **contact)
             elif shape.tag == "plane" and welded_root:  # pybullet's: an infinite static plane
                 normal = floats(path, shape, "normal", 3, (0.0, 0.0, 1.0))
-                turn = quat_between((0.0, 0.0, 1.0), normal / np.linalg.norm(normal))
-                b.add_shape_plane(pos, transform_multiply(np.concatenate([pos, rot]), np.concatenate([[0, 0, 0], turn]))[3:],
-                                  **contact)
+                turn = quat_between((0.0, 0.0, 1.0), normal / np.linalg.norm(normal))  # the plane's z to the normal
+                facing = transform_multiply(np.concatenate([pos, rot]), np.concatenate([np.zeros(3), turn]))[3:]
+                b.add_shape_plane(pos, facing, **contact)
             elif shape.tag == "plane":
                 raise SceneFileError(f"{path}: {describe(link)}: a <plane> only on a root link welded to the world")
             else:
