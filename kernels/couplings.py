@@ -1,12 +1,13 @@
 """Closed kinematic relations of articulations, as implicit spring-dampers added to the
 joint-space system that ``wpsim.kernels.articulation.assemble_joint_space`` builds, before
-its Cholesky solve: joint couplings (a linear combination of hinge and slide coordinates held
-at a rest value: fixed tendons, joint equalities) and body connections (a point of one body
-held at a point of another or of the world: loop closures). Each has a stiffness K and
+its Cholesky solve: joint couplings (a polynomial of hinge and slide coordinates held at a
+rest value: fixed tendons, joint equalities) and body connections (a point of one body held
+at a point of another or of the world, a loop closure; with its orientation too, a weld). Each has a stiffness K and
 damping D; the force uses the step-end position (``-dt K rate``) and dt D + dt^2 K enters the
 matrix, so any stiffness is stable. Time-constant springs scale with the relation's effective
-mass, taken from the mass-matrix diagonal (``dof_inertia``), and with d / (1 - d) (d: an
-impedance, as MuJoCo's solimp holds a steady load).
+mass (J H^-1 J^T with the mass matrix H's diagonal, ``dof_inertia``: a scalar for a coupling,
+3x3 matrices for a connection's gap and turn), and with d / (1 - d) (d: an impedance, as
+MuJoCo's solimp holds a steady load).
 
 Sums over a relation's terms run over a constant trip count (``MAX_COUPLING_TERMS``, masked):
 a sum over a dynamic loop, used nonlinearly after it, lost its adjoint.
@@ -14,9 +15,26 @@ a sum over a dynamic loop, used nonlinearly after it, lost its adjoint.
 
 import warp as wp
 
-from .articulation import bottom, top, vec6
-from .enums import MAX_COUPLING_TERMS
-from .generic import kernel, transform, vec3
+from .articulation import bottom, spatial, top, vec6
+from .enums import MAX_COUPLING_POWER, MAX_COUPLING_TERMS
+from .generic import kernel, mat33, quat, transform, vec3
+
+HARD_DIRECTION_CUTOFF = wp.constant(0.1)
+"""A connection's effective mass fades out in directions whose inverse mass is below about
+this fraction of the trace of its inverse-mass matrix (see ``held_spring``)."""
+
+
+@wp.func
+def power_and_slope(q: wp.Float, power: int):
+    """(q^p, p q^(p - 1)) for p in 1 .. MAX_COUPLING_POWER, by constant-trip products (no pow,
+    so a negative q keeps its adjoint)."""
+    one = q * type(q)(0.0) + type(q)(1.0)
+    value = one
+    slope = one
+    for e in range(MAX_COUPLING_POWER):
+        value = value * wp.where(e < power, q, one)
+        slope = slope * wp.where(e < power - 1, q, one)
+    return value, slope * type(q)(float(power))
 
 
 @kernel
@@ -24,6 +42,7 @@ def add_joint_couplings(
     coupling_term_start: wp.array(dtype=int),
     coupling_term_dof: wp.array(dtype=int),
     coupling_term_coef: wp.array(dtype=wp.Float),
+    coupling_term_power: wp.array(dtype=int),
     coupling_rest: wp.array(dtype=wp.Float),
     coupling_time_constant: wp.array(dtype=wp.Float),
     coupling_damping_ratio: wp.array(dtype=wp.Float),
@@ -42,12 +61,13 @@ def add_joint_couplings(
     mass_matrix_out: wp.array(dtype=wp.Float),
     rhs_out: wp.array(dtype=wp.Float),
 ):
-    """One thread per joint coupling (length L = sum c_k q_k of hinge and slide dofs): its
-    spring-damper f = K (rest - L - dt dL/dt) - D dL/dt, K = ke + g m / (T zeta)^2 and
-    D = kd + 2 g m / T with g = d / (1 - d) (d: impedance), m = 1 / sum(c_k^2 / H_kk) (from ``dof_inertia_in``, the diagonal
-    before couplings; no time-constant part when T = 0), added as c_k f to the right-hand
-    side and (dt D + dt^2 K) c_i c_k to the joint-space matrix (implicit in position and
-    velocity, like an engaged limit)."""
+    """One thread per joint coupling (length L = sum c_k q_k^p_k of hinge and slide dofs,
+    slopes J_k = dL/dq_k): its spring-damper f = K (rest - L - dt dL/dt) - D dL/dt,
+    K = ke + g m / (T zeta)^2 and D = kd + 2 g m / T with g = d / (1 - d) (d: impedance),
+    m = 1 / sum(J_k^2 / H_kk) (from ``dof_inertia_in``, the diagonal before couplings; no
+    time-constant part when T = 0), added as J_k f to the right-hand side and
+    (dt D + dt^2 K) J_i J_k to the joint-space matrix (implicit in position and velocity,
+    like an engaged limit)."""
     c = wp.tid()
     t0 = coupling_term_start[c]
     count = coupling_term_start[c + 1] - t0
@@ -60,10 +80,11 @@ def add_joint_couplings(
         term = t0 + wp.min(t, count - 1)
         used = wp.where(t < count, one, zero)
         d = coupling_term_dof[term]
+        value, slope = power_and_slope(joint_q_in[joint_q_start[dof_joint[d]]], coupling_term_power[term])
         coef = coupling_term_coef[term] * used
-        length += coef * joint_q_in[joint_q_start[dof_joint[d]]]
-        rate += coef * joint_qd_in[d]
-        inverse += coef * coef / dof_inertia_in[d]
+        length += coef * value
+        rate += coef * slope * joint_qd_in[d]
+        inverse += coef * coef * slope * slope / dof_inertia_in[d]
     # branch-free: no time-constant part when T = 0
     period = coupling_time_constant[c]
     spring = wp.where(period > zero, one, zero)
@@ -73,17 +94,20 @@ def add_joint_couplings(
     stiffness = coupling_ke[c] + spring / (inverse * period * period * ratio * ratio)
     damping = coupling_kd[c] + spring * type(zero)(2.0) / (inverse * period)
     force = stiffness * (coupling_rest[c] - length - dt * rate) - damping * rate
-    slope = dt * damping + dt * dt * stiffness
+    weight = dt * damping + dt * dt * stiffness
     a = joint_articulation[dof_joint[coupling_term_dof[t0]]]
     d0 = articulation_dof_start[a]
     n = articulation_dof_start[a + 1] - d0
     for t in range(t0, t0 + count):
         i = coupling_term_dof[t]
-        wp.atomic_add(rhs_out, i, coupling_term_coef[t] * force)
+        unused, slope_i = power_and_slope(joint_q_in[joint_q_start[dof_joint[i]]], coupling_term_power[t])
+        slope_i = slope_i * coupling_term_coef[t]
+        wp.atomic_add(rhs_out, i, slope_i * force)
         for u in range(t0, t0 + count):
             k = coupling_term_dof[u]
+            unused_k, slope_k = power_and_slope(joint_q_in[joint_q_start[dof_joint[k]]], coupling_term_power[u])
             entry = articulation_H_start[a] + (i - d0) * n + (k - d0)
-            wp.atomic_add(mass_matrix_out, entry, slope * coupling_term_coef[t] * coupling_term_coef[u])
+            wp.atomic_add(mass_matrix_out, entry, weight * slope_i * slope_k * coupling_term_coef[u])
 
 
 @kernel
@@ -102,14 +126,16 @@ def connection_jacobian(
     joint_qd_in: wp.array(dtype=wp.Float),
     dof_motion_in: wp.array(dtype=vec6),
     dof_inertia_in: wp.array(dtype=wp.Float),
-    jacobian_out: wp.array2d(dtype=vec3),
-    rate_out: wp.array(dtype=vec3),
-    inverse_mass_out: wp.array(dtype=wp.Float),
+    jacobian_out: wp.array2d(dtype=vec6),
+    rate_out: wp.array(dtype=vec6),
+    inverse_mass_out: wp.array2d(dtype=mat33),
 ):
-    """One thread per (body connection c, dof slot s of its articulation): the column
-    d(p_a - p_b)/dq_k (m per unit of dof k; zero for slots past the articulation's dofs and
-    dofs moving neither point), and its share of the gap's rate (m/s, summed atomically) and
-    of the inverse effective mass sum |J_k|^2 / H_kk."""
+    """One thread per (body connection c, dof slot s of its articulation): the column of
+    d(turn, gap)/dq_k (spatial: the relative rotation of the first body against the second,
+    rad, and the gap p_a - p_b, m, per unit of dof k; zero for slots past the articulation's
+    dofs and dofs moving neither body), its share of their rates (summed atomically) and of
+    the inverse effective inertia and mass matrices sum J_k J_k^T / H_kk (rotation,
+    translation: J H^-1 J^T with H's diagonal)."""
     c, slot = wp.tid()
     a = connection_body[c, 0]
     b = connection_body[c, 1]
@@ -129,15 +155,32 @@ def connection_jacobian(
     moves_a = wp.where(joint_dfs_pos[j] <= pos_a and pos_a < joint_dfs_end[j], one, zero)
     p_a = wp.transform_point(body_q_in[a], connection_point_a[c])
     column = moves_a * (velocity + wp.cross(omega, p_a - origin))
+    turn = moves_a * omega
     if b >= 0:
         pos_b = joint_dfs_pos[body_joint[b]]
         moves_b = wp.where(joint_dfs_pos[j] <= pos_b and pos_b < joint_dfs_end[j], one, zero)
         p_b = wp.transform_point(body_q_in[b], connection_point_b[c])
         column = column - moves_b * (velocity + wp.cross(omega, p_b - origin))
-    column = used * column
-    jacobian_out[c, slot] = column
-    wp.atomic_add(rate_out, c, column * joint_qd_in[k])
-    wp.atomic_add(inverse_mass_out, c, wp.dot(column, column) / dof_inertia_in[k])
+        turn = turn - moves_b * omega
+    entry = used * spatial(turn, column)
+    jacobian_out[c, slot] = entry
+    wp.atomic_add(rate_out, c, entry * joint_qd_in[k])
+    wp.atomic_add(inverse_mass_out, c, 0, wp.outer(top(entry), top(entry)) / dof_inertia_in[k])
+    wp.atomic_add(inverse_mass_out, c, 1, wp.outer(bottom(entry), bottom(entry)) / dof_inertia_in[k])
+
+
+@wp.func
+def held_spring(inverse: mat33, held: wp.Float, period: wp.Float, ratio: wp.Float):
+    """(stiffness, damping) matrices of a time-constant spring on a 3-vector of inverse
+    effective mass matrix A: K = M / (T zeta)^2, D = 2 M / T with M = held A (A^2 + eps^2)^-1,
+    eps = HARD_DIRECTION_CUTOFF trace(A): A's inverse in the directions the dofs move easily,
+    fading to 0 in those they barely move (where 1 / eigenvalue would be a stiff spring
+    acting through a dof's tiny lever)."""
+    zero = held * type(held)(0.0)
+    eps = wp.max((inverse[0, 0] + inverse[1, 1] + inverse[2, 2]) * type(held)(HARD_DIRECTION_CUTOFF), type(held)(1.0e-30))
+    square = inverse * inverse + wp.identity(n=3, dtype=type(held)) * (eps * eps)
+    mass = held * inverse * wp.inverse(square)
+    return mass / (period * period * ratio * ratio), type(zero)(2.0) * mass / period
 
 
 @kernel
@@ -145,39 +188,49 @@ def connection_force(
     connection_body: wp.array2d(dtype=int),
     connection_point_a: wp.array(dtype=vec3),
     connection_point_b: wp.array(dtype=vec3),
+    connection_rotation: wp.array(dtype=quat),
+    connection_holds_rotation: wp.array(dtype=int),
     connection_time_constant: wp.array(dtype=wp.Float),
     connection_damping_ratio: wp.array(dtype=wp.Float),
     connection_impedance: wp.array(dtype=wp.Float),
     body_q_in: wp.array(dtype=transform),
-    rate_in: wp.array(dtype=vec3),
-    inverse_mass_in: wp.array(dtype=wp.Float),
+    rate_in: wp.array(dtype=vec6),
+    inverse_mass_in: wp.array2d(dtype=mat33),
     dt: wp.Float,
-    force_out: wp.array(dtype=vec3),
-    slope_out: wp.array(dtype=wp.Float),
+    force_out: wp.array(dtype=vec6),
+    slope_out: wp.array2d(dtype=mat33),
 ):
-    """One thread per body connection: the generalized-force direction -(K (gap + dt rate) +
-    D rate) (N) and the matrix weight dt D + dt^2 K of its implicit spring-damper, K = m /
-    (T zeta)^2, D = 2 m / T, m = 1 / inverse mass (none when no dof moves the gap)."""
+    """One thread per body connection: the generalized-force direction -(K (e + dt rate) +
+    D rate) of its implicit spring-dampers on the gap e (N) and, for a weld, on the turn
+    (N m: e = 2 vec(E) sign(E_w), E = q_a r^-1 q_b^-1 the rotation from the held orientation,
+    the rotation vector to third order), and their matrix weights dt D + dt^2 K (rotation,
+    translation); K and D from ``held_spring``."""
     c = wp.tid()
     a = connection_body[c, 0]
     b = connection_body[c, 1]
-    gap = wp.transform_point(body_q_in[a], connection_point_a[c])
+    X_a = body_q_in[a]
+    gap = wp.transform_point(X_a, connection_point_a[c])
+    q_b = wp.quat_identity(dtype=type(gap[0]))
     if b >= 0:
         gap = gap - wp.transform_point(body_q_in[b], connection_point_b[c])
+        q_b = wp.transform_get_rotation(body_q_in[b])
     else:
         gap = gap - connection_point_b[c]
-    inverse = inverse_mass_in[c]
-    zero = inverse * type(inverse)(0.0)
+    error = wp.transform_get_rotation(X_a) * wp.quat_inverse(connection_rotation[c]) * wp.quat_inverse(q_b)
+    zero = gap[0] * type(gap[0])(0.0)
     one = type(zero)(1.0)
+    welded = wp.where(connection_holds_rotation[c] != 0, one, zero)
+    turn = type(zero)(2.0) * wp.where(error[3] < zero, -one, one) * wp.vector(error[0], error[1], error[2])
     held = connection_impedance[c] / (one - connection_impedance[c])
-    mass = held * wp.where(inverse > zero, one / wp.max(inverse, type(zero)(1.0e-30)), zero)
     period = connection_time_constant[c]
     ratio = connection_damping_ratio[c]
-    stiffness = mass / (period * period * ratio * ratio)
-    damping = type(zero)(2.0) * mass / period
+    stiffness, damping = held_spring(inverse_mass_in[c, 1], held, period, ratio)
+    stiffness_r, damping_r = held_spring(inverse_mass_in[c, 0], held * welded, period, ratio)
     rate = rate_in[c]
-    force_out[c] = -(stiffness * (gap + dt * rate) + damping * rate)
-    slope_out[c] = dt * damping + dt * dt * stiffness
+    force_out[c] = -spatial(stiffness_r * (turn + dt * top(rate)) + damping_r * top(rate),
+                            stiffness * (gap + dt * bottom(rate)) + damping * bottom(rate))
+    slope_out[c, 0] = dt * damping_r + dt * dt * stiffness_r
+    slope_out[c, 1] = dt * damping + dt * dt * stiffness
 
 
 @kernel
@@ -187,21 +240,24 @@ def add_body_connections(
     joint_articulation: wp.array(dtype=int),
     articulation_dof_start: wp.array(dtype=int),
     articulation_H_start: wp.array(dtype=int),
-    jacobian_in: wp.array2d(dtype=vec3),
-    force_in: wp.array(dtype=vec3),
-    slope_in: wp.array(dtype=wp.Float),
+    jacobian_in: wp.array2d(dtype=vec6),
+    force_in: wp.array(dtype=vec6),
+    slope_in: wp.array2d(dtype=mat33),
     mass_matrix_out: wp.array(dtype=wp.Float),
     rhs_out: wp.array(dtype=wp.Float),
 ):
-    """One thread per (body connection, dof slot i, dof slot k): slope J_i . J_k added to
-    the joint-space matrix, and (k = 0) J_i . force to the right-hand side."""
+    """One thread per (body connection, dof slot i, dof slot k): J_i^T S J_k with S the slope
+    matrices (rotation and translation parts) added to the joint-space matrix, and (k = 0)
+    J_i . force to the right-hand side."""
     c, i, k = wp.tid()
     art = joint_articulation[body_joint[connection_body[c, 0]]]
     d0 = articulation_dof_start[art]
     n = articulation_dof_start[art + 1] - d0
     if i < n and k < n:
         column = jacobian_in[c, i]
+        other = jacobian_in[c, k]
         wp.atomic_add(mass_matrix_out, articulation_H_start[art] + i * n + k,
-                      slope_in[c] * wp.dot(column, jacobian_in[c, k]))
+                      wp.dot(top(column), slope_in[c, 0] * top(other))
+                      + wp.dot(bottom(column), slope_in[c, 1] * bottom(other)))
         if k == 0:
             wp.atomic_add(rhs_out, d0 + i, wp.dot(column, force_in[c]))

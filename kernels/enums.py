@@ -34,6 +34,9 @@ def kind_list(names) -> str:
     """"0 free, 1 ball, ..." for documentation and messages."""
     return ", ".join(f"{value} {name}" for value, name in enumerate(names))
 
+
 MAX_COUPLING_TERMS = wp.constant(8)
-"""Joints one joint coupling may combine at most (``ModelBuilder.add_joint_coupling``)."""
+"""Terms one joint coupling may combine at most (``ModelBuilder.add_joint_coupling``)."""
+MAX_COUPLING_POWER = wp.constant(4)
+"""Highest power of a coordinate in a joint coupling (MJCF's polycoef is quartic)."""
 

@@ -308,7 +308,7 @@ UNHONOURED = """<mujoco>
     </body>
   </worldbody>
   <tendon><spatial name="t"><site site="s"/></spatial></tendon>
-  <equality><weld body1="b"/></equality>
+  <equality><weld body1="b" torquescale="2"/></equality>
   <actuator><velocity joint="j" kv="1" ctrlrange="-1 1" ctrllimited="true"/></actuator>
   <sensor><jointpos joint="j"/></sensor>
 </mujoco>"""
@@ -324,7 +324,7 @@ def test_mjcf_reports_every_unhonoured_feature_once_with_file_and_line(tmp_path)
     found = {(u.line, u.element, u.attribute) for u in scene.unhonoured}
     assert found == {(2, "<option>", "integrator"), (2, "<option>", "viscosity"), (3, "<joint>", "springdamper"),
                      (6, "<joint>", "margin"), (7, "<geom>", "condim"), (11, "<spatial>", None),
-                     (12, "<weld>", None), (13, "<velocity>", "ctrlrange"),
+                     (12, "<weld>", "torquescale"), (13, "<velocity>", "ctrlrange"),
                      (14, "<sensor>", None)}
     assert all(u.file == str(path) for u in scene.unhonoured)
     assert f"{path}:6: <joint> margin=\"0.01\" is not honoured" in str(ours[0].message)

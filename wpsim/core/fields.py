@@ -38,7 +38,7 @@ class FieldSpec:
     """
 
     name: str
-    kind: str  # "real", "vec3", "spatial", "mat22", "mat33", "transform" or "int"
+    kind: str  # "real", "vec3", "spatial", "quat", "mat22", "mat33", "transform" or "int"
     shape: str
     unit: str
     doc: str
@@ -60,9 +60,10 @@ class FieldSpec:
         return rest + ELEMENT_SHAPES[self.kind]
 
 
-ELEMENT_SHAPES = {"int": (), "real": (), "vec3": (3,), "spatial": (6,), "mat22": (2, 2), "mat33": (3, 3),
-                  "transform": (7,)}
-"""Host shape of one element of each field kind (a transform is position then quaternion xyzw)."""
+ELEMENT_SHAPES = {"int": (), "real": (), "vec3": (3,), "spatial": (6,), "quat": (4,), "mat22": (2, 2),
+                  "mat33": (3, 3), "transform": (7,)}
+"""Host shape of one element of each field kind (quaternions xyzw; a transform is position
+then quaternion)."""
 
 
 def warp_dtype(kind: str, real):
@@ -75,6 +76,8 @@ def warp_dtype(kind: str, real):
         return wp.types.vector(3, real)
     if kind == "spatial":
         return wp.types.vector(6, real)
+    if kind == "quat":
+        return wp.types.quaternion(real)
     if kind == "mat22":
         return wp.types.matrix((2, 2), real)
     if kind == "mat33":
@@ -198,7 +201,8 @@ MODEL_FIELDS = (
               False),
     FieldSpec("coupling_term_dof", "int", "(R,)", "-", "the dof of each coupling term", False),
     FieldSpec("coupling_term_coef", "real", "(R,)", "-",
-              "the coefficient of each term: a coupling's length is sum(coef q) (m or rad)", False),
+              "the coefficient of each term: a coupling's length is sum(coef q^power) (m or rad)", False),
+    FieldSpec("coupling_term_power", "int", "(R,)", "-", "the power of each term's coordinate (1 to 4)", False),
     FieldSpec("coupling_rest", "real", "(L,)", "m or rad", "the length each coupling is held at", False),
     FieldSpec("coupling_time_constant", "real", "(L,)", "s",
               "the coupling's stiffness as a time constant over its effective inertia (0: none)", False),
@@ -217,6 +221,10 @@ MODEL_FIELDS = (
     FieldSpec("connection_damping_ratio", "real", "(X,)", "-", "damping ratio of that time-constant spring", False),
     FieldSpec("connection_impedance", "real", "(X,)", "-",
               "MuJoCo's solimp d: the spring and damper are scaled by d / (1 - d) (0.5: by 1)", False),
+    FieldSpec("connection_rotation", "quat", "(X,)", "quat xyzw",
+              "a weld's held orientation of the first body in the second body's frame (the world's for -1)", False),
+    FieldSpec("connection_holds_rotation", "int", "(X,)", "-", "1: a weld (orientation held too), 0: a point connection",
+              False),
     *built_by(
         "body",
         FieldSpec("body_mass", "real", "(B,)", "kg", "body mass", check="nonnegative"),

@@ -30,6 +30,19 @@ def transform_multiply(a, b) -> np.ndarray:
     return np.concatenate([a[:3] + quat_to_matrix(a[3:]) @ b[:3], quat])
 
 
+def transform_inverse(a) -> np.ndarray:
+    """The pose a^-1 (7,) of a pose a (position m, quaternion x, y, z, w)."""
+    a = np.asarray(a, np.float64)
+    conjugate = np.array([-a[3], -a[4], -a[5], a[6]])
+    return np.concatenate([-(quat_to_matrix(a[3:]).T @ a[:3]), conjugate])
+
+
+def transform_point(a, point) -> np.ndarray:
+    """A point (m) given in frame a, expressed in a's parent frame."""
+    a = np.asarray(a, np.float64)
+    return quat_to_matrix(a[3:]) @ np.asarray(point, np.float64) + a[:3]
+
+
 def quat_between(a, b) -> np.ndarray:
     """Unit quaternion (x, y, z, w) rotating unit vector a onto unit vector b."""
     a = np.asarray(a, dtype=np.float64)

@@ -18,6 +18,7 @@ from wpsim.kernels.enums import (
     JOINT_NAMES,
     JOINT_PRISMATIC,
     JOINT_REVOLUTE,
+    MAX_COUPLING_POWER,
     MAX_COUPLING_TERMS,
 )
 
@@ -320,26 +321,32 @@ class RigidBodyBuilder:
 
     def add_joint_coupling(self, joints, coefs, rest: float = 0.0, time_constant: float = 0.0,
                            damping_ratio: float = 1.0, ke: float = 0.0, kd: float = 0.0,
-                           impedance: float = 0.5) -> int:
-        """Hold a linear combination of hinge and slide coordinates, the coupling's length
-        L = sum(coefs[k] q[joints[k]]) (m or rad), near ``rest``: a spring-damper on L whose
-        generalized force coefs[k] f acts on each joint, f = K (rest - L) - D dL/dt, taken
+                           impedance: float = 0.5, powers=None) -> int:
+        """Hold a polynomial of hinge and slide coordinates, the coupling's length
+        L = sum(coefs[k] q[joints[k]] ** powers[k]) (m or rad; powers 1 to 4, all 1 by default;
+        a joint may appear once per power), near ``rest``: a spring-damper on L whose
+        generalized force (dL/dq_j) f acts on each joint, f = K (rest - L) - D dL/dt, taken
         implicitly by the joint-space solve (stable for any stiffness). K and D are ``ke`` and
         ``kd`` plus, with ``time_constant`` T > 0 s, m / (T zeta)^2 and 2 m / T, where m is L's
         effective inertia at each step (from the mass-matrix diagonal) and zeta
         ``damping_ratio``: MuJoCo's solref, both scaled by d / (1 - d) with d ``impedance`` in
         (0, 1) (MuJoCo's solimp, which holds a constraint d / (1 - d) times tighter under a
         steady load than its solref alone; 0.5 scales by 1). Models a fixed tendon's spring (ke, kd) and a joint
-        equality q1 = a0 + a1 q2 (joints (1, 2), coefs (1, -a1), rest a0, a time constant).
-        The joints must belong to one articulation (checked at finalize). Returns its index."""
+        equality q1 = a0 + a1 q2 + a2 q2^2 (joints (1, 2, 2), coefs (1, -a1, -a2), powers
+        (1, 1, 2), rest a0, a time constant). The joints must belong to one articulation
+        (checked at finalize). Returns its index."""
         index = len(self.joint_couplings)
         joints = [int(j) for j in np.atleast_1d(joints)]
         coefs = [float(c) for c in np.atleast_1d(coefs)]
+        powers = [1] * len(joints) if powers is None else [int(p) for p in np.atleast_1d(powers)]
         if len(joints) > MAX_COUPLING_TERMS:
-            raise ValueError(f"joint coupling {index}: {len(joints)} joints; at most {MAX_COUPLING_TERMS}")
-        if not joints or len(joints) != len(coefs) or len(set(joints)) != len(joints):
-            raise ValueError(f"joint coupling {index}: give one coefficient per distinct joint, got joints {joints} "
-                             f"and coefficients {coefs}")
+            raise ValueError(f"joint coupling {index}: {len(joints)} terms; at most {MAX_COUPLING_TERMS}")
+        terms = list(zip(joints, powers))
+        if not joints or len(joints) != len(coefs) or len(powers) != len(joints) or len(set(terms)) != len(terms):
+            raise ValueError(f"joint coupling {index}: give one coefficient and power per distinct (joint, power) "
+                             f"term, got joints {joints}, coefficients {coefs} and powers {powers}")
+        if not all(1 <= p <= MAX_COUPLING_POWER for p in powers):
+            raise ValueError(f"joint coupling {index}: powers must be 1 to {MAX_COUPLING_POWER}, got {powers}")
         for j in joints:
             if not 0 <= j < self.joints.count or self.joints.array("joint_type")[j] not in (JOINT_REVOLUTE,
                                                                                              JOINT_PRISMATIC):
@@ -353,19 +360,22 @@ class RigidBodyBuilder:
         if not damping_ratio > 0.0 or not 0.0 < impedance < 1.0:
             raise ValueError(f"joint coupling {index}: damping_ratio must be > 0 and impedance in (0, 1), got "
                              f"{damping_ratio}, {impedance}")
-        self.joint_couplings.append((tuple(joints), tuple(coefs), float(rest), float(time_constant),
+        self.joint_couplings.append((tuple(joints), tuple(coefs), tuple(powers), float(rest), float(time_constant),
                                      float(damping_ratio), float(ke), float(kd), float(impedance)))
         return index
 
     def add_body_connection(self, body_a: int, point_a, body_b: int, point_b, time_constant: float = 0.02,
-                            damping_ratio: float = 1.0, impedance: float = 0.5) -> int:
+                            damping_ratio: float = 1.0, impedance: float = 0.5, rotation=None) -> int:
         """Hold ``point_a`` of ``body_a`` (body frame, m) at ``point_b`` of ``body_b`` (its frame;
         -1: a world point), a ball-joint loop closure (MJCF's connect equality): a spring-damper
         on the gap, stiffness m / (T zeta)^2 and damping 2 m / T with T ``time_constant`` (s),
         zeta ``damping_ratio`` and m the gap's effective mass at each step (from the mass-matrix
         diagonal), both scaled by d / (1 - d) with d ``impedance`` (see ``add_joint_coupling``),
-        taken implicitly by the joint-space solve. Both bodies must belong to one
-        articulation (checked at finalize). Returns its index."""
+        taken implicitly by the joint-space solve. With ``rotation`` (x, y, z, w), body_a's
+        orientation in body_b's frame (the world's for -1), that orientation is held too, by
+        the same law on the rotation away from it and its effective inertia: a weld (MJCF's
+        weld equality). Both bodies must belong to one articulation (checked at finalize).
+        Returns its index."""
         index = len(self.body_connections)
         for body in (body_a, body_b):
             if not (isinstance(body, (int, np.integer)) and -1 <= body < self.bodies.count):
@@ -379,8 +389,12 @@ class RigidBodyBuilder:
         if not (time_constant > 0.0 and damping_ratio > 0.0 and 0.0 < impedance < 1.0):
             raise ValueError(f"body connection {index}: time_constant and damping_ratio must be > 0 and impedance "
                              f"in (0, 1), got {time_constant}, {damping_ratio}, {impedance}")
+        held = np.array([0.0, 0.0, 0.0, 1.0]) if rotation is None else np.asarray(rotation, dtype=np.float64)
+        if held.shape != (4,) or not np.isfinite(held).all() or not np.linalg.norm(held) > 0.0:
+            raise ValueError(f"body connection {index}: rotation must be a quaternion (x, y, z, w), got {rotation}")
         self.body_connections.append((int(body_a), points[0], int(body_b), points[1], float(time_constant),
-                                      float(damping_ratio), float(impedance)))
+                                      float(damping_ratio), float(impedance), held / np.linalg.norm(held),
+                                      int(rotation is not None)))
         return index
 
     def _connection_arrays(self, art_of: np.ndarray) -> dict:
@@ -396,24 +410,27 @@ class RigidBodyBuilder:
                 "connection_point_b": np.array([r[3] for r in rows], np.float64).reshape(-1, 3),
                 "connection_time_constant": np.array([r[4] for r in rows], np.float64),
                 "connection_damping_ratio": np.array([r[5] for r in rows], np.float64),
-                "connection_impedance": np.array([r[6] for r in rows], np.float64)}
+                "connection_impedance": np.array([r[6] for r in rows], np.float64),
+                "connection_rotation": np.array([r[7] for r in rows], np.float64).reshape(-1, 4),
+                "connection_holds_rotation": np.array([r[8] for r in rows], np.int64)}
 
     def _coupling_arrays(self, d_start: np.ndarray, art_of: np.ndarray) -> dict:
         """The couplings as Model arrays (see ``wpsim.core.fields``), their dofs in the
         model's depth-first layout."""
-        starts, dofs, coefs, settings = [0], [], [], []
-        for index, (joints, c, *rest) in enumerate(self.joint_couplings):
+        starts, dofs, coefs, powers, settings = [0], [], [], [], []
+        for index, (joints, c, p, *rest) in enumerate(self.joint_couplings):
             if len({int(art_of[j]) for j in joints}) != 1:
                 raise ValueError(f"joint coupling {index}: joints {list(joints)} belong to different articulations")
             dofs += [int(d_start[j]) for j in joints]
             coefs += list(c)
+            powers += list(p)
             starts.append(len(dofs))
             settings.append(rest)
         names = ("coupling_rest", "coupling_time_constant", "coupling_damping_ratio", "coupling_ke", "coupling_kd",
                  "coupling_impedance")
         settings = np.asarray(settings, dtype=np.float64).reshape(-1, len(names))
         return {"coupling_term_start": np.asarray(starts, np.int64), "coupling_term_dof": np.asarray(dofs, np.int64),
-                "coupling_term_coef": np.asarray(coefs, np.float64),
+                "coupling_term_coef": np.asarray(coefs, np.float64), "coupling_term_power": np.asarray(powers, np.int64),
                 **{name: settings[:, k].copy() for k, name in enumerate(names)}}
 
     def joint_offsets(self) -> tuple:

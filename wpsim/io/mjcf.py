@@ -35,12 +35,13 @@ and the drive force (``ModelBuilder.set_control_range``); actuators on tendons, 
 bodies are dropped (listed).
 
 Also: joint ``stiffness springref frictionloss`` (joint springs, dry friction);
-``<equality><joint joint1 joint2 polycoef solref>`` with a linear polynomial and
+``<equality><joint joint1 joint2 polycoef solref>`` (up to quartic) and
 ``<tendon><fixed stiffness damping springlength>`` as joint couplings
 (``ModelBuilder.add_joint_coupling``: implicit spring-dampers, the equality's from solref,
 solimp's d0 and the coupled dofs' effective inertia); ``<equality><connect body1 body2
-anchor>`` as body connections (``ModelBuilder.add_body_connection``, the same law on the
-anchor's gap); ``<contact><exclude body1
+anchor>`` and ``<weld body1 body2 anchor relpose>`` as body connections
+(``ModelBuilder.add_body_connection``, the same law on the anchor's gap and, for a weld,
+the rotation); ``<contact><exclude body1
 body2>``; ``<keyframe><key name qpos qvel>`` poses (MuJoCo's layout: the file's joints in
 document order, quaternions w x y z, angles in rad whatever ``<compiler angle>`` says),
 unnamed keys named ``key0``, ``key1``, ... by their place. A joint's ``ref`` is honoured by
@@ -69,7 +70,7 @@ from pathlib import Path
 import numpy as np
 
 from wpsim.core.builder import ModelBuilder
-from wpsim.core.geometry import quat_between, quat_to_matrix, transform_multiply
+from wpsim.core.geometry import quat_between, quat_to_matrix, transform_inverse, transform_multiply, transform_point
 from wpsim.core.mass import (
     box_mass_properties,
     capsule_mass_properties,
@@ -553,61 +554,85 @@ class _Reader:
         return float(time_constant), float(ratio), d0
 
     def add_equalities(self, b: ModelBuilder, root):
-        """``<equality><joint joint1 joint2 polycoef solref solimp>`` with a linear polynomial,
-        q1 - q1_0 = a0 + a1 (q2 - q2_0) (q_0: the file's reference pose), as a joint coupling
-        with solref's time constant and damping ratio (``ModelBuilder.add_joint_coupling``).
-        Other equality kinds, and higher polynomial terms, are listed as not honoured."""
+        """``<equality><joint joint1 joint2 polycoef solref solimp>``, q1 - q1_0 = a0 + a1 x +
+        a2 x^2 + a3 x^3 + a4 x^4 with x = q2 - q2_0 (q_0: the file's reference pose; no joint2:
+        q1 - q1_0 = a0), as a joint coupling in powers of q2 (the polynomial expanded about
+        q2 = 0) with solref's time constant and damping ratio (``ModelBuilder.add_joint_coupling``)."""
         for equality in (e for section in root.findall("equality") for e in section.findall("joint")):
             poly = self.numbers(equality, "polycoef", 5, (0.0, 1.0, 0.0, 0.0, 0.0))
-            if np.any(poly[2:] != 0.0):
-                self.scene.unhonoured.append(self.tree.unhonoured_here(
-                    equality, "polycoef", equality.get("polycoef"), "is not honoured: only a linear polynomial; the "
-                                                                     "equality is dropped"))
-                continue
             time_constant, ratio, impedance = self.softness_of(equality)
             first = self.one_dof_joint(b, equality, "joint1")
             q0 = b.joint_coords.array("joint_q")
-            joints, coefs, rest = [first], [1.0], q0[b.first_coord(first)] + poly[0]
+            joints, coefs, powers, rest = [first], [1.0], [1], q0[b.first_coord(first)] + poly[0]
             if equality.get("joint2") is not None:
                 second = self.one_dof_joint(b, equality, "joint2")
-                joints.append(second)
-                coefs.append(-poly[1])
-                rest -= poly[1] * q0[b.first_coord(second)]
+                # sum_p a_p (q2 - r)^p = sum_k q2^k sum_{p >= k} a_p C(p, k) (-r)^(p - k)
+                shift = -q0[b.first_coord(second)]
+                expanded = [sum(poly[p] * math.comb(p, k) * shift ** (p - k) for p in range(k, 5)) for k in range(5)]
+                rest += expanded[0] - poly[0]  # expanded[0] includes a0
+                for power in range(1, 5):
+                    if expanded[power] != 0.0:
+                        joints.append(second)
+                        coefs.append(-expanded[power])
+                        powers.append(power)
             try:
                 b.add_joint_coupling(joints, coefs, rest=rest, time_constant=time_constant, damping_ratio=ratio,
-                                     impedance=impedance)
+                                     impedance=impedance, powers=powers)
             except ValueError as error:
                 self.fail(equality, str(error))
 
     def add_connections(self, b: ModelBuilder, root):
-        """``<equality><connect body1 body2 anchor solref>``: the anchor (body1's frame) held
-        where it is in the reference pose, on body2 (the world if absent), as a body
-        connection (``ModelBuilder.add_body_connection``); ``site1``/``site2`` connects are
-        listed as not honoured."""
-        for connect in (e for section in root.findall("equality") for e in section.findall("connect")):
-            if connect.get("body1") is None:
-                self.scene.unhonoured.append(self.tree.unhonoured_here(
-                    connect, note="is not honoured: only the body1/body2/anchor form"))
-                continue
-            bodies = []
-            for key in ("body1", "body2"):
-                name = connect.get(key, "world")
-                if name != "world" and name not in self.scene.bodies:
-                    self.fail(connect, f"{key}: unknown body \"{name}\"")
-                bodies.append(-1 if name == "world" else self.scene.bodies[name])
-            anchor = self.numbers(connect, "anchor", 3)
+        """``<equality><connect body1 body2 anchor>`` and ``<weld body1 body2 anchor relpose>``
+        as body connections (``ModelBuilder.add_body_connection``) with the equality's solref
+        and solimp. A connect holds body1's anchor (its frame) where it is in the reference
+        pose, on body2 (the world if absent). A weld holds body2's anchor (its frame) at
+        relpose's position in body1's frame and body2's orientation in body1's frame at
+        relpose's quaternion; where that quaternion is 0 (the default), both as they are in
+        the reference pose (MuJoCo's semantics). ``site1``/``site2`` forms and a weld's ``torquescale`` other than 1
+        are listed as not honoured."""
+        for tag in ("connect", "weld"):
+            for equality in (e for section in root.findall("equality") for e in section.findall(tag)):
+                if equality.get("body1") is None:
+                    self.scene.unhonoured.append(self.tree.unhonoured_here(
+                        equality, note="is not honoured: only the body1/body2 form"))
+                    continue
+                if tag == "weld" and float(equality.get("torquescale", "1")) != 1.0:
+                    self.scene.unhonoured.append(self.tree.unhonoured_here(
+                        equality, "torquescale", equality.get("torquescale"),
+                        "is not honoured: the rotation is held with the equality's solref alone"))
+                bodies = []
+                for key in ("body1", "body2"):
+                    name = equality.get(key, "world")
+                    if name != "world" and name not in self.scene.bodies:
+                        self.fail(equality, f"{key}: unknown body \"{name}\"")
+                    bodies.append(-1 if name == "world" else self.scene.bodies[name])
+                try:
+                    *ends, rotation = self.connection_of(equality, tag, bodies)
+                    b.add_body_connection(*ends, *self.softness_of(equality), rotation=rotation)
+                except ValueError as error:
+                    self.fail(equality, str(error))
+
+    def connection_of(self, equality, tag: str, bodies: list) -> tuple:
+        """(body_a, point_a, body_b, point_b, rotation) of a connect or weld equality between
+        ``bodies`` (body1, body2; -1: the world), for ``ModelBuilder.add_body_connection``."""
+        poses = [self.world_pose[body] if body >= 0 else np.array([0.0, 0.0, 0.0, *_IDENTITY]) for body in bodies]
+        if tag == "connect":
+            anchor = self.numbers(equality, "anchor", 3)
             if anchor is None:
-                self.fail(connect, "needs an anchor")
-            time_constant, ratio, impedance = self.softness_of(connect)
-            first = self.world_pose[bodies[0]]
-            point = quat_to_matrix(first[3:]) @ anchor + first[:3]  # the anchor in the world
-            if bodies[1] >= 0:
-                second = self.world_pose[bodies[1]]
-                point = quat_to_matrix(second[3:]).T @ (point - second[:3])
-            try:
-                b.add_body_connection(bodies[0], anchor, bodies[1], point, time_constant, ratio, impedance)
-            except ValueError as error:
-                self.fail(connect, str(error))
+                self.fail(equality, "needs an anchor")
+            held = transform_point(transform_inverse(poses[1]), transform_point(poses[0], anchor))
+            return bodies[0], anchor, bodies[1], held, None
+        anchor = self.numbers(equality, "anchor", 3, (0.0, 0.0, 0.0))
+        relpose = self.numbers(equality, "relpose", 7, (0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0))
+        if np.any(relpose[3:] != 0.0):  # body2's orientation in body1's frame (wxyz), and where body2's anchor is held
+            relative = np.concatenate([relpose[:3], relpose[4:], relpose[3:4]])
+            point = relpose[:3]
+        else:  # the reference pose: body2's anchor held where it is in body1's frame
+            relative = transform_multiply(transform_inverse(poses[0]), poses[1])
+            point = transform_point(relative, anchor)
+        if bodies[0] < 0:  # welded to the world through body1: body2 held at relpose in the world
+            return bodies[1], anchor, -1, point, relative[3:]
+        return bodies[0], point, bodies[1], anchor, transform_inverse(relative)[3:]
 
     def add_fixed_tendons(self, b: ModelBuilder, root):
         """``<tendon><fixed stiffness damping springlength>``: length sum(coef q), a joint

@@ -59,6 +59,8 @@ HONOURED = {
                        "solimp": ANY, "active": ("true",)},
     "equality/connect": {"name": ANY, "class": ANY, "body1": ANY, "body2": ANY, "anchor": ANY, "solref": ANY,
                          "solimp": ANY, "active": ("true",)},
+    "equality/weld": {"name": ANY, "class": ANY, "body1": ANY, "body2": ANY, "anchor": ANY, "relpose": ANY,
+                      "torquescale": ANY, "solref": ANY, "solimp": ANY, "active": ("true",)},
     "tendon": {},
     "fixed": {"name": ANY, "class": ANY, "stiffness": ANY, "damping": ANY, "springlength": ANY},
     "fixed/joint": {"joint": ANY, "coef": ANY},

@@ -86,8 +86,8 @@ class ArticulationStepper:
         )
         wp.launch(
             for_precision(couplings.connection_force, real), dim=model.connection_count,
-            inputs=[*common, model.connection_time_constant, model.connection_damping_ratio, model.connection_impedance,
-                    state_in.body_q,
+            inputs=[*common, model.connection_rotation, model.connection_holds_rotation, model.connection_time_constant,
+                    model.connection_damping_ratio, model.connection_impedance, state_in.body_q,
                     scratch.connection_rate, scratch.connection_inverse_mass, real(dt)],
             outputs=[scratch.connection_force, scratch.connection_slope],
             device=device,
@@ -143,7 +143,8 @@ class ArticulationStepper:
                 for_precision(couplings.add_joint_couplings, real),
                 dim=model.coupling_count,
                 inputs=[
-                    model.coupling_term_start, model.coupling_term_dof, model.coupling_term_coef, model.coupling_rest,
+                    model.coupling_term_start, model.coupling_term_dof, model.coupling_term_coef, model.coupling_term_power,
+                    model.coupling_rest,
                     model.coupling_time_constant, model.coupling_damping_ratio, model.coupling_ke, model.coupling_kd,
                     model.coupling_impedance,
                     model.dof_joint, model.joint_articulation, model.joint_q_start, model.articulation_dof_start,

@@ -21,9 +21,10 @@ class ArticulationScratch:
     mass_matrix, factor (M,) -- dense joint-space mass matrix per articulation, its Cholesky factor
     rhs (D,) N or N m -- generalized forces minus bias; qdd (D,) -- joint accelerations
     dof_inertia (D,) kg m^2 or kg -- the mass matrix diagonal before joint couplings
-    connection_jacobian (X, max dofs) m -- d(gap)/dq of each body connection; connection_rate
-        (X,) m/s, connection_inverse_mass (X,) 1/kg, connection_force (X,) N,
-        connection_slope (X,) N s/m -- its implicit spring-damper (see kernels.articulation)
+    connection_jacobian (X, max dofs) spatial, rad and m -- d(turn, gap)/dq of each body
+        connection; connection_rate (X,) spatial, rad/s and m/s; connection_inverse_mass (X, 2)
+        mat33, 1/(kg m^2) and 1/kg; connection_force (X,) spatial, N m and N; connection_slope
+        (X, 2) mat33, N m s/rad and N s/m -- its implicit spring-dampers (see kernels.couplings)
     adjoint (D,) -- scratch of the solve's backward
 
     ``zero_damping``: another scratch whose (always zero) damping blocks this one shares,
@@ -55,13 +56,12 @@ class ArticulationScratch:
         self.mass_matrix = zeros(entries, real)
         self.rhs = zeros(nd, real)
         self.dof_inertia = zeros(nd, real)
-        vec3 = wp.types.vector(3, real)
         nx, slots = model.connection_count, max(model.max_articulation_dofs, 1)
-        self.connection_jacobian = zeros((nx, slots), vec3)
-        self.connection_rate = zeros(nx, vec3)
-        self.connection_inverse_mass = zeros(nx, real)
-        self.connection_force = zeros(nx, vec3)
-        self.connection_slope = zeros(nx, real)
+        self.connection_jacobian = zeros((nx, slots), spatial)
+        self.connection_rate = zeros(nx, spatial)
+        self.connection_inverse_mass = zeros((nx, 2), mat33)
+        self.connection_force = zeros(nx, spatial)
+        self.connection_slope = zeros((nx, 2), mat33)
         self.qdd = zeros(nd, real)
         self.factor = zeros(entries, real, False)
         self.adjoint = zeros(nd, real, False)
