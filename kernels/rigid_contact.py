@@ -9,11 +9,13 @@ slot) is shared with the soft-constraint contact of ``soft_contact``; per pair:
   distance (two meshes: no contact);
 - sphere or capsule against sphere or capsule: closest points of their core segments;
 - a sphere or capsule against a box: its core points against the box's signed distance;
-- two boxes: a reference face of one, chosen by a separating-axis test over the face axes
-  of both boxes, and the facing (incident) face of the other: the other box's corners
-  within the reference face's extent, the reference face's corners within the incident
-  face, and the crossings of the two faces' edges, i.e. the corners of their overlap
-  polygon (edges of boxes that touch edge to edge, not face to face, are not detected).
+- two boxes: a separating-axis test over the 6 face axes and the 9 edge-pair axes of both
+  boxes. Where a face axis separates them most (the usual case), that face is the reference
+  face, and the contacts are the other box's corners within its extent, its own corners
+  within the facing (incident) face of the other, and the crossings of the two faces'
+  edges, i.e. the corners of their overlap polygon. Where an edge-pair axis separates them
+  clearly more (boxes touching edge to edge), the one contact is the closest points of
+  those two edges, along that axis.
 Each contact applies the compliant force of ``kernels.contact`` with the pair's mean
 stiffness, damping and friction at the surface point of the penetrating shape. Against
 static geometry the friction slope is unbounded and the contact's damping and friction
@@ -46,6 +48,13 @@ PLAN_NONE = wp.constant(0)
 PLAN_POINTS = wp.constant(1)
 PLAN_SEGMENTS = wp.constant(2)
 PLAN_FACE = wp.constant(3)
+PLAN_EDGE = wp.constant(4)
+BOX_PAIR_SLOTS = wp.constant(29)
+"""Contact slots of two boxes: 8 corners of one, 4 of the other's reference face, 16 edge
+crossings of their facing faces (PLAN_FACE), 1 edge-edge contact (PLAN_EDGE)."""
+EDGE_AXIS_MIN_SINE = wp.constant(1.0e-3)
+"""Edge pairs closer to parallel than this (sine of their angle) have no axis of their own:
+their cross product is ill-defined, and a face axis covers them."""
 
 set_deterministic(__name__)
 
@@ -242,7 +251,8 @@ def plan_by_kind(ka: int, kb: int):
     """How a pair's contacts are found, from its shape kinds: (plan, flip). PLAN_POINTS: the
     contact points of one shape against the other's signed distance (flip: b's points
     against a); PLAN_SEGMENTS: closest points of two core segments; PLAN_FACE: two boxes
-    (which box is the reference is decided per pose, see ``contact_plan``); PLAN_NONE."""
+    (which box is the reference, or whether two edges touch, PLAN_EDGE, is decided per pose,
+    see ``contact_plan``); PLAN_NONE."""
     if ka == SHAPE_BOX and kb == SHAPE_BOX:
         return PLAN_FACE, False
     if is_round(ka) and is_round(kb):
@@ -256,11 +266,11 @@ def plan_by_kind(ka: int, kb: int):
 
 @wp.func
 def plan_slot_count(plan: int, flip: bool, ka: int, kb: int, mesh_points_a: int, mesh_points_b: int):
-    """Contact slots of a pair under its plan: two boxes 28 (8 corners of one, 4 of the other's
-    reference face, 16 crossings of their facing faces' edges), one segment pair, or the
-    point count of the shape whose points are tested (a capsule against a box: 5 samples)."""
-    if plan == PLAN_FACE:
-        return 28
+    """Contact slots of a pair under its plan: two boxes ``BOX_PAIR_SLOTS``, one segment pair,
+    or the point count of the shape whose points are tested (a capsule against a box: 5
+    samples)."""
+    if plan == PLAN_FACE or plan == PLAN_EDGE:
+        return BOX_PAIR_SLOTS
     if plan == PLAN_SEGMENTS:
         return 1
     if plan == PLAN_POINTS:
@@ -278,13 +288,47 @@ def plan_slot_count(plan: int, flip: bool, ka: int, kb: int, mesh_points_a: int,
 
 
 @wp.func
+def box_edge_axis(h_a: vec3, X_a: transform, h_b: vec3, X_b: transform):
+    """The edge-pair axis L = a_i x b_j (a_i, b_j: the boxes' axes) along which boxes a and b
+    are separated most: the largest gap |d . L| - r_a(L) - r_b(L) (d: b's centre from a's,
+    r: a box's half width along L). Returns (gap (m), 3 i + j, side = sign(d . L)); gap
+    -1e30 when every edge pair is nearly parallel."""
+    R_a = wp.quat_to_matrix(wp.transform_get_rotation(X_a))
+    R_b = wp.quat_to_matrix(wp.transform_get_rotation(X_b))
+    d = wp.transform_get_translation(X_b) - wp.transform_get_translation(X_a)
+    zero = d[0] * type(d[0])(0.0)
+    best = zero - type(zero)(1.0e30)
+    index = int(-1)
+    side = zero
+    for i in range(3):
+        for j in range(3):
+            axis = wp.cross(wp.vector(R_a[0, i], R_a[1, i], R_a[2, i]), wp.vector(R_b[0, j], R_b[1, j], R_b[2, j]))
+            length = wp.length(axis)
+            if length > type(zero)(EDGE_AXIS_MIN_SINE):
+                axis = axis / length
+                local_a = wp.transpose(R_a) * axis
+                local_b = wp.transpose(R_b) * axis
+                reach = wp.dot(h_a, wp.vector(wp.abs(local_a[0]), wp.abs(local_a[1]), wp.abs(local_a[2])))
+                reach += wp.dot(h_b, wp.vector(wp.abs(local_b[0]), wp.abs(local_b[1]), wp.abs(local_b[2])))
+                along = wp.dot(d, axis)
+                gap = wp.abs(along) - reach
+                if gap > best:
+                    best = gap
+                    index = 3 * i + j
+                    side = wp.sign(along)
+    return best, index, side
+
+
+@wp.func
 def contact_plan(ka: int, kb: int, size_a: vec3, size_b: vec3, X_a: transform, X_b: transform, margin: wp.Float):
     """(plan, flip, axis, side) of a pair at its current poses. Two boxes: the face of the box
     whose face axis separates them most (separating-axis test over both boxes' face axes) is
     the reference (``axis``, ``side`` in its frame), the other box's corners are tested
     against it (flip: a's face is the reference); on a tie the larger face is the
-    reference, so each contact is counted once. Boxes separated by more than ``margin``
-    (m) along a face axis cannot touch: PLAN_NONE."""
+    reference, so each contact is counted once. Where an edge-pair axis separates them more
+    than every face axis, by ``box_pair_tolerance``, the plan is PLAN_EDGE (``axis`` = 3 i +
+    j of a's axis i and b's axis j, ``side``: the sign of b's centre from a's along it).
+    Boxes separated by more than ``margin`` (m) along any axis cannot touch: PLAN_NONE."""
     plan, flip = plan_by_kind(ka, kb)
     axis = int(0)
     side = size_a[0] * type(size_a[0])(0.0)
@@ -303,7 +347,14 @@ def contact_plan(ka: int, kb: int, size_a: vec3, size_b: vec3, X_a: transform, X
             flip = True
             axis = axis_a
             side = side_a
-        if wp.max(gap_a, gap_b) > margin:
+        gap_face = wp.max(gap_a, gap_b)
+        gap_edge, edge, side_edge = box_edge_axis(size_a, X_a, size_b, X_b)
+        if gap_edge > gap_face + box_pair_tolerance(size_a, size_b):
+            plan = PLAN_EDGE
+            flip = False
+            axis = edge
+            side = side_edge
+        if wp.max(gap_face, gap_edge) > margin:
             plan = PLAN_NONE
     return plan, flip, axis, side
 
@@ -435,6 +486,38 @@ def edge_crossing(size_p: vec3, X_p: transform, size_s: vec3, X_s: transform, ax
 
 
 @wp.func
+def box_edge(h: vec3, X: transform, axis: int, towards: vec3):
+    """The edge of a box along its axis ``axis`` that reaches furthest along the world
+    direction ``towards``: its two ends (world)."""
+    R = wp.quat_to_matrix(wp.transform_get_rotation(X))
+    centre = wp.transform_get_translation(X)
+    for k in range(3):
+        column = wp.vector(R[0, k], R[1, k], R[2, k])
+        if k != axis:
+            centre = centre + column * (h[k] * wp.sign(wp.dot(column, towards)))
+    along = wp.vector(R[0, axis], R[1, axis], R[2, axis]) * h[axis]
+    return centre - along, centre + along
+
+
+@wp.func
+def edge_edge_contact(size_a: vec3, X_a: transform, size_b: vec3, X_b: transform, axis: int, side: wp.Float):
+    """The contact of two boxes touching edge to edge along the edge-pair axis 3 i + j
+    (``box_edge_axis``): the closest points of a's edge along its axis i facing b and b's
+    edge along its axis j facing a; (valid, penetration along the axis, unit normal from b
+    towards a, the point on a's edge)."""
+    i = axis // 3
+    j = axis % 3
+    R_a = wp.quat_to_matrix(wp.transform_get_rotation(X_a))
+    R_b = wp.quat_to_matrix(wp.transform_get_rotation(X_b))
+    L = wp.normalize(wp.cross(wp.vector(R_a[0, i], R_a[1, i], R_a[2, i]), wp.vector(R_b[0, j], R_b[1, j], R_b[2, j])))
+    n = -L * side  # b lies along side * L from a
+    a0, a1 = box_edge(size_a, X_a, i, -n)
+    b0, b1 = box_edge(size_b, X_b, j, n)
+    on_a, on_b = closest_segment_points(a0, a1, b0, b1)
+    return True, wp.dot(on_b - on_a, n), n, on_a
+
+
+@wp.func
 def plan_contact(
     plan: int, flip: bool, axis: int, side: wp.Float, k: int, ka: int, kb: int, size_a: vec3, size_b: vec3,
     X_a: transform, X_b: transform, points: wp.array(dtype=vec3), start_a: int, start_b: int,
@@ -474,6 +557,11 @@ def plan_contact(
             n = d / dist
             return True, size_p[0] + size_s[0] - dist, n, ca - n * size_p[0]
         return False, zero, d, ca
+    if plan == PLAN_EDGE:
+        if k == BOX_PAIR_SLOTS - 1:
+            return edge_edge_contact(size_p, X_p, size_s, X_s, axis, side)
+        origin = wp.transform_get_translation(X_p)
+        return False, zero, origin * zero, origin
     if plan == PLAN_FACE:
         n_local = wp.vector(zero, zero, zero)
         n_local[axis] = side
@@ -482,7 +570,9 @@ def plan_contact(
             return box_corner_on_face(size_p, X_p, size_s, X_s, axis, side, k, n)
         if k < 12:
             return face_corner_in_box(size_s, X_s, size_p, X_p, axis, side, k - 8, n)
-        return edge_crossing(size_p, X_p, size_s, X_s, axis, side, k - 12, n)
+        if k < BOX_PAIR_SLOTS - 1:
+            return edge_crossing(size_p, X_p, size_s, X_s, axis, side, k - 12, n)
+        return False, zero, n, wp.transform_get_translation(X_p)
     local, radius = shape_contact_point(kp, size_p, k, points, start_p)
     if kp == SHAPE_CAPSULE and ks == SHAPE_BOX:  # sampled along the core, so one lying across a small box is held
         along = type(radius)(float(k)) / type(radius)(float(CAPSULE_BOX_SAMPLES - 1))

@@ -260,6 +260,23 @@ def _box_on_box_scene() -> AuditScene:
     return AuditScene(b, 30, 1e-3)
 
 
+def _edge_on_edge_scene() -> AuditScene:
+    """A bar turned 45 degrees about its length, its lower edge sliding at 0.5 m/s across the
+    upper edges of two boxes standing on edge (two edge-edge contacts, mu 0.5), settled onto
+    them; it keeps sliding."""
+    b = ModelBuilder()
+    ke, half = 1.0e5, 0.1
+    on_edge = (0.0, np.sin(np.pi / 8), 0.0, np.cos(np.pi / 8))
+    for x in (-0.1, 0.1):
+        b.add_shape_box(-1, pos=(x, 0.0, 0.0), hx=half, hy=half, hz=half, rot=on_edge, ke=ke, kd=200.0, mu=0.5)
+    bar = b.add_body()
+    b.add_shape_box(bar, hx=0.2, hy=half, hz=half, density=500.0, ke=ke, kd=200.0, mu=0.5)
+    sink = b.bodies.array("body_mass")[0] * 9.81 / (2.0 * ke)
+    b.add_joint_free(bar, pos=(0.0, 0.003, 2.0 * half * np.sqrt(2.0) - sink),
+                     rot=(np.sin(np.pi / 8), 0.0, 0.0, np.cos(np.pi / 8)), lin_vel=(0.5, 0.05, 0.0))
+    return AuditScene(b, 40, 1e-3)
+
+
 def _limit_scene() -> AuditScene:
     """A pendulum held by gravity against its lower joint limit (no penalty gains); stepped
     with the limit as a soft constraint of the contact solve."""
@@ -392,6 +409,10 @@ RIGID_CASES = (
     AuditCase("rigid contact", "body mass", _rigid_contact_scene, "model.body_mass", relative=True),
     AuditCase("rigid contact", "initial coordinates", _rigid_contact_scene, "state.joint_q", eps=1e-6),
     AuditCase("rigid contact", "initial velocities", _rigid_contact_scene, "state.joint_qd"),
+    AuditCase("rigid edge-edge contact", "ke", _edge_on_edge_scene, "model.shape_ke"),
+    AuditCase("rigid edge-edge contact", "mu", _edge_on_edge_scene, "model.shape_mu"),
+    AuditCase("rigid edge-edge contact", "initial coordinates", _edge_on_edge_scene, "state.joint_q", eps=1e-6),
+    AuditCase("rigid edge-edge contact", "initial velocities", _edge_on_edge_scene, "state.joint_qd"),
     AuditCase("rigid mesh contact", "ke", _mesh_contact_scene, "model.shape_ke"),
     AuditCase("rigid mesh contact", "mu", _mesh_contact_scene, "model.shape_mu"),
     AuditCase("rigid mesh contact", "contact points", _mesh_contact_scene, "model.shape_points", eps=1e-6),
@@ -416,6 +437,9 @@ SOFT_CONTACT_CASES = (
     AuditCase("soft body-body contact", "initial coordinates", _box_on_box_scene, "state.joint_q",
               solver="soft contact", eps=1e-6),
     AuditCase("soft body-body contact", "initial velocities", _box_on_box_scene, "state.joint_qd",
+              solver="soft contact"),
+    AuditCase("soft edge-edge contact", "mu", _edge_on_edge_scene, "model.shape_mu", solver="soft contact"),
+    AuditCase("soft edge-edge contact", "initial velocities", _edge_on_edge_scene, "state.joint_qd",
               solver="soft contact"),
     AuditCase("soft joint limit", "lower limit", _limit_scene, "model.joint_limit_lower", solver="soft contact"),
     AuditCase("soft joint limit", "initial velocity", _limit_scene, "state.joint_qd", solver="soft contact"),
