@@ -6,7 +6,12 @@ slot) is shared with the soft-constraint contact of ``soft_contact``; per pair:
 - b a plane: a's contact points (sphere centre, capsule segment ends, box corners, mesh
   hull vertices) against it;
 - a mesh against a sphere, capsule or box: its hull vertices against their signed
-  distance (two meshes: no contact);
+  distance;
+- two meshes: each hull's vertices, and points along its edges (up to 3 per edge,
+  ``shape_hull_points``), against the other hull's face planes (the largest n . x - offset
+  over the planes: the signed distance inside a hull, a lower bound outside): a corner
+  pressing into a face is found exactly, two edges crossing at the nearest edge point
+  (within half the points' spacing);
 - sphere or capsule against sphere or capsule: closest points of their core segments;
 - a sphere or capsule against a box: its core points against the box's signed distance;
 - two boxes: a separating-axis test over the 6 face axes and the 9 edge-pair axes of both
@@ -49,9 +54,13 @@ PLAN_POINTS = wp.constant(1)
 PLAN_SEGMENTS = wp.constant(2)
 PLAN_FACE = wp.constant(3)
 PLAN_EDGE = wp.constant(4)
+PLAN_HULLS = wp.constant(5)
 BOX_PAIR_SLOTS = wp.constant(29)
 """Contact slots of two boxes: 8 corners of one, 4 of the other's reference face, 16 edge
 crossings of their facing faces (PLAN_FACE), 1 edge-edge contact (PLAN_EDGE)."""
+HULL_PLANE_TIE = wp.constant(1.0e-3)
+"""Face planes of a hull whose n . x - offset at a point are within this fraction of the
+hull's size of the largest count as equally near (see ``hull_distance``)."""
 EDGE_AXIS_MIN_SINE = wp.constant(1.0e-3)
 """Edge pairs closer to parallel than this (sine of their angle) have no axis of their own:
 their cross product is ill-defined, and a face axis covers them."""
@@ -250,11 +259,14 @@ def is_round(kind: int):
 def plan_by_kind(ka: int, kb: int):
     """How a pair's contacts are found, from its shape kinds: (plan, flip). PLAN_POINTS: the
     contact points of one shape against the other's signed distance (flip: b's points
-    against a); PLAN_SEGMENTS: closest points of two core segments; PLAN_FACE: two boxes
+    against a); PLAN_SEGMENTS: closest points of two core segments; PLAN_HULLS: two meshes,
+    each hull's points against the other's face planes; PLAN_FACE: two boxes
     (which box is the reference, or whether two edges touch, PLAN_EDGE, is decided per pose,
     see ``contact_plan``); PLAN_NONE."""
     if ka == SHAPE_BOX and kb == SHAPE_BOX:
         return PLAN_FACE, False
+    if ka == SHAPE_MESH and kb == SHAPE_MESH:
+        return PLAN_HULLS, False
     if is_round(ka) and is_round(kb):
         return PLAN_SEGMENTS, False
     if kb == SHAPE_PLANE or kb == SHAPE_BOX or (ka == SHAPE_MESH and is_round(kb)):
@@ -265,14 +277,17 @@ def plan_by_kind(ka: int, kb: int):
 
 
 @wp.func
-def plan_slot_count(plan: int, flip: bool, ka: int, kb: int, mesh_points_a: int, mesh_points_b: int):
+def plan_slot_count(plan: int, flip: bool, ka: int, kb: int, mesh_points_a: int, mesh_points_b: int,
+                    hull_points_a: int, hull_points_b: int):
     """Contact slots of a pair under its plan: two boxes ``BOX_PAIR_SLOTS``, one segment pair,
-    or the point count of the shape whose points are tested (a capsule against a box: 5
-    samples)."""
+    two meshes their hull points, or the point count of the shape whose points are tested
+    (a capsule against a box: 5 samples)."""
     if plan == PLAN_FACE or plan == PLAN_EDGE:
         return BOX_PAIR_SLOTS
     if plan == PLAN_SEGMENTS:
         return 1
+    if plan == PLAN_HULLS:
+        return hull_points_a + hull_points_b
     if plan == PLAN_POINTS:
         kp = ka
         ks = kb
@@ -518,22 +533,87 @@ def edge_edge_contact(size_a: vec3, X_a: transform, size_b: vec3, X_b: transform
 
 
 @wp.func
+def nearest_plane(x: vec3, towards: vec3, plane_normal: wp.array(dtype=vec3), plane_offset: wp.array(dtype=wp.Float),
+                  start: int, count: int):
+    """The face plane of a convex hull nearest a point x (hull frame): the one of largest
+    n . x - offset, or, among planes within ``HULL_PLANE_TIE`` of the hull's size of it, the
+    one facing ``towards`` most (the other shape's direction): a point on a rim of the hull
+    (equal meshes stacked corner on corner) is at distance 0 from the side faces and would
+    never count as inside. An index only: a value assigned in a dynamic loop reaches the
+    adjoint with its value from before the loop, so the distance is taken outside."""
+    value = wp.dot(plane_normal[start], x) - plane_offset[start]
+    size = wp.abs(plane_offset[start])
+    for f in range(start + 1, start + count):
+        value = wp.max(value, wp.dot(plane_normal[f], x) - plane_offset[f])
+        size = wp.max(size, wp.abs(plane_offset[f]))
+    tie = size * type(size)(HULL_PLANE_TIE)
+    best = start
+    facing = type(size)(-2.0)
+    for f in range(start, start + count):
+        alignment = wp.dot(plane_normal[f], towards)
+        if wp.dot(plane_normal[f], x) - plane_offset[f] >= value - tie and alignment > facing:
+            facing = alignment
+            best = f
+    return best
+
+
+@wp.func
+def hull_distance(x: vec3, towards: vec3, plane_normal: wp.array(dtype=vec3), plane_offset: wp.array(dtype=wp.Float),
+                  start: int, count: int):
+    """(signed distance (m), outward normal) of a point x (hull frame) to a convex hull by
+    its ``nearest_plane``: exact inside, a lower bound outside."""
+    best = nearest_plane(x, towards, plane_normal, plane_offset, start, count)
+    n = plane_normal[best]
+    return wp.dot(n, x) - plane_offset[best], n
+
+
+@wp.func
+def hull_contact(k: int, a: int, b: int, X_a: transform, X_b: transform, points: wp.array(dtype=vec3),
+                 point_start: wp.array(dtype=int), point_count: wp.array(dtype=int),
+                 plane_normal: wp.array(dtype=vec3), plane_offset: wp.array(dtype=wp.Float),
+                 plane_start: wp.array(dtype=int), plane_count: wp.array(dtype=int)):
+    """Slot k of two mesh shapes a, b: a's hull point k (``points``: the hull points) against
+    b's hull (k < a's count), else b's point k - count against a's hull, both with a as the
+    first shape: (valid, penetration (m), normal from b towards a, point on a's surface)."""
+    count_a = point_count[a]
+    to_a = wp.transform_inverse(X_a)
+    to_b = wp.transform_inverse(X_b)
+    if k < count_a:
+        x = wp.transform_point(X_a, points[point_start[a] + k])
+        towards_a = wp.normalize(wp.transform_point(to_b, wp.transform_get_translation(X_a)))
+        d, n = hull_distance(wp.transform_point(to_b, x), towards_a, plane_normal, plane_offset, plane_start[b],
+                             plane_count[b])
+        return True, -d, wp.quat_rotate(wp.transform_get_rotation(X_b), n), x
+    y = wp.transform_point(X_b, points[point_start[b] + k - count_a])
+    towards_b = wp.normalize(wp.transform_point(to_a, wp.transform_get_translation(X_b)))
+    d, n = hull_distance(wp.transform_point(to_a, y), towards_b, plane_normal, plane_offset, plane_start[a],
+                         plane_count[a])
+    outward = wp.quat_rotate(wp.transform_get_rotation(X_a), n)
+    return True, -d, -outward, y - outward * d
+
+
+@wp.func
 def plan_contact(
-    plan: int, flip: bool, axis: int, side: wp.Float, k: int, ka: int, kb: int, size_a: vec3, size_b: vec3,
-    X_a: transform, X_b: transform, points: wp.array(dtype=vec3), start_a: int, start_b: int,
+    plan: int, flip: bool, axis: int, side: wp.Float, k: int, a: int, b: int, ka: int, kb: int, size_a: vec3,
+    size_b: vec3, X_a: transform, X_b: transform, points: wp.array(dtype=vec3), point_start: wp.array(dtype=int),
+    hull_points: wp.array(dtype=vec3), hull_point_start: wp.array(dtype=int), hull_point_count: wp.array(dtype=int),
+    plane_normal: wp.array(dtype=vec3), plane_offset: wp.array(dtype=wp.Float), plane_start: wp.array(dtype=int),
+    plane_count: wp.array(dtype=int),
 ):
-    """Contact slot k of a pair under its plan: (valid, penetration (m, > 0 overlapping),
-    unit normal n from the second shape towards the first, world point x on the first
-    shape's surface). The first shape is the one whose points are tested: a, or b on flip.
-    A box corner outside the reference face's extent, coincident core segments or
-    PLAN_NONE give valid = False."""
+    """Contact slot k of the pair of shapes a, b under its plan: (valid, penetration (m, > 0
+    overlapping), unit normal n from the second shape towards the first, world point x on
+    the first shape's surface). The first shape is the one whose points are tested: a, or
+    b on flip (two meshes: a, whichever hull's points the slot tests). A box corner outside
+    the reference face's extent, coincident core segments or PLAN_NONE give valid = False.
+    ``points`` .. ``plane_count``: the mesh shapes' contact points, hull points and hull
+    planes (the Model fields of those names with the shape_ prefix)."""
     kp = ka
     ks = kb
     size_p = size_a
     size_s = size_b
     X_p = X_a
     X_s = X_b
-    start_p = start_a
+    start_p = point_start[a]
     if flip:
         kp = kb
         ks = ka
@@ -541,7 +621,7 @@ def plan_contact(
         size_s = size_a
         X_p = X_b
         X_s = X_a
-        start_p = start_b
+        start_p = point_start[b]
     zero = side * type(side)(0.0)
     if plan == PLAN_NONE:
         origin = wp.transform_get_translation(X_p)
@@ -557,6 +637,9 @@ def plan_contact(
             n = d / dist
             return True, size_p[0] + size_s[0] - dist, n, ca - n * size_p[0]
         return False, zero, d, ca
+    if plan == PLAN_HULLS:
+        return hull_contact(k, a, b, X_a, X_b, hull_points, hull_point_start, hull_point_count, plane_normal,
+                            plane_offset, plane_start, plane_count)
     if plan == PLAN_EDGE:
         if k == BOX_PAIR_SLOTS - 1:
             return edge_edge_contact(size_p, X_p, size_s, X_s, axis, side)
@@ -596,6 +679,13 @@ def eval_rigid_contacts(
     shape_point_start: wp.array(dtype=int),
     shape_point_count: wp.array(dtype=int),
     shape_points: wp.array(dtype=vec3),
+    shape_hull_points: wp.array(dtype=vec3),
+    shape_hull_point_start: wp.array(dtype=int),
+    shape_hull_point_count: wp.array(dtype=int),
+    shape_plane_normal: wp.array(dtype=vec3),
+    shape_plane_offset: wp.array(dtype=wp.Float),
+    shape_plane_start: wp.array(dtype=int),
+    shape_plane_count: wp.array(dtype=int),
     body_mass: wp.array(dtype=wp.Float),
     body_origin: wp.array(dtype=vec3),
     body_q_in: wp.array(dtype=transform),
@@ -634,9 +724,13 @@ def eval_rigid_contacts(
     if flip:
         first = bb
         second = ba
-    for k in range(plan_slot_count(plan, flip, ka, kb, shape_point_count[a], shape_point_count[b])):
-        valid, pen, n, x = plan_contact(plan, flip, axis, side, k, ka, kb, sa, sb, Xa, Xb, shape_points,
-                                        shape_point_start[a], shape_point_start[b])
+    slots = plan_slot_count(plan, flip, ka, kb, shape_point_count[a], shape_point_count[b], shape_hull_point_count[a],
+                            shape_hull_point_count[b])
+    for k in range(slots):
+        valid, pen, n, x = plan_contact(plan, flip, axis, side, k, a, b, ka, kb, sa, sb, Xa, Xb, shape_points,
+                                        shape_point_start, shape_hull_points, shape_hull_point_start,
+                                        shape_hull_point_count, shape_plane_normal, shape_plane_offset,
+                                        shape_plane_start, shape_plane_count)
         if valid:
             add_contact(pen, n, x, first, second, ke, kd, damping_depth, mu, friction_smoothing, rate, gradient_width,
                         body_q_in, body_qd_in, body_origin, body_f_out, body_damping_out)
@@ -647,6 +741,7 @@ def pair_slot_counts(
     contact_pair: wp.array2d(dtype=int),
     shape_kind: wp.array(dtype=int),
     shape_point_count: wp.array(dtype=int),
+    shape_hull_point_count: wp.array(dtype=int),
     slots_out: wp.array(dtype=int),
 ):
     """One thread per candidate pair: its number of contact slots (``plan_slot_count``)."""
@@ -655,4 +750,4 @@ def pair_slot_counts(
     b = contact_pair[i, 1]
     plan, flip = plan_by_kind(shape_kind[a], shape_kind[b])
     slots_out[i] = plan_slot_count(plan, flip, shape_kind[a], shape_kind[b], shape_point_count[a],
-                                   shape_point_count[b])
+                                   shape_point_count[b], shape_hull_point_count[a], shape_hull_point_count[b])

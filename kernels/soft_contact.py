@@ -122,6 +122,13 @@ def soft_contact_rows(
     shape_mu: wp.array(dtype=wp.Float),
     shape_point_start: wp.array(dtype=int),
     shape_points: wp.array(dtype=vec3),
+    shape_hull_points: wp.array(dtype=vec3),
+    shape_hull_point_start: wp.array(dtype=int),
+    shape_hull_point_count: wp.array(dtype=int),
+    shape_plane_normal: wp.array(dtype=vec3),
+    shape_plane_offset: wp.array(dtype=wp.Float),
+    shape_plane_start: wp.array(dtype=int),
+    shape_plane_count: wp.array(dtype=int),
     body_joint: wp.array(dtype=int),
     body_origin: wp.array(dtype=vec3),
     joint_articulation: wp.array(dtype=int),
@@ -165,8 +172,10 @@ def soft_contact_rows(
         sign_a = -one
     first_row = pair_row_start_in[p]
     for slot in range((pair_row_start_in[p + 1] - first_row) // EDGES):
-        valid, pen, n, x = plan_contact(plan, flip, axis, side, slot, ka, kb, shape_size[a], shape_size[b], X_a, X_b,
-                                        shape_points, shape_point_start[a], shape_point_start[b])
+        valid, pen, n, x = plan_contact(plan, flip, axis, side, slot, a, b, ka, kb, shape_size[a], shape_size[b], X_a,
+                                        X_b, shape_points, shape_point_start, shape_hull_points,
+                                        shape_hull_point_start, shape_hull_point_count, shape_plane_normal,
+                                        shape_plane_offset, shape_plane_start, shape_plane_count)
         touching = zero
         t1 = n
         t2 = n

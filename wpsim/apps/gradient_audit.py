@@ -229,6 +229,29 @@ def _mesh_contact_scene() -> AuditScene:
     return AuditScene(b, 50, 1e-3)
 
 
+def _mesh_on_mesh_scene(soft: bool = False) -> AuditScene:
+    """A triangle-mesh block (mu 0.4) on a static mesh slab, its hull corners and edge points
+    against the slab's top face plane: sliding and turning for 40 ms from the penalty
+    springs' rest depth; or (``soft``) turning in place for 10 ms (before it sticks) from the
+    soft-constraint solve's rest depth (3e-6 m, as a block left on the slab settles). A
+    block sliding at 0.5 m/s on soft-constraint contact hops off its pyramidal friction
+    rows (as MuJoCo's pyramidal cone does; more so with the 16 contact points here), and
+    central differences would cross contact changes."""
+    import trimesh
+
+    b = ModelBuilder()
+    ke = 1.0e4
+    slab = trimesh.creation.box(extents=(1.0, 1.0, 0.1))
+    b.add_shape_mesh(-1, slab.vertices, slab.faces, pos=(0.0, 0.0, -0.05), ke=ke, kd=20.0, mu=0.5)
+    block = trimesh.creation.box(extents=(0.3, 0.2, 0.1))
+    body = b.add_body()
+    b.add_shape_mesh(body, block.vertices, block.faces, ke=ke, kd=20.0, mu=0.4, density=400.0)
+    sink = 3e-6 if soft else b.bodies.array("body_mass")[0] * 9.81 / (16.0 * ke)  # 4 corners, 12 edge points
+    b.add_joint_free(body, pos=(0.0, 0.0, 0.05 - sink), lin_vel=(0.0, 0.0, 0.0) if soft else (0.6, -0.2, 0.0),
+                     ang_vel=(0.0, 0.0, 0.6))
+    return AuditScene(b, 10 if soft else 40, 1e-3)
+
+
 def _incline_scene() -> AuditScene:
     """A box sliding down a 0.3 rad incline (mu 0.1), settled into its four corner contacts,
     pushed by an external wrench; stepped with soft-constraint contact."""
@@ -413,6 +436,11 @@ RIGID_CASES = (
     AuditCase("rigid edge-edge contact", "mu", _edge_on_edge_scene, "model.shape_mu"),
     AuditCase("rigid edge-edge contact", "initial coordinates", _edge_on_edge_scene, "state.joint_q", eps=1e-6),
     AuditCase("rigid edge-edge contact", "initial velocities", _edge_on_edge_scene, "state.joint_qd"),
+    AuditCase("rigid mesh-mesh contact", "ke", _mesh_on_mesh_scene, "model.shape_ke"),
+    AuditCase("rigid mesh-mesh contact", "mu", _mesh_on_mesh_scene, "model.shape_mu"),
+    AuditCase("rigid mesh-mesh contact", "hull plane offsets", _mesh_on_mesh_scene, "model.shape_plane_offset",
+              eps=1e-6),
+    AuditCase("rigid mesh-mesh contact", "initial velocities", _mesh_on_mesh_scene, "state.joint_qd"),
     AuditCase("rigid mesh contact", "ke", _mesh_contact_scene, "model.shape_ke"),
     AuditCase("rigid mesh contact", "mu", _mesh_contact_scene, "model.shape_mu"),
     AuditCase("rigid mesh contact", "contact points", _mesh_contact_scene, "model.shape_points", eps=1e-6),
@@ -441,6 +469,10 @@ SOFT_CONTACT_CASES = (
     AuditCase("soft edge-edge contact", "mu", _edge_on_edge_scene, "model.shape_mu", solver="soft contact"),
     AuditCase("soft edge-edge contact", "initial velocities", _edge_on_edge_scene, "state.joint_qd",
               solver="soft contact"),
+    AuditCase("soft mesh-mesh contact", "mu", lambda: _mesh_on_mesh_scene(soft=True), "model.shape_mu",
+              solver="soft contact"),
+    AuditCase("soft mesh-mesh contact", "initial velocities", lambda: _mesh_on_mesh_scene(soft=True),
+              "state.joint_qd", solver="soft contact"),
     AuditCase("soft joint limit", "lower limit", _limit_scene, "model.joint_limit_lower", solver="soft contact"),
     AuditCase("soft joint limit", "initial velocity", _limit_scene, "state.joint_qd", solver="soft contact"),
     AuditCase("soft mesh contact", "mu", _mesh_contact_scene, "model.shape_mu", solver="soft contact"),

@@ -352,8 +352,9 @@ class ModelBuilder(RigidBodyBuilder):
         ``wpsim.core.meshing.check_solid``; ``name`` labels errors). On a body, a positive
         ``density`` adds the solid's volume-integral mass properties. Contact: the vertices
         of the mesh's convex hull are its contact points against planes, spheres, capsules
-        and boxes (mesh-mesh contact and primitives pressing into a mesh face are not
-        detected); particles do not touch mesh shapes. A hull with more than ``max_points``
+        and boxes (a primitive's corner pressing into a mesh face is not detected); two
+        meshes test each hull's vertices and points along its edges against the other
+        hull's face planes (``kernels.rigid_contact``); particles do not touch mesh shapes. A hull with more than ``max_points``
         vertices keeps that many, spread over it (farthest-point sampling, as MuJoCo's
         ``maxhullvert`` caps a hull): contact cost grows with the points, and exported meshes'
         hulls often have thousands.
@@ -475,6 +476,33 @@ class ModelBuilder(RigidBodyBuilder):
                                      for a, b in other.excluded_body_pairs}
         return world0
 
+    def _mesh_hulls(self) -> dict:
+        """Each mesh shape's contact hull (the convex hull of its contact points, shape frame)
+        as Model arrays for mesh-mesh contact: its face planes, and its contact points with
+        points along its edges added (``geometry.convex_hull_planes_and_edges``), tested
+        against the other hull's planes."""
+        kinds, starts, counts = (self.shapes.array(n) for n in ("shape_kind", "shape_point_start", "shape_point_count"))
+        points = self.shape_points.array("shape_points")
+        out = {name: [] for name in ("plane_start", "plane_count", "hull_point_start", "hull_point_count")}
+        normals, offsets, hull_points = [np.zeros((0, 3))], [np.zeros(0)], [np.zeros((0, 3))]
+        planes_so_far = points_so_far = 0
+        for kind, start, count in zip(kinds, starts, counts):
+            n, o, along = np.zeros((0, 3)), np.zeros(0), np.zeros((0, 3))
+            if kind == SHAPE_MESH:
+                n, o, along = geometry.convex_hull_planes_and_edges(points[start:start + count])
+                along = np.concatenate([points[start:start + count], along])
+            for name, value in (("plane_start", planes_so_far), ("plane_count", len(o)),
+                                ("hull_point_start", points_so_far), ("hull_point_count", len(along))):
+                out[name].append(value)
+            normals.append(n)
+            offsets.append(o)
+            hull_points.append(along)
+            planes_so_far += len(o)
+            points_so_far += len(along)
+        return {**{f"shape_{name}": np.asarray(v, np.int64) for name, v in out.items()},
+                "shape_plane_normal": np.concatenate(normals), "shape_plane_offset": np.concatenate(offsets),
+                "shape_hull_points": np.concatenate(hull_points)}
+
     def replicate(self, other: ModelBuilder, num_worlds: int, spacing=(0.0, 0.0, 0.0)) -> list:
         """Add ``num_worlds`` copies of ``other``, copy k offset by k * spacing (m); returns world indices."""
         if num_worlds < 1:
@@ -518,6 +546,7 @@ class ModelBuilder(RigidBodyBuilder):
         )
         arrays["tet_face_domain"], arrays["domain_tets"] = geometry.face_smoothing_domains(
             arrays["tet_indices"], arrays["tet_smoothed"])
+        arrays.update(self._mesh_hulls())
         rigid_arrays, rigid_scalars = self._rigid_layout()
         arrays.update(rigid_arrays)
         scalars = {

@@ -6,8 +6,9 @@ arrays, drive precision conversion and ``requires_grad``, and (for Model fields)
 ``ModelBuilder`` table column that collects them.
 
 Shape letters: P particles, S springs, T triangles, H bending hinges, E tetrahedra, G strain-smoothing domains,
-C collision shapes, V mesh-shape contact points, N candidate rigid contact pairs, L joint couplings, R their terms,
-X body connections,
+C collision shapes, V mesh-shape contact points, F face planes of their hulls, I hull points (V and points along the
+hulls' edges), N candidate rigid contact pairs,
+L joint couplings, R their terms, X body connections,
 W worlds, K particle-contact neighbours
 per particle (0 when particle-particle contact is off), B rigid bodies, J joints,
 Q joint coordinates, D joint dofs, A articulations, M mass-matrix entries (sum over
@@ -190,6 +191,16 @@ MODEL_FIELDS = (
         "shape contact point",
         FieldSpec("shape_points", "vec3", "(V,)", "m", "contact points of mesh shapes in their shape frames"),
     ),
+    FieldSpec("shape_plane_start", "int", "(C,)", "-", "first face plane of a mesh shape's contact hull", False),
+    FieldSpec("shape_plane_count", "int", "(C,)", "-", "face planes of a mesh shape's contact hull (0: other kinds)",
+              False),
+    FieldSpec("shape_plane_normal", "vec3", "(F,)", "-",
+              "outward unit normals of the hulls' face planes, shape frames (hull of shape_points, at finalize)"),
+    FieldSpec("shape_plane_offset", "real", "(F,)", "m", "their offsets: n . x <= offset inside the hull"),
+    FieldSpec("shape_hull_point_start", "int", "(C,)", "-", "first point of a mesh shape in shape_hull_points", False),
+    FieldSpec("shape_hull_point_count", "int", "(C,)", "-", "a mesh shape's hull points (0: other kinds)", False),
+    FieldSpec("shape_hull_points", "vec3", "(I,)", "m",
+              "mesh shapes' contact points and points along their hulls' edges, shape frames: mesh-mesh contact"),
     FieldSpec("pair_ke", "real", "(1,)", "N/m", "particle-particle contact stiffness"),
     FieldSpec("pair_kd", "real", "(1,)", "N s/m", "particle-particle contact damping"),
     FieldSpec("pair_mu", "real", "(1,)", "-", "particle-particle friction coefficient"),

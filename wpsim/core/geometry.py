@@ -43,6 +43,32 @@ def transform_point(a, point) -> np.ndarray:
     return quat_to_matrix(a[3:]) @ np.asarray(point, np.float64) + a[:3]
 
 
+def convex_hull_planes_and_edges(points, max_edge_points: int = 128) -> tuple:
+    """The convex hull of ``points`` (N, 3): its face planes, outward unit normals (F, 3) and
+    offsets (F,) (m) with n . x <= offset inside (coplanar facets merged), and points along
+    its feature edges (edges between faces that are not coplanar), up to 3 per edge at even
+    spacing and at most ``max_edge_points`` in all (fewer per edge on hulls with many edges,
+    none on hulls with more edges than that: their vertices are dense already)."""
+    from scipy.spatial import ConvexHull
+
+    x = np.asarray(points, dtype=np.float64)
+    hull = ConvexHull(x)
+    equations = hull.equations  # n . x + c <= 0 inside
+    scale = max(float(np.abs(x).max()), 1e-12)
+    keys = np.round(np.concatenate([equations[:, :3], equations[:, 3:] / scale], axis=1), 9)
+    _, first = np.unique(keys, axis=0, return_index=True)
+    planes = equations[np.sort(first)]
+    edges = set()
+    for facet, (simplex, neighbours) in enumerate(zip(hull.simplices, hull.neighbors)):
+        for k, other in enumerate(neighbours):  # the edge opposite vertex k borders facet `other`
+            if other > facet and np.dot(equations[facet, :3], equations[other, :3]) < 1.0 - 1e-9:
+                edges.add(tuple(sorted((int(simplex[(k + 1) % 3]), int(simplex[(k + 2) % 3])))))
+    per_edge = min(3, max_edge_points // max(len(edges), 1))
+    t = np.arange(1, per_edge + 1) / (per_edge + 1)
+    along = [x[i] + np.outer(t, x[j] - x[i]) for i, j in sorted(edges)] if per_edge else []
+    return planes[:, :3].copy(), -planes[:, 3].copy(), np.concatenate([np.zeros((0, 3)), *along])
+
+
 def quat_between(a, b) -> np.ndarray:
     """Unit quaternion (x, y, z, w) rotating unit vector a onto unit vector b."""
     a = np.asarray(a, dtype=np.float64)

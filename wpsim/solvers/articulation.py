@@ -60,7 +60,9 @@ class ArticulationStepper:
                 inputs=[
                     model.contact_pair, model.shape_kind, model.shape_body, model.shape_transform, model.shape_size,
                     model.shape_ke, model.shape_kd, model.shape_mu, model.shape_point_start, model.shape_point_count,
-                    model.shape_points, model.body_mass, model.body_origin, state_in.body_q, state_in.body_qd,
+                    model.shape_points, model.shape_hull_points, model.shape_hull_point_start,
+                    model.shape_hull_point_count, model.shape_plane_normal, model.shape_plane_offset,
+                    model.shape_plane_start, model.shape_plane_count, model.body_mass, model.body_origin, state_in.body_q, state_in.body_qd,
                     solver._friction_smoothing, real(model.contact_damping_depth), real(dt), solver.contact_gradient_width,
                 ],
                 outputs=[state_in.body_f, scratch.body_damping],

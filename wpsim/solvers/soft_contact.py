@@ -202,7 +202,8 @@ class SoftContact:
         slots = wp.zeros(self.pair_count, dtype=wp.int32, device=self.model.device)
         if self.pair_count:
             wp.launch(rigid_contact.pair_slot_counts, dim=self.pair_count,
-                      inputs=[self.model.contact_pair, self.model.shape_kind, self.model.shape_point_count],
+                      inputs=[self.model.contact_pair, self.model.shape_kind, self.model.shape_point_count,
+                              self.model.shape_hull_point_count],
                       outputs=[slots], device=self.model.device, record_tape=False)
         return slots.numpy().astype(np.int64)
 
@@ -247,7 +248,9 @@ class SoftContact:
         self._launch(
             soft_contact.soft_contact_rows, self.pair_count,
             [m.contact_pair, m.shape_kind, m.shape_body, m.shape_transform, m.shape_size, m.shape_mu,
-             m.shape_point_start, m.shape_points, m.body_joint, m.body_origin, m.joint_articulation, m.joint_dfs_pos,
+             m.shape_point_start, m.shape_points, m.shape_hull_points, m.shape_hull_point_start,
+             m.shape_hull_point_count, m.shape_plane_normal, m.shape_plane_offset, m.shape_plane_start,
+             m.shape_plane_count, m.body_joint, m.body_origin, m.joint_articulation, m.joint_dfs_pos,
              m.joint_dfs_end, m.dof_joint, m.articulation_dof_start, m.articulation_H_start, self.pair_row_start,
              state_in.body_q, state_in.joint_qd, scratch.dof_motion, scratch.mass_matrix, self.side_column],
             [rows[k] for k in ("jacobian", "velocity", "inverse_mass", "distance", "in_contact")],
@@ -360,7 +363,8 @@ class SoftContact:
             self._newton_direction(scratch, state_in, rows, accel, factor, None)
         result = wp.clone(accel, requires_grad=True)
         read = [scratch.mass_matrix, scratch.qdd, scratch.dof_motion, state_in.body_q, state_in.joint_q,
-                state_in.joint_qd, m.shape_transform, m.shape_size, m.shape_mu, m.shape_points, m.body_origin,
+                state_in.joint_qd, m.shape_transform, m.shape_size, m.shape_mu, m.shape_points, m.shape_hull_points,
+                m.shape_plane_normal, m.shape_plane_offset, m.body_origin,
                 m.joint_limit_lower, m.joint_limit_upper]  # gradients the backward writes (tape.zero clears them)
         tape.record_func(backward=lambda: self._adjoint(scratch, state_in, result, factor),
                          arrays=[result, *(a for a in read if a.requires_grad and a.size)])
