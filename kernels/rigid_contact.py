@@ -668,7 +668,6 @@ def plan_contact(
 
 @kernel
 def eval_rigid_contacts(
-    contact_pair: wp.array2d(dtype=int),
     shape_kind: wp.array(dtype=int),
     shape_body: wp.array(dtype=int),
     shape_transform: wp.array(dtype=transform),
@@ -688,6 +687,8 @@ def eval_rigid_contacts(
     shape_plane_count: wp.array(dtype=int),
     body_mass: wp.array(dtype=wp.Float),
     body_origin: wp.array(dtype=vec3),
+    contact_pair_in: wp.array2d(dtype=int),
+    contact_pair_count_in: wp.array(dtype=int),
     body_q_in: wp.array(dtype=transform),
     body_qd_in: wp.array(dtype=vec6),
     friction_smoothing: wp.Float,
@@ -697,15 +698,19 @@ def eval_rigid_contacts(
     body_f_out: wp.array(dtype=vec6),
     body_damping_out: wp.array2d(dtype=mat33),
 ):
-    """One thread per candidate shape pair: add its contact wrenches into body_f_out and, for
+    """One thread per listed shape pair (the first ``contact_pair_count_in[0]`` rows of
+    ``contact_pair_in``: every candidate pair, or a step's broad-phase pairs): add its
+    contact wrenches into body_f_out and, for
     contacts with static geometry, their velocity slopes into body_damping_out (B, 3): the
     spatial damping blocks (ww, wv, vv) that the joint-space solve treats implicitly. ``dt``
     (s) bounds the friction slope of body-body contacts; ``damping_depth`` (m) ramps the
     damping in at onset (``onset_damping``); ``gradient_width`` (m) > 0 selects the smoothed
     contact gradient."""
     i = wp.tid()
-    a = contact_pair[i, 0]
-    b = contact_pair[i, 1]
+    if i >= contact_pair_count_in[0]:
+        return
+    a = contact_pair_in[i, 0]
+    b = contact_pair_in[i, 1]
     ka = shape_kind[a]
     kb = shape_kind[b]
     ba, bb, Xa, Xb = pair_poses(a, b, shape_body, shape_transform, body_q_in)

@@ -157,3 +157,13 @@ def test_rigid_suite_reports_every_robot_alone_and_in_many_worlds():
             if worlds > 1:
                 world_speed = found["forward", "world_steps_per_s"]["value"]
                 assert world_speed == pytest.approx(speed["value"] * worlds)
+
+
+def test_contact_pile_suite_tests_fewer_pairs_with_the_broad_phase():
+    records = bench.run_suites(["contact_pile"], quick=True)
+    value = {(r["case"], r["metric"]): r["value"] for r in records}
+    for boxes in (64, 256):
+        candidates = next(r["params"]["candidate_pairs"] for r in records if r["case"] == f"pile_{boxes}")
+        assert value[f"pile_{boxes}_every_pair", "count"] == candidates
+        assert boxes <= value[f"pile_{boxes}_broad_phase", "count"] < candidates / 20  # ground and layer pairs
+        assert value[f"pile_{boxes}", "time_ratio"] > 0

@@ -14,6 +14,7 @@ from typing import Callable
 import warp as wp
 
 from wpsim.bench.checkpoint import checkpoint_suite
+from wpsim.bench.contact_pile import contact_pile_suite
 from wpsim.bench.implicit_contact import implicit_contact_suite
 from wpsim.bench.implicit_integration import implicit_integration_suite
 from wpsim.bench.records import progress
@@ -55,6 +56,7 @@ SUITES: dict[str, Callable[..., list]] = {
     "implicit_integration": implicit_integration_suite,
     "implicit_contact": implicit_contact_suite,
     "rigid": rigid_suite,
+    "contact_pile": contact_pile_suite,
     "render": render_suite,
     "torch": torch_suite,
     "distributed": distributed_suite,

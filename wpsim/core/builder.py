@@ -542,8 +542,9 @@ class ModelBuilder(RigidBodyBuilder):
             pair_kd=[self.pair_kd],
             pair_mu=[self.pair_mu],
             impact_restitution=[self.impact_restitution],
-            contact_pair=self._contact_pairs(),
         )
+        contact_filter = self._contact_filter()
+        arrays.update(contact_filter, **self._contact_pairs(contact_filter))
         arrays["tet_face_domain"], arrays["domain_tets"] = geometry.face_smoothing_domains(
             arrays["tet_indices"], arrays["tet_smoothed"])
         arrays.update(self._mesh_hulls())

@@ -7,7 +7,8 @@ arrays, drive precision conversion and ``requires_grad``, and (for Model fields)
 
 Shape letters: P particles, S springs, T triangles, H bending hinges, E tetrahedra, G strain-smoothing domains,
 C collision shapes, V mesh-shape contact points, F face planes of their hulls, I hull points (V and points along the
-hulls' edges), N candidate rigid contact pairs,
+hulls' edges), N candidate rigid contact pairs (Y of them with planes, U shapes boxed by the broad phase,
+Z body pairs that never touch),
 L joint couplings, R their terms, X body connections,
 W worlds, K particle-contact neighbours
 per particle (0 when particle-particle contact is off), B rigid bodies, J joints,
@@ -39,7 +40,7 @@ class FieldSpec:
     """
 
     name: str
-    kind: str  # "real", "vec3", "spatial", "quat", "mat22", "mat33", "transform" or "int"
+    kind: str  # "real", "vec3", "spatial", "quat", "mat22", "mat33", "transform", "int" or "int64"
     shape: str
     unit: str
     doc: str
@@ -61,7 +62,7 @@ class FieldSpec:
         return rest + ELEMENT_SHAPES[self.kind]
 
 
-ELEMENT_SHAPES = {"int": (), "real": (), "vec3": (3,), "spatial": (6,), "quat": (4,), "mat22": (2, 2),
+ELEMENT_SHAPES = {"int": (), "int64": (), "real": (), "vec3": (3,), "spatial": (6,), "quat": (4,), "mat22": (2, 2),
                   "mat33": (3, 3), "transform": (7,)}
 """Host shape of one element of each field kind (quaternions xyzw; a transform is position
 then quaternion)."""
@@ -71,6 +72,8 @@ def warp_dtype(kind: str, real):
     """Warp element type of a field kind at scalar precision ``real``."""
     if kind == "int":
         return wp.int32
+    if kind == "int64":
+        return wp.int64
     if kind == "real":
         return real
     if kind == "vec3":
@@ -207,6 +210,19 @@ MODEL_FIELDS = (
     FieldSpec("impact_restitution", "real", "(1,)", "-",
               "coefficient of restitution of particle impacts (with ModelBuilder.set_particle_impacts)"),
     FieldSpec("contact_pair", "int", "(N, 2)", "-", "candidate rigid shape pairs (body shape, other shape)", False),
+    FieldSpec("contact_plane_pair", "int", "(Y, 2)", "-", "the candidate pairs whose second shape is a plane", False),
+    FieldSpec("contact_bvh_shape", "int", "(U,)", "-", "the shapes the per-step broad phase boxes (all but planes)",
+              False),
+    FieldSpec("shape_bound_centre", "vec3", "(C,)", "m", "centre of each shape's box in its frame (broad phase)",
+              False),
+    FieldSpec("shape_bound_half", "vec3", "(C,)", "m", "half extents of that box", False),
+    FieldSpec("body_contact_group", "int", "(B,)", "-",
+              "bodies of one group never touch: an articulation's root (itself with articulation_self_contact)", False),
+    FieldSpec("body_moving", "int", "(B,)", "-", "1 if some joint between the body and the world has dofs", False),
+    FieldSpec("body_static_contact", "int", "(B,)", "-", "0 if the body never touches static shapes", False),
+    FieldSpec("contact_forbidden_key", "int64", "(Z,)", "-",
+              "sorted keys (larger * B + smaller) of the body pairs that never touch (joints, exclude_contact)",
+              False),
     FieldSpec("coupling_term_start", "int", "(L + 1,)", "-",
               "joint couplings (ModelBuilder.add_joint_coupling): coupling c's terms are start[c] .. start[c + 1] - 1",
               False),

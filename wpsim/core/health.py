@@ -51,16 +51,20 @@ class HealthReport:
     unconverged_contact: world index -> ``UnconvergedContact`` (soft-contact solves that
         stopped at their iteration cap).
     contact_iterations: the most Newton iterations a soft-contact step used (0 without).
+    dropped_contact_pairs: the most near pairs a step's broad phase found beyond its
+        capacity (those pairs had no contact that step).
     """
 
     fault_steps: dict = field(default_factory=dict)
     neighbor_overflow_particle: int | None = None
     unconverged_contact: dict = field(default_factory=dict)
     contact_iterations: int = 0
+    dropped_contact_pairs: int = 0
 
     @property
     def ok(self) -> bool:
-        return not self.fault_steps and self.neighbor_overflow_particle is None and not self.unconverged_contact
+        return (not self.fault_steps and self.neighbor_overflow_particle is None and not self.unconverged_contact
+                and not self.dropped_contact_pairs)
 
     def __str__(self) -> str:
         if self.ok:
@@ -72,4 +76,7 @@ class HealthReport:
                 "(raise it with ModelBuilder.set_particle_contact)"
             )
         parts += [f"world {w}: {failure}" for w, failure in sorted(self.unconverged_contact.items())]
+        if self.dropped_contact_pairs:
+            parts.append(f"a step's broad phase found {self.dropped_contact_pairs} contact pairs more than it keeps "
+                         "(raise SemiImplicitSolver(contact_pair_capacity=...))")
         return "; ".join(parts)

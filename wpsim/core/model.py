@@ -127,7 +127,7 @@ class Model:
         for spec in MODEL_FIELDS:
             host = arrays[spec.name]
             wp_type = warp_dtype(spec.kind, dtype)
-            np_type = np.int32 if spec.kind == "int" else numpy_real(dtype)
+            np_type = {"int": np.int32, "int64": np.int64}.get(spec.kind, numpy_real(dtype))
             setattr(
                 self,
                 spec.name,

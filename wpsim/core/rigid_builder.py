@@ -4,6 +4,7 @@ layout (depth-first order, coordinate and mass-matrix offsets) computed at final
 from __future__ import annotations
 
 import numpy as np
+import warp as wp
 
 from wpsim.core import geometry
 from wpsim.core import mass as mass_props
@@ -20,6 +21,11 @@ from wpsim.kernels.enums import (
     JOINT_REVOLUTE,
     MAX_COUPLING_POWER,
     MAX_COUPLING_TERMS,
+    SHAPE_BOX,
+    SHAPE_CAPSULE,
+    SHAPE_MESH,
+    SHAPE_PLANE,
+    SHAPE_SPHERE,
 )
 
 _IDENTITY = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
@@ -485,15 +491,16 @@ class RigidBodyBuilder:
         self.shapes.array("shape_collision_type")[shape] = collision_type
         self.shapes.array("shape_collision_mask")[shape] = collision_mask
 
-    def _contact_pairs(self) -> np.ndarray:
-        """Candidate shape pairs (N, 2): every body shape against every static shape of its
-        world and every shape on another body of its world, except a joint's parent and
-        child (looking through massless bodies without shapes between them, such as the
-        intermediate links of an MJCF body with several joints), bodies of one articulation
-        unless ``articulation_self_contact``, ``excluded_body_pairs``, pairs whose collision
-        bits do not meet (``set_collision_bits``) and pairs of which neither side can move."""
-        body, world = self.shapes.array("shape_body"), self.shapes.array("shape_world")
+    def _contact_filter(self) -> dict:
+        """The candidate-pair rule's data as Model arrays (see ``wpsim.kernels.broad_phase``):
+        each body's contact group (its articulation's root, or itself with
+        ``articulation_self_contact``), whether it can move, whether it meets static shapes,
+        and the sorted keys of the body pairs that never touch: a joint's parent and child
+        (looking through massless bodies without shapes between them, such as the
+        intermediate links of an MJCF body with several joints) and ``exclude_contact``
+        pairs."""
         nb = max(self.bodies.count, 1)
+        body = self.shapes.array("shape_body")
         parent, child = self.joints.array("joint_parent").copy(), self.joints.array("joint_child")
         parent_of = dict(zip(child.tolist(), parent.tolist()))
         real = np.isin(np.arange(self.bodies.count), body) | (self.bodies.array("body_mass") > 0.0)
@@ -501,31 +508,51 @@ class RigidBodyBuilder:
             while parent[j] >= 0 and not real[parent[j]]:
                 parent[j] = parent_of.get(int(parent[j]), -1)
         linked = parent >= 0
-        joined = np.concatenate([parent[linked] * nb + child[linked], child[linked] * nb + parent[linked]])
-        roots = self._body_roots()
-        dynamic = np.flatnonzero(body >= 0)
-        static = np.flatnonzero(body < 0)
-        a, s_ = np.meshgrid(dynamic, static, indexing="ij")
-        keep = (world[s_] == -1) | (world[s_] == world[a])
-        excluded = [hi * nb + lo for hi, lo in self.excluded_body_pairs if lo >= 0]  # (max, min) body keys
-        keep &= ~np.isin(body[a], [hi for hi, lo in self.excluded_body_pairs if lo < 0])
-        pairs = [np.stack([a[keep], s_[keep]], axis=1)]
-        for w in np.unique(world[dynamic]):
-            mine = dynamic[world[dynamic] == w]
-            i, j = np.triu_indices(len(mine), k=1)
-            a, b = mine[i], mine[j]
-            ba, bb = body[a], body[b]
-            keep = (ba != bb) & ~np.isin(ba * nb + bb, joined)
-            keep &= ~np.isin(np.maximum(ba, bb) * nb + np.minimum(ba, bb), excluded)
-            if not self.articulation_self_contact:
-                keep &= roots[ba] != roots[bb]
-            pairs.append(np.stack([a[keep], b[keep]], axis=1))
-        pairs = np.concatenate(pairs).astype(np.int64).reshape(-1, 2)
-        kind, mask = self.shapes.array("shape_collision_type"), self.shapes.array("shape_collision_mask")
-        a, b = pairs[:, 0], pairs[:, 1]
-        moving = np.append(self._moving_bodies(), False)  # index -1: static shapes
-        keep = (((kind[a] & mask[b]) | (kind[b] & mask[a])) != 0) & (moving[body[a]] | moving[body[b]])
-        return pairs[keep]
+        keys = [np.maximum(parent[linked], child[linked]) * nb + np.minimum(parent[linked], child[linked]),
+                np.array([hi * nb + lo for hi, lo in self.excluded_body_pairs if lo >= 0], dtype=np.int64)]
+        static_contact = np.ones(self.bodies.count, dtype=np.int64)
+        static_contact[[hi for hi, lo in self.excluded_body_pairs if lo < 0]] = 0
+        group = np.arange(self.bodies.count) if self.articulation_self_contact else self._body_roots()
+        return {"body_contact_group": group.astype(np.int64), "body_moving": self._moving_bodies().astype(np.int64),
+                "body_static_contact": static_contact,
+                "contact_forbidden_key": np.unique(np.concatenate(keys).astype(np.int64))}
+
+    def _contact_pairs(self, contact_filter: dict) -> dict:
+        """Candidate shape pairs (N, 2) by the rule of ``kernels.broad_phase.may_touch`` (every
+        body shape against every static shape of its world and every shape on another body
+        of its world, less what ``contact_filter`` rules out), and what the per-step broad
+        phase needs: the pairs with planes, the shapes it boxes (all but planes) and each
+        shape's box in its frame (centre, half extents, m)."""
+        from wpsim.kernels import broad_phase
+
+        shapes = self.shapes
+        kind, size = shapes.array("shape_kind"), shapes.array("shape_size")
+        allowed = wp.zeros((shapes.count, shapes.count), dtype=wp.int8, device="cpu")
+        if shapes.count:
+            inputs = [wp.array(shapes.array(name).astype(np.int32), dtype=int, device="cpu")
+                      for name in ("shape_body", "shape_world", "shape_collision_type", "shape_collision_mask")]
+            inputs += [wp.array(contact_filter[name].astype(np.int32), dtype=int, device="cpu")
+                       for name in ("body_contact_group", "body_moving", "body_static_contact")]
+            inputs.append(wp.array(contact_filter["contact_forbidden_key"], dtype=wp.int64, device="cpu"))
+            wp.launch(broad_phase.allowed_pairs, dim=(shapes.count, shapes.count), inputs=inputs, outputs=[allowed],
+                      device="cpu")
+        pairs = np.argwhere(allowed.numpy() != 0).astype(np.int64).reshape(-1, 2)
+        centre, half = np.zeros((shapes.count, 3)), np.zeros((shapes.count, 3))
+        points, starts, counts = (self.shape_points.array("shape_points"), shapes.array("shape_point_start"),
+                                  shapes.array("shape_point_count"))
+        for s in range(shapes.count):
+            if kind[s] == SHAPE_SPHERE:
+                half[s] = size[s, 0]
+            elif kind[s] == SHAPE_CAPSULE:
+                half[s] = (size[s, 0], size[s, 0], size[s, 0] + size[s, 1])
+            elif kind[s] == SHAPE_BOX:
+                half[s] = size[s]
+            elif kind[s] == SHAPE_MESH:
+                hull = points[starts[s]:starts[s] + counts[s]]
+                centre[s], half[s] = (hull.max(0) + hull.min(0)) / 2, (hull.max(0) - hull.min(0)) / 2
+        return {"contact_pair": pairs, "contact_plane_pair": pairs[kind[pairs[:, 1]] == SHAPE_PLANE].reshape(-1, 2),
+                "contact_bvh_shape": np.flatnonzero(kind != SHAPE_PLANE).astype(np.int64),
+                "shape_bound_centre": centre, "shape_bound_half": half}
 
     def _moving_bodies(self) -> np.ndarray:
         """(B,) whether each body can move: some joint between it and the world has dofs (a

@@ -8,13 +8,15 @@ import warp as wp
 from wpsim.core.tape import active_tape
 from wpsim.kernels import articulation, couplings, rigid_contact
 from wpsim.kernels.generic import for_precision
+from wpsim.solvers.broad_phase import BROAD_PHASE_MIN_PAIRS, RigidBroadPhase, contact_margin
 from wpsim.solvers.kinematics import ArticulationScratch, launch_kinematics
 
 
 class ArticulationStepper:
     """Launch sequence of a rigid-body step: kinematics, applied and contact wrenches,
     composite inertias and bias wrenches, joint-space assembly, Cholesky solve (with a
-    custom backward on the tape), joint integration -- seven launches. With a
+    custom backward on the tape), joint integration -- seven launches, and four more for
+    the penalty contact's broad phase where it runs (``RigidBroadPhase``). With a
     ``SoftContact`` the penalty contact launch is replaced by its Newton solve, which turns
     the unconstrained accelerations into the constrained ones before the integration (and,
     unless its options say otherwise, enforces the joint limits instead of the penalty
@@ -24,7 +26,8 @@ class ArticulationStepper:
     ``wp.Tape`` records (the tape reads them at backward time).
     """
 
-    def __init__(self, model, soft_contact=None):
+    def __init__(self, model, soft_contact=None, broad_phase: bool | None = None,
+                 contact_pair_capacity: int | None = None):
         self.model = model
         self.soft_contact = soft_contact
         """A ``SoftContact`` replacing the penalty contact, or None."""
@@ -34,6 +37,17 @@ class ArticulationStepper:
                              else (model.joint_limit_ke, model.joint_limit_kd))
         """(limit_ke, limit_kd) of the joint-space assembly: zeros when the soft-constraint
         solve enforces the limits."""
+        if broad_phase is None:
+            broad_phase = model.contact_pair_count > BROAD_PHASE_MIN_PAIRS
+        self.broad_phase = (RigidBroadPhase(model, contact_pair_capacity)
+                            if broad_phase and soft_contact is None and model.contact_pair_count else None)
+        """The penalty contact's per-step ``RigidBroadPhase``, or None (every candidate pair
+        each step: ``broad_phase`` False, or None with few pairs; soft-constraint contact;
+        no pairs)."""
+        self._all_pairs = wp.array([model.contact_pair_count], dtype=int, device=model.device)
+        if self.broad_phase is not None:
+            self._near_pairs = (wp.zeros((self.broad_phase.capacity, 2), dtype=int, device=model.device),
+                                wp.zeros(1, dtype=int, device=model.device))
     def begin(self, solver, state_in, control, dt: float):
         """First half of a step: fill ``state_in.body_q``/``body_qd`` and start
         ``state_in.body_f`` from the applied and rigid contact wrenches (particle contacts
@@ -54,21 +68,37 @@ class ArticulationStepper:
             device=device,
         )
         if penalty_contact:
+            pairs, pair_count = self._penalty_pairs(solver, state_in, recording)
             wp.launch(
                 for_precision(rigid_contact.eval_rigid_contacts, real),
-                dim=model.contact_pair_count,
+                dim=len(pairs),
                 inputs=[
-                    model.contact_pair, model.shape_kind, model.shape_body, model.shape_transform, model.shape_size,
+                    model.shape_kind, model.shape_body, model.shape_transform, model.shape_size,
                     model.shape_ke, model.shape_kd, model.shape_mu, model.shape_point_start, model.shape_point_count,
                     model.shape_points, model.shape_hull_points, model.shape_hull_point_start,
                     model.shape_hull_point_count, model.shape_plane_normal, model.shape_plane_offset,
-                    model.shape_plane_start, model.shape_plane_count, model.body_mass, model.body_origin, state_in.body_q, state_in.body_qd,
+                    model.shape_plane_start, model.shape_plane_count, model.body_mass, model.body_origin, pairs, pair_count,
+                    state_in.body_q, state_in.body_qd,
                     solver._friction_smoothing, real(model.contact_damping_depth), real(dt), solver.contact_gradient_width,
                 ],
                 outputs=[state_in.body_f, scratch.body_damping],
                 device=device,
             )
         return scratch, tape if recording else None
+
+    def _penalty_pairs(self, solver, state_in, recording: bool) -> tuple:
+        """(pairs, count) the penalty contact evaluates this step: the broad phase's near
+        pairs (fresh arrays while a tape records, which reads them at backward time), or
+        every candidate pair."""
+        if self.broad_phase is None:
+            return self.model.contact_pair, self._all_pairs
+        if recording:
+            pairs = wp.empty((self.broad_phase.capacity, 2), dtype=int, device=self.model.device)
+            count = wp.zeros(1, dtype=int, device=self.model.device)
+        else:
+            pairs, count = self._near_pairs
+        self.broad_phase.find(state_in, contact_margin(solver.contact_gradient_width), pairs, count)
+        return pairs, count
 
     def _add_connections(self, scratch, state_in, dt: float):
         """The body connections' implicit spring-dampers into the joint-space system."""

@@ -45,18 +45,25 @@ class SemiImplicitSolver(SolverBase):
             shapes and between bodies) as soft constraints by Newton iterations
             (differentiated implicitly or unrolled) instead of the penalty forces; None
             (default): penalty contact.
+        broad_phase: True: penalty contact evaluates only the candidate pairs whose shapes'
+            boxes overlap each step (a BVH over the shapes, ``wpsim.solvers.broad_phase``);
+            False: every candidate pair each step; None (default): True above
+            ``BROAD_PHASE_MIN_PAIRS`` candidate pairs. Soft-constraint contact evaluates every pair.
+        contact_pair_capacity: the most near pairs a step keeps (default: the pairs with
+            planes plus 16 per shape); ``health()`` reports a step that found more.
         **health_options: see ``SolverBase`` (raise_on_blowup, health_check_interval,
             max_coordinate, max_speed).
     """
 
     def __init__(self, model: Model, contact_gradient_width: float = 0.0, soft_contact: SoftContactOptions | None = None,
-                 **health_options):
+                 broad_phase: bool | None = None, contact_pair_capacity: int | None = None, **health_options):
         super().__init__(model, **health_options)
         if not contact_gradient_width >= 0.0:
             raise ValueError(f"contact_gradient_width must be >= 0 m, got {contact_gradient_width}")
         self.contact_gradient_width = model.real(contact_gradient_width)
         self.soft_contact = None if soft_contact is None else SoftContact(model, soft_contact)
-        self._articulations = ArticulationStepper(model, self.soft_contact) if model.body_count else None
+        self._articulations = (ArticulationStepper(model, self.soft_contact, broad_phase, contact_pair_capacity)
+                               if model.body_count else None)
         self._smoothing = SmoothingScratch(model)
         self._grid = None
         if model.particle_max_neighbors > 0:
@@ -64,8 +71,12 @@ class SemiImplicitSolver(SolverBase):
             self._grid = wp.HashGrid(dim, dim, dim, device=model.device, dtype=model.dtype)
 
     def health(self):
-        """``SolverBase.health`` plus the soft-contact convergence record."""
+        """``SolverBase.health`` plus the soft-contact convergence record and the pairs the
+        broad phase dropped."""
         report = super().health()
+        phase = None if self._articulations is None else self._articulations.broad_phase
+        if phase is not None:
+            report.dropped_contact_pairs = phase.dropped
         if self.soft_contact is not None:
             report.unconverged_contact = dict(self.soft_contact.unconverged)
             report.contact_iterations = self.soft_contact.most_iterations
@@ -76,6 +87,8 @@ class SemiImplicitSolver(SolverBase):
         super().reset_health()
         if self.soft_contact is not None:
             self.soft_contact.reset_status()
+        if self._articulations is not None and self._articulations.broad_phase is not None:
+            self._articulations.broad_phase.reset()
 
     def step(self, state_in: State, state_out: State, control: Control | None, dt: float):
         """Advance ``state_in`` by ``dt`` seconds into ``state_out`` under ``control``."""
