@@ -19,6 +19,7 @@ Launch sites pass classes 0-3 as ``inputs=[...]`` and the outputs as ``outputs=[
 
 from . import (
     articulation,
+    broad_phase,
     cloth,
     contact,
     controls,
@@ -38,6 +39,6 @@ from . import (
 )
 
 __all__ = [
-    "articulation", "cloth", "contact", "controls", "diagnostics", "enums", "fem", "generic", "gradients", "implicit",
-    "losses", "markers", "particles", "rigid_contact", "soft_contact", "springs",
+    "articulation", "broad_phase", "cloth", "contact", "controls", "couplings", "diagnostics", "enums", "fem", "generic",
+    "gradients", "implicit", "losses", "markers", "particles", "rigid_contact", "soft_contact", "springs",
 ]
