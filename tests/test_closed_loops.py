@@ -296,28 +296,15 @@ def test_mjcf_connect_closes_a_four_bar_that_settles_where_mujocos_does(tmp_path
     assert np.linalg.norm(tip - model.connection_point_b.numpy()[0]) < gap_tol
 
 
-@pytest.mark.parametrize("to_world", [True, False])
-def test_connection_gradient_matches_central_differences(to_world):
-    """d(final crank angle)/d(initial velocities) through a three-link chain whose tip is
-    pinned to the world, or to the first link (a loop inside the articulation), tape against
-    central differences in float64."""
+def assert_velocity_gradient_matches(builder, weights, eps: float):
+    """The tape gradient of sum(weights * final joint angles) after 0.3 s w.r.t. the initial
+    joint velocities (0.8, -0.3, 0.2) of a three-joint chain agrees with central
+    differences of step ``eps`` (rad/s) to 1e-6 (float64)."""
     from wpsim.diff.losses import joint_state_loss
 
-    builder = wpsim.ModelBuilder(gravity=-9.81)
-    parent = -1
-    for k in range(3):
-        body = builder.add_body(mass=1.0, com=(0.25, 0.0, 0.0), inertia=np.eye(3) * 0.02)
-        builder.add_joint_revolute(parent, body, axis=(0.0, 1.0, 0.0), parent_pos=(0.0 if k == 0 else 0.5, 0.0, 0.0),
-                                   q=0.0 if k == 0 else -1.5, damping=0.1)
-        parent = body
-    if to_world:
-        builder.add_body_connection(parent, (0.5, 0.0, 0.0), -1, (0.04, 0.0, -0.43), time_constant=0.02,
-                                    impedance=0.9)
-    else:
-        builder.add_body_connection(parent, (0.5, 0.0, 0.0), 0, (0.1, 0.0, -0.4), time_constant=0.02, impedance=0.9)
     model = builder.finalize(dtype=wp.float64, requires_grad=True)
     solver = wpsim.SemiImplicitSolver(model)
-    weight = wp.array([1.0, 0.0, 0.0], dtype=wp.float64)
+    weight = wp.array(weights, dtype=wp.float64)
 
     def loss_of(qd0, record=False):
         state = model.state(requires_grad=record)
@@ -334,9 +321,29 @@ def test_connection_gradient_matches_central_differences(to_world):
     grad = loss_of(qd0, record=True)
     for k in range(3):
         step = np.zeros(3)
-        step[k] = 1e-6
-        fd = (loss_of(qd0 + step) - loss_of(qd0 - step)) / 2e-6
+        step[k] = eps
+        fd = (loss_of(qd0 + step) - loss_of(qd0 - step)) / (2 * eps)
         assert grad[k] == pytest.approx(fd, rel=1e-6, abs=1e-10)
+
+
+@pytest.mark.parametrize("to_world", [True, False])
+def test_connection_gradient_matches_central_differences(to_world):
+    """d(final crank angle)/d(initial velocities) through a three-link chain whose tip is
+    pinned to the world, or to the first link (a loop inside the articulation), tape against
+    central differences in float64."""
+    builder = wpsim.ModelBuilder(gravity=-9.81)
+    parent = -1
+    for k in range(3):
+        body = builder.add_body(mass=1.0, com=(0.25, 0.0, 0.0), inertia=np.eye(3) * 0.02)
+        builder.add_joint_revolute(parent, body, axis=(0.0, 1.0, 0.0), parent_pos=(0.0 if k == 0 else 0.5, 0.0, 0.0),
+                                   q=0.0 if k == 0 else -1.5, damping=0.1)
+        parent = body
+    if to_world:
+        builder.add_body_connection(parent, (0.5, 0.0, 0.0), -1, (0.04, 0.0, -0.43), time_constant=0.02,
+                                    impedance=0.9)
+    else:
+        builder.add_body_connection(parent, (0.5, 0.0, 0.0), 0, (0.1, 0.0, -0.4), time_constant=0.02, impedance=0.9)
+    assert_velocity_gradient_matches(builder, (1.0, 0.0, 0.0), 1e-6)
 
 
 def test_body_connections_are_checked():
@@ -455,8 +462,6 @@ def test_weld_gradient_matches_central_differences(to_world):
     """d(final angles)/d(initial velocities) through a three-link chain (hinges about y, x,
     y) whose tip is welded to the world, or to the first link, in a pose away from where it
     starts: tape against central differences in float64."""
-    from wpsim.diff.losses import joint_state_loss
-
     builder = wpsim.ModelBuilder(gravity=-9.81)
     parent = -1
     for k, axis in enumerate([(0.0, 1.0, 0.0), (1.0, 0.0, 0.0), (0.0, 1.0, 0.0)]):
@@ -471,25 +476,4 @@ def test_weld_gradient_matches_central_differences(to_world):
     else:
         builder.add_body_connection(parent, (0.5, 0.0, 0.0), 0, (1.1, 0.0, -0.4), time_constant=0.02,
                                     impedance=0.9, rotation=turn)
-    model = builder.finalize(dtype=wp.float64, requires_grad=True)
-    solver = wpsim.SemiImplicitSolver(model)
-    weight = wp.array([1.0, 0.5, 0.25], dtype=wp.float64)
-
-    def loss_of(qd0, record=False):
-        state = model.state(requires_grad=record)
-        state.joint_qd.assign(qd0)
-        tape = wp.Tape() if record else None
-        with tape if record else contextlib.nullcontext():
-            loss = joint_state_loss(wpsim.simulate(solver, state, 150, 2e-3), weight)
-        if record:
-            tape.backward(loss=loss)
-            return state.joint_qd.grad.numpy().copy()
-        return float(loss.numpy()[0])
-
-    qd0 = np.array([0.8, -0.3, 0.2])
-    grad = loss_of(qd0, record=True)
-    for k in range(3):
-        step = np.zeros(3)
-        step[k] = 1e-4  # the weld keeps the gradients small (1e-6 to 1e-4): a smaller step is rounding noise
-        fd = (loss_of(qd0 + step) - loss_of(qd0 - step)) / 2e-4
-        assert grad[k] == pytest.approx(fd, rel=1e-6, abs=1e-10)
+    assert_velocity_gradient_matches(builder, (1.0, 0.5, 0.25), 1e-4)  # small gradients: a smaller step is noise
