@@ -176,11 +176,10 @@ def held_spring(inverse: mat33, held: wp.Float, period: wp.Float, ratio: wp.Floa
     eps = HARD_DIRECTION_CUTOFF trace(A): A's inverse in the directions the dofs move easily,
     fading to 0 in those they barely move (where 1 / eigenvalue would be a stiff spring
     acting through a dof's tiny lever)."""
-    zero = held * type(held)(0.0)
     eps = wp.max((inverse[0, 0] + inverse[1, 1] + inverse[2, 2]) * type(held)(HARD_DIRECTION_CUTOFF), type(held)(1.0e-30))
     square = inverse * inverse + wp.identity(n=3, dtype=type(held)) * (eps * eps)
     mass = held * inverse * wp.inverse(square)
-    return mass / (period * period * ratio * ratio), type(zero)(2.0) * mass / period
+    return mass / (period * period * ratio * ratio), type(held)(2.0) * mass / period
 
 
 @kernel

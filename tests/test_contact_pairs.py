@@ -159,7 +159,7 @@ def test_the_broad_phase_tests_few_pairs_and_steps_exactly_as_every_pair():
             solver.step(a, b, None, 1e-3)
             a, b = b, a
             if broad and step % 50 == 0:
-                tested.append(solver._articulations.broad_phase.tested)
+                tested.append(solver.broad_phase.tested)
         assert solver.health().ok
         finals.append(a.joint_q.numpy())
     assert max(tested) < model.contact_pair_count / 4

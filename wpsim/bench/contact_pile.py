@@ -38,7 +38,7 @@ def _rate(solver, model, start, steps: int, device) -> tuple:
         solver.step(a, b, None, DT)
         a, b = b, a
     total, tested = 0.0, 0
-    phase = solver._articulations.broad_phase
+    phase = solver.broad_phase
     for _ in range(steps):
         seconds, _ = timed(lambda: solver.step(a, b, None, DT), device)
         total += seconds

@@ -70,13 +70,17 @@ class SemiImplicitSolver(SolverBase):
             dim = int(np.clip(2 * round(model.particle_count ** (1.0 / 3.0)), 8, 128))
             self._grid = wp.HashGrid(dim, dim, dim, device=model.device, dtype=model.dtype)
 
+    @property
+    def broad_phase(self):
+        """The penalty contact's ``RigidBroadPhase`` (its ``tested`` pairs per step, ``capacity``), or None."""
+        return None if self._articulations is None else self._articulations.broad_phase
+
     def health(self):
         """``SolverBase.health`` plus the soft-contact convergence record and the pairs the
         broad phase dropped."""
         report = super().health()
-        phase = None if self._articulations is None else self._articulations.broad_phase
-        if phase is not None:
-            report.dropped_contact_pairs = phase.dropped
+        if self.broad_phase is not None:
+            report.dropped_contact_pairs = self.broad_phase.dropped
         if self.soft_contact is not None:
             report.unconverged_contact = dict(self.soft_contact.unconverged)
             report.contact_iterations = self.soft_contact.most_iterations
@@ -87,8 +91,8 @@ class SemiImplicitSolver(SolverBase):
         super().reset_health()
         if self.soft_contact is not None:
             self.soft_contact.reset_status()
-        if self._articulations is not None and self._articulations.broad_phase is not None:
-            self._articulations.broad_phase.reset()
+        if self.broad_phase is not None:
+            self.broad_phase.reset()
 
     def step(self, state_in: State, state_out: State, control: Control | None, dt: float):
         """Advance ``state_in`` by ``dt`` seconds into ``state_out`` under ``control``."""
