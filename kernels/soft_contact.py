@@ -17,7 +17,8 @@ edges (one weight per contact point, so that opposite edges balance). f is conve
 quadratic; Newton steps a <- a - Hess^-1 grad converge to its minimiser, where grad = 0 (the
 residual the implicit adjoint differentiates). Motion two touching bodies share (J_r a = 0)
 costs nothing, so they fall together freely. A revolute or prismatic dof beyond a joint
-limit adds one more row on its own dof (no friction).
+limit adds one more row on its own dof (no friction), and a dof with dry friction a
+friction-loss row whose force is bounded by the friction (``dof_rows``).
 """
 import warp as wp
 
@@ -308,11 +309,39 @@ def row_coefficient(r: int, pair: int, dof: int, pair_dof: wp.array2d(dtype=int)
 
 
 @wp.func
-def limit_violation(sign: wp.Float, accel: wp.Float, qd: wp.Float, distance: wp.Float, stiffness: wp.Float,
-                    damping: wp.Float):
-    """J a - aref of a joint-limit row with J = sign (+1 lower, -1 upper limit) and the
-    limit's signed distance (negative: beyond it)."""
-    return sign * accel + damping * sign * qd + stiffness * distance
+def dof_rows(jtype: int, q: wp.Float, qd: wp.Float, accel: wp.Float, lower: wp.Float, upper: wp.Float,
+             friction: wp.Float, weight: wp.Float, stiffness: wp.Float, damping: wp.Float, limits: int,
+             friction_rows: int):
+    """(d cost / d a_i, d^2 cost / d a_i^2) of the rows on dof i's own acceleration a_i:
+    with ``limits``, a revolute or prismatic dof beyond its lower (upper) limit has a row
+    J = e_i (-e_i), x = J a + b J qd + k dist (dist < 0: beyond the limit), cost 1/2 D min(0, x)^2;
+    with ``friction_rows``, a dof with dry friction F > 0 (N m or N) has the friction-loss
+    row x = a_i + b qd_i (reference -b qd_i: it resists the velocity, no position term) with
+    the Huber cost 1/2 D x^2 for |D x| <= F, F |x| - F^2 / (2 D) beyond, so its force is
+    D x clamped to [-F, F]: it sticks below F and slides at F."""
+    zero = q * type(q)(0.0)
+    one = zero + type(q)(1.0)
+    force = zero
+    curvature = zero
+    if limits != 0 and (jtype == JOINT_REVOLUTE or jtype == JOINT_PRISMATIC):
+        sign = zero
+        distance = zero
+        if q < lower:
+            sign = one
+            distance = q - lower
+        if q > upper:
+            sign = -one
+            distance = upper - q
+        if sign != zero:
+            x = sign * accel + damping * sign * qd + stiffness * distance
+            force += sign * row_force(weight, x)
+            curvature += row_active(weight, x)
+    if friction_rows != 0 and friction > zero:
+        x = accel + damping * qd
+        force += wp.clamp(weight * x, -friction, friction)
+        if wp.abs(weight * x) < friction:
+            curvature += weight
+    return force, curvature
 
 
 @kernel
@@ -325,6 +354,7 @@ def soft_contact_newton_system(
     joint_q_start: wp.array(dtype=int),
     joint_limit_lower: wp.array(dtype=wp.Float),
     joint_limit_upper: wp.array(dtype=wp.Float),
+    joint_friction: wp.array(dtype=wp.Float),
     dof_island_in: wp.array(dtype=int),
     island_dof_start_in: wp.array(dtype=int),
     island_H_start_in: wp.array(dtype=int),
@@ -343,6 +373,7 @@ def soft_contact_newton_system(
     accel_in: wp.array(dtype=wp.Float),
     side_column: int,
     limits: int,
+    friction_rows: int,
     time_constant: wp.Float,
     damping_ratio: wp.Float,
     impedance: wp.Float,
@@ -353,9 +384,8 @@ def soft_contact_newton_system(
     bodies, solved together): gradient_i = (H (a - a0))_i + sum_r J_ri D_r min(0, x_r) and
     row i of the island's Hessian blockdiag(H) + sum_r D_r [x_r < 0] J_r^T J_r, visiting
     only the pairs of dof i's articulation and their slots in contact (D_r != 0), adding
-    only the rows' nonzero columns. With ``limits``
-    a revolute or prismatic dof beyond its lower (upper) limit adds a row J = e_i (-e_i) with
-    the same reference acceleration and weight impedance / (1 - impedance) H_ii."""
+    only the rows' nonzero columns; and the rows on dof i alone (``dof_rows``: joint limits,
+    dry friction), weighted D = impedance / (1 - impedance) H_ii."""
     dof = wp.tid()
     island = dof_island_in[dof]
     i0 = island_dof_start_in[island]
@@ -387,20 +417,15 @@ def soft_contact_newton_system(
                                 wp.atomic_add(hessian_out, base + ds - i0 + k,
                                               w * row_jacobian_in[r, side * side_column + k])
     j = dof_joint[dof]
-    if limits != 0 and (joint_type[j] == JOINT_REVOLUTE or joint_type[j] == JOINT_PRISMATIC):
-        q = joint_q_in[joint_q_start[j]]
-        one = type(impedance)(1.0)
-        weight = impedance / (one - impedance) * mass_matrix_in[m_row + dof - d0]
-        stiffness = one / (time_constant * time_constant)
-        damping = type(impedance)(2.0) * damping_ratio / time_constant
-        if q < joint_limit_lower[dof]:
-            x = limit_violation(one, accel_in[dof], joint_qd_in[dof], q - joint_limit_lower[dof], stiffness, damping)
-            g += row_force(weight, x)
-            wp.atomic_add(hessian_out, base + dof - i0, row_active(weight, x))
-        if q > joint_limit_upper[dof]:
-            x = limit_violation(-one, accel_in[dof], joint_qd_in[dof], joint_limit_upper[dof] - q, stiffness, damping)
-            g -= row_force(weight, x)
-            wp.atomic_add(hessian_out, base + dof - i0, row_active(weight, x))
+    one = type(impedance)(1.0)
+    weight = impedance / (one - impedance) * mass_matrix_in[m_row + dof - d0]
+    force, curvature = dof_rows(joint_type[j], joint_q_in[joint_q_start[j]], joint_qd_in[dof], accel_in[dof],
+                                joint_limit_lower[dof], joint_limit_upper[dof], joint_friction[dof], weight,
+                                one / (time_constant * time_constant), type(one)(2.0) * damping_ratio / time_constant,
+                                limits, friction_rows)
+    g += force
+    if curvature != zero:
+        wp.atomic_add(hessian_out, base + dof - i0, curvature)
     gradient_out[dof] = g
 
 
@@ -412,6 +437,7 @@ def line_slope(
     joint_q_start: wp.array(dtype=int),
     joint_limit_lower: wp.array(dtype=wp.Float),
     joint_limit_upper: wp.array(dtype=wp.Float),
+    joint_friction: wp.array(dtype=wp.Float),
     art0: int,
     art1: int,
     i0: int,
@@ -434,13 +460,15 @@ def line_slope(
     articulation_H_start: wp.array(dtype=int),
     side_column: int,
     limits: int,
+    friction_rows: int,
     time_constant: wp.Float,
     damping_ratio: wp.Float,
     impedance: wp.Float,
 ):
     """(phi'(alpha), phi''(alpha)) of the rows' part of the cost along a - alpha d: every row
     x_r(alpha) = x_r - alpha J_r d of the island's pairs (each counted by the articulation
-    of its shape a) and joint limits adds -D s min(0, x) and D s^2 [x < 0] with s = J_r d."""
+    of its shape a) adds -D s min(0, x) and D s^2 [x < 0] with s = J_r d; the rows on one dof
+    (``dof_rows``: limits, friction) add -s dcost/da and s^2 d^2cost/da^2 at a - alpha d."""
     zero = alpha * type(alpha)(0.0)
     slope = zero
     curvature = zero
@@ -454,33 +482,24 @@ def line_slope(
                         x = row_violation[r] - alpha * s
                         slope -= s * row_force(row_weight[r], x)
                         curvature += row_active(row_weight[r], x) * s * s
-    if limits != 0:
+    if limits != 0 or friction_rows != 0:
         one = type(impedance)(1.0)
         stiffness = one / (time_constant * time_constant)
         damping = type(impedance)(2.0) * damping_ratio / time_constant
+        art = art0
         for dof in range(i0, i1):
+            while articulation_dof_start[art + 1] <= dof:
+                art += 1
+            d0 = articulation_dof_start[art]
+            n = articulation_dof_start[art + 1] - d0
+            weight = impedance / (one - impedance) * mass_matrix[articulation_H_start[art] + (dof - d0) * (n + 1)]
             j = dof_joint[dof]
-            if joint_type[j] == JOINT_REVOLUTE or joint_type[j] == JOINT_PRISMATIC:
-                art = art0
-                while articulation_dof_start[art + 1] <= dof:
-                    art += 1
-                d0 = articulation_dof_start[art]
-                n = articulation_dof_start[art + 1] - d0
-                weight = impedance / (one - impedance) * mass_matrix[articulation_H_start[art] + (dof - d0) * (n + 1)]
-                q = joint_q[joint_q_start[j]]
-                sign = zero
-                distance = zero
-                if q < joint_limit_lower[dof]:
-                    sign = one
-                    distance = q - joint_limit_lower[dof]
-                if q > joint_limit_upper[dof]:
-                    sign = -one
-                    distance = joint_limit_upper[dof] - q
-                if sign != zero:
-                    s = sign * step[dof]
-                    x = limit_violation(sign, accel[dof], joint_qd[dof], distance, stiffness, damping) - alpha * s
-                    slope -= s * row_force(weight, x)
-                    curvature += row_active(weight, x) * s * s
+            s = step[dof]
+            force, active = dof_rows(joint_type[j], joint_q[joint_q_start[j]], joint_qd[dof], accel[dof] - alpha * s,
+                                     joint_limit_lower[dof], joint_limit_upper[dof], joint_friction[dof], weight,
+                                     stiffness, damping, limits, friction_rows)
+            slope -= s * force
+            curvature += active * s * s
     return slope, curvature
 
 
@@ -505,6 +524,7 @@ def soft_contact_line_search(
     joint_q_start: wp.array(dtype=int),
     joint_limit_lower: wp.array(dtype=wp.Float),
     joint_limit_upper: wp.array(dtype=wp.Float),
+    joint_friction: wp.array(dtype=wp.Float),
     island_dof_start_in: wp.array(dtype=int),
     island_articulation_start_in: wp.array(dtype=int),
     articulation_pair_start_in: wp.array(dtype=int),
@@ -524,6 +544,7 @@ def soft_contact_line_search(
     step_in: wp.array(dtype=wp.Float),
     side_column: int,
     limits: int,
+    friction_rows: int,
     time_constant: wp.Float,
     damping_ratio: wp.Float,
     impedance: wp.Float,
@@ -567,11 +588,11 @@ def soft_contact_line_search(
     hi = -one  # no upper bracket yet
     for evaluation in range(61):
         slope, curvature = line_slope(
-            alpha, dof_joint, joint_type, joint_q_start, joint_limit_lower, joint_limit_upper, art0, art1, i0, i1,
-            articulation_pair_start_in, articulation_pairs_in, pair_articulation_in, pair_row_start_in, pair_dof_in,
-            pair_dof_count_in, mass_matrix_in, row_jacobian_in, row_weight_in, row_violation_in, joint_q_in,
-            joint_qd_in, accel_in, step_in, articulation_dof_start, articulation_H_start, side_column, limits,
-            time_constant, damping_ratio, impedance)
+            alpha, dof_joint, joint_type, joint_q_start, joint_limit_lower, joint_limit_upper, joint_friction, art0,
+            art1, i0, i1, articulation_pair_start_in, articulation_pairs_in, pair_articulation_in, pair_row_start_in,
+            pair_dof_in, pair_dof_count_in, mass_matrix_in, row_jacobian_in, row_weight_in, row_violation_in,
+            joint_q_in, joint_qd_in, accel_in, step_in, articulation_dof_start, articulation_H_start, side_column,
+            limits, friction_rows, time_constant, damping_ratio, impedance)
         slope += alpha * dhd - dhr
         curvature += dhd
         if evaluation == 0:

@@ -310,6 +310,18 @@ def _limit_scene() -> AuditScene:
     return AuditScene(b, 30, 1e-3)
 
 
+def _joint_friction_scene() -> AuditScene:
+    """A two-link arm swinging under gravity against dry joint friction (0.3 and 0.1 N m), both
+    joints sliding throughout; stepped with the friction as rows of the soft-constraint solve."""
+    b = ModelBuilder()
+    upper = b.add_body(mass=1.0, com=(0.0, 0.0, -0.2), inertia=(0.01, 0.01, 0.002))
+    b.add_joint_revolute(-1, upper, axis=(1.0, 0.0, 0.0), parent_pos=(0.0, 0.0, 1.0), q=0.6, qd=0.8, friction=0.3)
+    lower = b.add_body(mass=0.5, com=(0.0, 0.0, -0.15), inertia=(0.004, 0.004, 0.001))
+    b.add_joint_revolute(upper, lower, axis=(1.0, 0.0, 0.0), parent_pos=(0.0, 0.0, -0.4), q=-0.4, qd=-1.0,
+                         friction=0.1)
+    return AuditScene(b, 30, 1e-3)
+
+
 def _coupled_scene() -> AuditScene:
     """Two particles resting on a free box that slides on the ground (particle-body contact
     in both directions, box-ground contact; all contacts stay closed)."""
@@ -475,6 +487,10 @@ SOFT_CONTACT_CASES = (
               "state.joint_qd", solver="soft contact"),
     AuditCase("soft joint limit", "lower limit", _limit_scene, "model.joint_limit_lower", solver="soft contact"),
     AuditCase("soft joint limit", "initial velocity", _limit_scene, "state.joint_qd", solver="soft contact"),
+    AuditCase("soft joint friction", "dry friction", _joint_friction_scene, "model.joint_friction",
+              solver="soft contact"),
+    AuditCase("soft joint friction", "initial velocities", _joint_friction_scene, "state.joint_qd",
+              solver="soft contact"),
     AuditCase("soft mesh contact", "mu", _mesh_contact_scene, "model.shape_mu", solver="soft contact"),
     AuditCase("soft mesh contact", "contact points", _mesh_contact_scene, "model.shape_points", solver="soft contact",
               eps=1e-6),

@@ -32,11 +32,15 @@ class ArticulationStepper:
         self.soft_contact = soft_contact
         """A ``SoftContact`` replacing the penalty contact, or None."""
         self._scratch = ArticulationScratch(model, requires_grad=False)
-        soft_limits = soft_contact is not None and soft_contact.options.joint_limits
-        self._limit_gains = ((soft_contact.limit_stiffness,) * 2 if soft_limits
+        options = None if soft_contact is None else soft_contact.options
+        self._limit_gains = ((soft_contact.dof_zeros,) * 2 if options is not None and options.joint_limits
                              else (model.joint_limit_ke, model.joint_limit_kd))
         """(limit_ke, limit_kd) of the joint-space assembly: zeros when the soft-constraint
         solve enforces the limits."""
+        self._friction = (soft_contact.dof_zeros if options is not None and options.joint_friction
+                          else model.joint_friction)
+        """(D,) dry friction of the joint-space assembly: zeros when the soft-constraint solve
+        has friction rows."""
         if broad_phase is None:
             broad_phase = model.contact_pair_count > BROAD_PHASE_MIN_PAIRS
         self.broad_phase = (RigidBroadPhase(model, contact_pair_capacity)
@@ -158,7 +162,7 @@ class ArticulationStepper:
             inputs=[
                 model.dof_joint, model.joint_articulation, model.articulation_dof_start, model.articulation_H_start,
                 model.joint_type, model.joint_child, model.joint_dfs_pos, model.joint_dfs_end, model.joint_q_start,
-                model.joint_qd_start, model.joint_armature, model.joint_damping, model.joint_friction, model.joint_stiffness,
+                model.joint_qd_start, model.joint_armature, model.joint_damping, self._friction, model.joint_stiffness,
                 model.joint_spring_ref, model.joint_target_ke,
                 model.joint_target_kd, model.joint_limit_lower, model.joint_limit_upper, *self._limit_gains,
                 model.joint_f_lower, model.joint_f_upper, model.joint_target_lower, model.joint_target_upper,

@@ -45,6 +45,7 @@ class SoftContactOptions:
     """
 
     joint_limits: bool = True
+    joint_friction: bool = True
     iterations: int = 20
     tolerance: float = 1e-10
     fixed_iterations: bool = False
@@ -73,7 +74,7 @@ def contact_islands(articulation_count: int, art_a: np.ndarray, art_b: np.ndarra
 class SoftContact:
     """The contact rows and Newton solve of one model: bodies against static shapes and
     against each other, articulations that may touch solved together as one island; joint
-    limits as rows of their own dof."""
+    limits and dry friction as rows of their own dof."""
 
     def __init__(self, model, options: SoftContactOptions):
         if options.adjoint not in ADJOINTS:
@@ -99,10 +100,12 @@ class SoftContact:
         self._island_world = self._island_worlds()
         self.reset_status()
         self._last_in_contact = None
-        self.limit_stiffness = wp.zeros(model.joint_dof_count, dtype=model.dtype, device=model.device)
-        """Zero limit_ke/limit_kd for the joint-space assembly when limits are soft constraints."""
+        self.dof_zeros = wp.zeros(model.joint_dof_count, dtype=model.dtype, device=model.device)
+        """(D,) zeros: the joint-space assembly's limit_ke, limit_kd and dry friction where
+        this solve enforces the limits and friction instead."""
         self._buffers = {}
         real = model.real
+        self._dof_row_flags = (int(options.joint_limits), int(options.joint_friction))
         self._params = (real(options.time_constant), real(options.damping_ratio), real(options.impedance))
         self._tolerance = max(options.tolerance, 32.0 * float(np.finfo(np.float32 if model.dtype == wp.float32
                                                                       else np.float64).eps))
@@ -272,11 +275,12 @@ class SoftContact:
         hessian = self._array("hessian", self.hessian_size, grad)
         self._launch(soft_contact.soft_contact_newton_system, m.joint_dof_count,
                      [m.dof_joint, m.joint_articulation, m.articulation_dof_start, m.articulation_H_start,
-                      m.joint_type, m.joint_q_start, m.joint_limit_lower, m.joint_limit_upper, self.dof_island,
+                      m.joint_type, m.joint_q_start, m.joint_limit_lower, m.joint_limit_upper, m.joint_friction,
+                      self.dof_island,
                       self.island_dof_start, self.island_H_start, self.articulation_pair_start,
                       self.articulation_pairs, self.pair_row_start, self.pair_dof, self.pair_dof_count,
                       scratch.mass_matrix, scratch.qdd, rows["jacobian"], rows["weight"], violation, state_in.joint_q,
-                      state_in.joint_qd, accel, self.side_column, int(self.options.joint_limits), *self._params],
+                      state_in.joint_qd, accel, self.side_column, *self._dof_row_flags, *self._params],
                      [gradient, hessian])
         return gradient, hessian, violation
 
@@ -300,12 +304,12 @@ class SoftContact:
                  else self._array("alpha", self.island_count, False))
         wp.launch(for_precision(soft_contact.soft_contact_line_search, m.dtype), dim=self.island_count,
                   inputs=[m.dof_joint, m.articulation_dof_start, m.articulation_H_start, m.joint_type, m.joint_q_start,
-                          m.joint_limit_lower, m.joint_limit_upper, self.island_dof_start,
+                          m.joint_limit_lower, m.joint_limit_upper, m.joint_friction, self.island_dof_start,
                           self.island_articulation_start, self.articulation_pair_start, self.articulation_pairs,
                           self.pair_articulation, self.pair_row_start, self.pair_dof, self.pair_dof_count,
                           scratch.mass_matrix, scratch.qdd, rows["jacobian"], rows["weight"], violation,
-                          state_in.joint_q, state_in.joint_qd, accel, step, self.side_column,
-                          int(self.options.joint_limits), *self._params, m.real(self._tolerance)],
+                          state_in.joint_q, state_in.joint_qd, accel, step, self.side_column, *self._dof_row_flags,
+                          *self._params, m.real(self._tolerance)],
                   outputs=[alpha], device=m.device, record_tape=False)
         return alpha
 
@@ -365,7 +369,7 @@ class SoftContact:
         read = [scratch.mass_matrix, scratch.qdd, scratch.dof_motion, state_in.body_q, state_in.joint_q,
                 state_in.joint_qd, m.shape_transform, m.shape_size, m.shape_mu, m.shape_points, m.shape_hull_points,
                 m.shape_plane_normal, m.shape_plane_offset, m.body_origin,
-                m.joint_limit_lower, m.joint_limit_upper]  # gradients the backward writes (tape.zero clears them)
+                m.joint_limit_lower, m.joint_limit_upper, m.joint_friction]  # gradients the backward writes (tape.zero clears them)
         tape.record_func(backward=lambda: self._adjoint(scratch, state_in, result, factor),
                          arrays=[result, *(a for a in read if a.requires_grad and a.size)])
         return result
