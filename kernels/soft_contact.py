@@ -115,7 +115,6 @@ def shared_inverse_mass(
 
 @kernel
 def soft_contact_rows(
-    contact_pair: wp.array2d(dtype=int),
     shape_kind: wp.array(dtype=int),
     shape_body: wp.array(dtype=int),
     shape_transform: wp.array(dtype=transform),
@@ -138,6 +137,7 @@ def soft_contact_rows(
     dof_joint: wp.array(dtype=int),
     articulation_dof_start: wp.array(dtype=int),
     articulation_H_start: wp.array(dtype=int),
+    contact_pair_in: wp.array2d(dtype=int),
     pair_row_start_in: wp.array(dtype=int),
     body_q_in: wp.array(dtype=transform),
     joint_qd_in: wp.array(dtype=wp.Float),
@@ -150,7 +150,7 @@ def soft_contact_rows(
     row_distance_out: wp.array(dtype=wp.Float),
     row_in_contact_out: wp.array(dtype=wp.Float),
 ):
-    """One thread per candidate shape pair (shape a on a body, b static or on a body): for
+    """One thread per shape pair of the step (shape a on a body, b static or on a body): for
     every contact slot of the pair (``rigid_contact.plan_contact``) and cone edge, the row's
     Jacobian of the relative velocity along the edge direction (columns from 0 over the
     dofs of a's articulation, from ``side_column`` over b's), its
@@ -159,8 +159,8 @@ def soft_contact_rows(
     to arrays: a loop accumulator used nonlinearly after its loop would get a wrong adjoint
     from Warp.)"""
     p = wp.tid()
-    a = contact_pair[p, 0]
-    b = contact_pair[p, 1]
+    a = contact_pair_in[p, 0]
+    b = contact_pair_in[p, 1]
     ka = shape_kind[a]
     kb = shape_kind[b]
     body_a, body_b, X_a, X_b = pair_poses(a, b, shape_body, shape_transform, body_q_in)
@@ -356,6 +356,7 @@ def soft_contact_newton_system(
     joint_limit_upper: wp.array(dtype=wp.Float),
     joint_friction: wp.array(dtype=wp.Float),
     dof_island_in: wp.array(dtype=int),
+    dof_slot_in: wp.array(dtype=int),
     island_dof_start_in: wp.array(dtype=int),
     island_H_start_in: wp.array(dtype=int),
     articulation_pair_start_in: wp.array(dtype=int),
@@ -380,19 +381,21 @@ def soft_contact_newton_system(
     gradient_out: wp.array(dtype=wp.Float),
     hessian_out: wp.array(dtype=wp.Float),
 ):
-    """One thread per dof i of an island (articulations coupled by contacts between their
-    bodies, solved together): gradient_i = (H (a - a0))_i + sum_r J_ri D_r min(0, x_r) and
-    row i of the island's Hessian blockdiag(H) + sum_r D_r [x_r < 0] J_r^T J_r, visiting
-    only the pairs of dof i's articulation and their slots in contact (D_r != 0), adding
+    """One thread per dof i of an island (articulations whose bodies touch, solved together;
+    its dofs at the positions ``dof_slot_in``, from ``island_dof_start_in``):
+    gradient_i = (H (a - a0))_i + sum_r J_ri D_r min(0, x_r) and row i of the island's Hessian
+    blockdiag(H) + sum_r D_r [x_r < 0] J_r^T J_r, visiting only the pairs of dof i's
+    articulation and their slots in contact (D_r != 0), adding
     only the rows' nonzero columns; and the rows on dof i alone (``dof_rows``: joint limits,
     dry friction), weighted D = impedance / (1 - impedance) H_ii."""
     dof = wp.tid()
     island = dof_island_in[dof]
     i0 = island_dof_start_in[island]
     n_island = island_dof_start_in[island + 1] - i0
-    base = island_H_start_in[island] + (dof - i0) * n_island
+    base = island_H_start_in[island] + (dof_slot_in[dof] - i0) * n_island
     art = joint_articulation[dof_joint[dof]]
     d0 = articulation_dof_start[art]
+    c0 = dof_slot_in[d0] - i0  # the island column of the articulation's first dof
     n_dofs = articulation_dof_start[art + 1] - d0
     m_row = articulation_H_start[art] + (dof - d0) * n_dofs
     zero = mass_matrix_in[m_row] * type(mass_matrix_in[m_row])(0.0)
@@ -401,7 +404,7 @@ def soft_contact_newton_system(
         hessian_out[base + k] = zero
     for k in range(n_dofs):
         g += mass_matrix_in[m_row + k] * (accel_in[d0 + k] - accel_free_in[d0 + k])
-        hessian_out[base + d0 - i0 + k] = mass_matrix_in[m_row + k]
+        hessian_out[base + c0 + k] = mass_matrix_in[m_row + k]
     for entry in range(articulation_pair_start_in[art], articulation_pair_start_in[art + 1]):
         pair = articulation_pairs_in[entry]
         for first in range(pair_row_start_in[pair], pair_row_start_in[pair + 1], EDGES):
@@ -412,9 +415,12 @@ def soft_contact_newton_system(
                     w = row_active(row_weight_in[r], row_violation_in[r]) * c
                     if w != zero:
                         for side in range(2):
-                            ds = pair_dof_in[pair, side]
-                            for k in range(pair_dof_count_in[pair, side]):
-                                wp.atomic_add(hessian_out, base + ds - i0 + k,
+                            n_side = pair_dof_count_in[pair, side]
+                            cs = int(0)
+                            if n_side > 0:
+                                cs = dof_slot_in[pair_dof_in[pair, side]] - i0
+                            for k in range(n_side):
+                                wp.atomic_add(hessian_out, base + cs + k,
                                               w * row_jacobian_in[r, side * side_column + k])
     j = dof_joint[dof]
     one = type(impedance)(1.0)
@@ -425,7 +431,7 @@ def soft_contact_newton_system(
                                 limits, friction_rows)
     g += force
     if curvature != zero:
-        wp.atomic_add(hessian_out, base + dof - i0, curvature)
+        wp.atomic_add(hessian_out, base + c0 + dof - d0, curvature)
     gradient_out[dof] = g
 
 
@@ -438,10 +444,9 @@ def line_slope(
     joint_limit_lower: wp.array(dtype=wp.Float),
     joint_limit_upper: wp.array(dtype=wp.Float),
     joint_friction: wp.array(dtype=wp.Float),
-    art0: int,
-    art1: int,
-    i0: int,
-    i1: int,
+    e0: int,
+    e1: int,
+    island_articulations: wp.array(dtype=int),
     articulation_pair_start: wp.array(dtype=int),
     articulation_pairs: wp.array(dtype=int),
     pair_articulation: wp.array(dtype=int),
@@ -466,13 +471,15 @@ def line_slope(
     impedance: wp.Float,
 ):
     """(phi'(alpha), phi''(alpha)) of the rows' part of the cost along a - alpha d: every row
-    x_r(alpha) = x_r - alpha J_r d of the island's pairs (each counted by the articulation
-    of its shape a) adds -D s min(0, x) and D s^2 [x < 0] with s = J_r d; the rows on one dof
-    (``dof_rows``: limits, friction) add -s dcost/da and s^2 d^2cost/da^2 at a - alpha d."""
+    x_r(alpha) = x_r - alpha J_r d of the pairs of the island's articulations
+    (``island_articulations`` e0 to e1; each pair counted by the articulation of its shape
+    a) adds -D s min(0, x) and D s^2 [x < 0] with s = J_r d; the rows on one dof (``dof_rows``:
+    limits, friction) add -s dcost/da and s^2 d^2cost/da^2 at a - alpha d."""
     zero = alpha * type(alpha)(0.0)
     slope = zero
     curvature = zero
-    for art in range(art0, art1):
+    for e in range(e0, e1):
+        art = island_articulations[e]
         for entry in range(articulation_pair_start[art], articulation_pair_start[art + 1]):
             pair = articulation_pairs[entry]
             if pair_articulation[pair] == art:
@@ -486,32 +493,35 @@ def line_slope(
         one = type(impedance)(1.0)
         stiffness = one / (time_constant * time_constant)
         damping = type(impedance)(2.0) * damping_ratio / time_constant
-        art = art0
-        for dof in range(i0, i1):
-            while articulation_dof_start[art + 1] <= dof:
-                art += 1
+        for e in range(e0, e1):
+            art = island_articulations[e]
             d0 = articulation_dof_start[art]
             n = articulation_dof_start[art + 1] - d0
-            weight = impedance / (one - impedance) * mass_matrix[articulation_H_start[art] + (dof - d0) * (n + 1)]
-            j = dof_joint[dof]
-            s = step[dof]
-            force, active = dof_rows(joint_type[j], joint_q[joint_q_start[j]], joint_qd[dof], accel[dof] - alpha * s,
-                                     joint_limit_lower[dof], joint_limit_upper[dof], joint_friction[dof], weight,
-                                     stiffness, damping, limits, friction_rows)
-            slope -= s * force
-            curvature += active * s * s
+            for dof in range(d0, d0 + n):
+                weight = impedance / (one - impedance) * mass_matrix[articulation_H_start[art] + (dof - d0) * (n + 1)]
+                j = dof_joint[dof]
+                s = step[dof]
+                force, active = dof_rows(joint_type[j], joint_q[joint_q_start[j]], joint_qd[dof],
+                                         accel[dof] - alpha * s, joint_limit_lower[dof], joint_limit_upper[dof],
+                                         joint_friction[dof], weight, stiffness, damping, limits, friction_rows)
+                slope -= s * force
+                curvature += active * s * s
     return slope, curvature
 
 
 @wp.func
-def step_ratio(i0: int, i1: int, step: wp.array(dtype=wp.Float), accel: wp.array(dtype=wp.Float)):
-    """max |step| / (1 + max |accel|) over dofs i0..i1-1 (i1 > i0)."""
-    zero = accel[i0] * type(accel[i0])(0.0)
+def step_ratio(e0: int, e1: int, island_articulations: wp.array(dtype=int), articulation_dof_start: wp.array(dtype=int),
+               step: wp.array(dtype=wp.Float), accel: wp.array(dtype=wp.Float)):
+    """max |step| / (1 + max |accel|) over the dofs of the articulations ``island_articulations``
+    e0 to e1."""
+    zero = accel[0] * type(accel[0])(0.0)
     largest_step = zero
     largest_accel = zero
-    for i in range(i0, i1):
-        largest_step = wp.max(largest_step, wp.abs(step[i]))
-        largest_accel = wp.max(largest_accel, wp.abs(accel[i]))
+    for e in range(e0, e1):
+        art = island_articulations[e]
+        for i in range(articulation_dof_start[art], articulation_dof_start[art + 1]):
+            largest_step = wp.max(largest_step, wp.abs(step[i]))
+            largest_accel = wp.max(largest_accel, wp.abs(accel[i]))
     return largest_step / (type(zero)(1.0) + largest_accel)
 
 
@@ -527,6 +537,7 @@ def soft_contact_line_search(
     joint_friction: wp.array(dtype=wp.Float),
     island_dof_start_in: wp.array(dtype=int),
     island_articulation_start_in: wp.array(dtype=int),
+    island_articulations_in: wp.array(dtype=int),
     articulation_pair_start_in: wp.array(dtype=int),
     articulation_pairs_in: wp.array(dtype=int),
     pair_articulation_in: wp.array(dtype=int),
@@ -560,19 +571,20 @@ def soft_contact_line_search(
     island = wp.tid()
     i0 = island_dof_start_in[island]
     i1 = island_dof_start_in[island + 1]
-    art0 = island_articulation_start_in[island]
-    art1 = island_articulation_start_in[island + 1]
+    e0 = island_articulation_start_in[island]
+    e1 = island_articulation_start_in[island + 1]
     if i1 == i0:  # an island without dofs has nothing to search
         alpha_out[island] = type(alpha_out[island])(1.0)
         return
-    zero = accel_in[i0] * type(accel_in[i0])(0.0)
+    zero = accel_in[0] * type(accel_in[0])(0.0)
     one = zero + type(zero)(1.0)
-    if step_ratio(i0, i1, step_in, accel_in) <= tolerance:
+    if step_ratio(e0, e1, island_articulations_in, articulation_dof_start, step_in, accel_in) <= tolerance:
         alpha_out[island] = one
         return
     dhd = zero  # d^T H d
     dhr = zero  # d^T H (a - a0)
-    for art in range(art0, art1):
+    for e in range(e0, e1):
+        art = island_articulations_in[e]
         d0 = articulation_dof_start[art]
         n = articulation_dof_start[art + 1] - d0
         h0 = articulation_H_start[art]
@@ -588,11 +600,11 @@ def soft_contact_line_search(
     hi = -one  # no upper bracket yet
     for evaluation in range(61):
         slope, curvature = line_slope(
-            alpha, dof_joint, joint_type, joint_q_start, joint_limit_lower, joint_limit_upper, joint_friction, art0,
-            art1, i0, i1, articulation_pair_start_in, articulation_pairs_in, pair_articulation_in, pair_row_start_in,
-            pair_dof_in, pair_dof_count_in, mass_matrix_in, row_jacobian_in, row_weight_in, row_violation_in,
-            joint_q_in, joint_qd_in, accel_in, step_in, articulation_dof_start, articulation_H_start, side_column,
-            limits, friction_rows, time_constant, damping_ratio, impedance)
+            alpha, dof_joint, joint_type, joint_q_start, joint_limit_lower, joint_limit_upper, joint_friction, e0,
+            e1, island_articulations_in, articulation_pair_start_in, articulation_pairs_in, pair_articulation_in,
+            pair_row_start_in, pair_dof_in, pair_dof_count_in, mass_matrix_in, row_jacobian_in, row_weight_in,
+            row_violation_in, joint_q_in, joint_qd_in, accel_in, step_in, articulation_dof_start, articulation_H_start,
+            side_column, limits, friction_rows, time_constant, damping_ratio, impedance)
         slope += alpha * dhd - dhr
         curvature += dhd
         if evaluation == 0:
@@ -624,16 +636,34 @@ def newton_update(accel_in: wp.array(dtype=wp.Float), step_in: wp.array(dtype=wp
 
 
 @kernel(enable_backward=False)
-def island_residual(island_dof_start_in: wp.array(dtype=int), step_in: wp.array(dtype=wp.Float),
-                    accel_in: wp.array(dtype=wp.Float), residual_out: wp.array(dtype=wp.Float)):
+def island_residual(articulation_dof_start: wp.array(dtype=int), island_dof_start_in: wp.array(dtype=int),
+                    island_articulation_start_in: wp.array(dtype=int), island_articulations_in: wp.array(dtype=int),
+                    step_in: wp.array(dtype=wp.Float), accel_in: wp.array(dtype=wp.Float),
+                    residual_out: wp.array(dtype=wp.Float)):
     """One thread per island: max |Newton step| / (1 + max |a|) over its dofs, the optimality
     residual Hess^-1 grad f relative to the accelerations (read by the host)."""
     island = wp.tid()
-    i0 = island_dof_start_in[island]
-    i1 = island_dof_start_in[island + 1]
     residual_out[island] = type(residual_out[island])(0.0)
-    if i1 > i0:
-        residual_out[island] = step_ratio(i0, i1, step_in, accel_in)
+    if island_dof_start_in[island + 1] > island_dof_start_in[island]:
+        residual_out[island] = step_ratio(island_articulation_start_in[island],
+                                          island_articulation_start_in[island + 1], island_articulations_in,
+                                          articulation_dof_start, step_in, accel_in)
+
+
+@kernel
+def to_island_order(values_in: wp.array(dtype=wp.Float), island_dofs_in: wp.array(dtype=int),
+                    ordered_out: wp.array(dtype=wp.Float)):
+    """ordered_out[p] = values_in[island_dofs_in[p]]: a dof vector in the islands' order."""
+    p = wp.tid()
+    ordered_out[p] = values_in[island_dofs_in[p]]
+
+
+@kernel
+def from_island_order(ordered_in: wp.array(dtype=wp.Float), island_dofs_in: wp.array(dtype=int),
+                      values_out: wp.array(dtype=wp.Float)):
+    """values_out[island_dofs_in[p]] = ordered_in[p]: back to the model's dof order."""
+    p = wp.tid()
+    values_out[island_dofs_in[p]] = ordered_in[p]
 
 
 @kernel(enable_backward=False)

@@ -162,8 +162,11 @@ def test_rigid_suite_reports_every_robot_alone_and_in_many_worlds():
 def test_contact_pile_suite_tests_fewer_pairs_with_the_broad_phase():
     records = bench.run_suites(["contact_pile"], quick=True)
     value = {(r["case"], r["metric"]): r["value"] for r in records}
-    for boxes in (64, 256):
-        candidates = next(r["params"]["candidate_pairs"] for r in records if r["case"] == f"pile_{boxes}")
-        assert value[f"pile_{boxes}_every_pair", "count"] == candidates
-        assert boxes <= value[f"pile_{boxes}_broad_phase", "count"] < candidates / 20  # ground and layer pairs
-        assert value[f"pile_{boxes}", "time_ratio"] > 0
+    for name, boxes in (("pile", 64), ("pile", 256), ("soft_pile", 64)):
+        candidates = next(r["params"]["candidate_pairs"] for r in records if r["case"] == f"{name}_{boxes}")
+        assert value[f"{name}_{boxes}_every_pair", "count"] == candidates
+        assert boxes <= value[f"{name}_{boxes}_broad_phase", "count"] < candidates / 20  # ground and layer pairs
+        assert value[f"{name}_{boxes}", "time_ratio"] > 0
+    for mode in ("broad_phase", "every_pair"):  # one layer: each box alone on the ground
+        assert value[f"soft_pile_64_{mode}_islands", "count"] == 64
+        assert value[f"soft_pile_64_{mode}_largest_island_dofs", "count"] == 6

@@ -103,15 +103,18 @@ def gradient_array(param: str, model, state, control) -> wp.array:
     return getattr(model, param)
 
 
-def assert_adjoints_agree(make_model, param: str, steps: int = 30, wrench=(0.0,) * 6, direction=None, seed: int = 1):
+def assert_adjoints_agree(make_model, param: str, steps: int = 30, wrench=(0.0,) * 6, direction=None, seed: int = 1,
+                          broad_phase: bool | None = None):
     """Gradient of the test loss w.r.t. ``param`` (see ``gradient_array``) with the implicit
     and the unrolled adjoint: they agree within 1e-4 of the largest entry, and the implicit
     one matches central differences (eps 1e-6, float64) within 1e-4 along ``direction``
-    (random from ``seed`` by default, scaled by the values for body mass)."""
+    (random from ``seed`` by default, scaled by the values for body mass). ``broad_phase``:
+    the solver's."""
     grads = {}
     for adjoint in ("implicit", "unrolled"):
         model = make_model()
-        solver = wpsim.SemiImplicitSolver(model, soft_contact=SoftContactOptions(adjoint=adjoint, tolerance=1e-13))
+        solver = wpsim.SemiImplicitSolver(model, soft_contact=SoftContactOptions(adjoint=adjoint, tolerance=1e-13),
+                                          broad_phase=broad_phase)
         loss, state, control = loss_of(model, solver, steps=steps, wrench=wrench)
         array = gradient_array(param, model, state, control)
         tape = wp.Tape()
@@ -185,10 +188,12 @@ def test_bad_options_are_refused():
         wpsim.SemiImplicitSolver(sliding_scene(), soft_contact=SoftContactOptions(impedance=1.0))
 
 
-def test_islands_join_the_articulations_that_may_touch():
-    art_a = np.array([0, 2, 3, 5])
-    art_b = np.array([2, -1, 4, 5])  # 0-2 touch, 2 on the ground, 3-4 touch, 5 touches itself
-    assert contact_islands(7, art_a, art_b).tolist() == [0, 0, 0, 1, 1, 2, 3]
+def test_islands_join_the_articulations_that_touch():
+    art_a = np.array([0, 2, 3, 5, 1])
+    art_b = np.array([2, -1, 4, 5, 6])  # 0-2 touch, 2 on the ground, 3-4 touch, 5 touches itself, 1-6 may touch
+    touching = np.array([True, True, True, True, False])
+    assert contact_islands(7, art_a, art_b, touching).tolist() == [0, 1, 0, 2, 2, 3, 4]
+    assert contact_islands(7, art_a, art_b).tolist() == [0, 1, 0, 2, 2, 3, 1]  # every candidate pair
     assert contact_islands(3, np.zeros(0, int), np.zeros(0, int)).tolist() == [0, 1, 2]
 
 
@@ -280,6 +285,11 @@ def sliding_stack():
 @pytest.mark.parametrize("param", ["shape_mu", "body_mass", "joint_qd", "body_f_ext"])
 def test_body_body_gradients_match_unrolled_and_central_differences(param):
     assert_adjoints_agree(sliding_stack, param, steps=20, wrench=PUSH, seed=2)
+
+
+@pytest.mark.parametrize("param", ["shape_mu", "joint_qd"])
+def test_gradients_through_the_broad_phase_match_unrolled_and_central_differences(param):
+    assert_adjoints_agree(sliding_stack, param, steps=20, wrench=PUSH, seed=2, broad_phase=True)
 
 
 def swinging_onto_own_base(q0: float = 1.2):
@@ -390,3 +400,29 @@ def test_tape_zero_clears_the_contact_point_gradient():
         tape.zero()
     assert np.abs(grads[0]).max() > 0 and np.array_equal(grads[0], grads[1])
     assert not model.shape_points.grad.numpy().any()
+
+
+def test_islands_follow_the_contacts_of_each_step():
+    """Two boxes resting apart are two islands; a third dropped onto one of them joins it when
+    they touch; each step gives the motion of one island of every candidate pair."""
+    b = wpsim.ModelBuilder()
+    b.add_ground_plane(mu=0.5)
+    for pos in ((0.0, 0.0, 0.0999), (0.6, 0.0, 0.0999), (0.6, 0.05, 0.305)):
+        body = b.add_body()
+        b.add_shape_box(body, hx=0.1, hy=0.1, hz=0.1, density=500.0, mu=0.5)
+        b.add_joint_free(body, pos=pos)
+    model = b.finalize(dtype=wp.float64)
+    solver = wpsim.SemiImplicitSolver(model, soft_contact=SoftContactOptions(tolerance=1e-13))
+    together = wpsim.SemiImplicitSolver(model, soft_contact=SoftContactOptions(iterations=30, fixed_iterations=True))
+    a, b_ = model.state(), model.state()
+    c, d = model.state(), model.state()
+    counts = []
+    for _ in range(120):
+        solver.step(a, b_, None, 1e-3)
+        together.step(c, d, None, 1e-3)
+        a, b_, c, d = b_, a, d, c
+        counts.append((solver.soft_contact.island_count, solver.soft_contact.largest_island))
+    assert counts[0] == (3, 6) and counts[-1] == (2, 12)  # the top box lands after about 30 ms
+    assert together.soft_contact.island_count == 1 and together.soft_contact.largest_island == 18
+    assert np.abs(a.joint_q.numpy() - c.joint_q.numpy()).max() < 1e-9
+    assert solver.health().ok

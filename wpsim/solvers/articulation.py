@@ -8,7 +8,7 @@ import warp as wp
 from wpsim.core.tape import active_tape
 from wpsim.kernels import articulation, couplings, rigid_contact
 from wpsim.kernels.generic import for_precision
-from wpsim.solvers.broad_phase import BROAD_PHASE_MIN_PAIRS, RigidBroadPhase, contact_margin
+from wpsim.solvers.broad_phase import RigidBroadPhase, contact_margin
 from wpsim.solvers.kinematics import ArticulationScratch, launch_kinematics
 
 
@@ -26,8 +26,7 @@ class ArticulationStepper:
     ``wp.Tape`` records (the tape reads them at backward time).
     """
 
-    def __init__(self, model, soft_contact=None, broad_phase: bool | None = None,
-                 contact_pair_capacity: int | None = None):
+    def __init__(self, model, soft_contact=None, broad_phase: RigidBroadPhase | None = None):
         self.model = model
         self.soft_contact = soft_contact
         """A ``SoftContact`` replacing the penalty contact, or None."""
@@ -41,17 +40,14 @@ class ArticulationStepper:
                           else model.joint_friction)
         """(D,) dry friction of the joint-space assembly: zeros when the soft-constraint solve
         has friction rows."""
-        if broad_phase is None:
-            broad_phase = model.contact_pair_count > BROAD_PHASE_MIN_PAIRS
-        self.broad_phase = (RigidBroadPhase(model, contact_pair_capacity)
-                            if broad_phase and soft_contact is None and model.contact_pair_count else None)
+        self.broad_phase = broad_phase if soft_contact is None else None
         """The penalty contact's per-step ``RigidBroadPhase``, or None (every candidate pair
-        each step: ``broad_phase`` False, or None with few pairs; soft-constraint contact;
-        no pairs)."""
+        each step; a ``SoftContact`` runs its own)."""
         self._all_pairs = wp.array([model.contact_pair_count], dtype=int, device=model.device)
         if self.broad_phase is not None:
             self._near_pairs = (wp.zeros((self.broad_phase.capacity, 2), dtype=int, device=model.device),
                                 wp.zeros(1, dtype=int, device=model.device))
+
     def begin(self, solver, state_in, control, dt: float):
         """First half of a step: fill ``state_in.body_q``/``body_qd`` and start
         ``state_in.body_f`` from the applied and rigid contact wrenches (particle contacts

@@ -1,5 +1,5 @@
-"""Per-step broad phase of penalty rigid contact: the candidate pairs whose shapes' boxes
-overlap, found through a Warp BVH instead of testing every pair (see
+"""Per-step broad phase of rigid contact (penalty and soft-constraint): the candidate pairs
+whose shapes' boxes overlap, found through a Warp BVH instead of testing every pair (see
 ``wpsim.kernels.broad_phase``)."""
 
 from __future__ import annotations
@@ -97,6 +97,19 @@ class RigidBroadPhase:
     def reset(self):
         """Forget the peak pair count."""
         self._peak.zero_()
+
+
+def rigid_broad_phase(model, wanted: bool | None, capacity: int | None, reads_back: bool) -> RigidBroadPhase | None:
+    """The ``RigidBroadPhase`` of a solver, or None (every candidate pair each step):
+    ``wanted`` True or False, None for above ``BROAD_PHASE_MIN_PAIRS`` candidate pairs; None
+    without candidate pairs, or where a step reads nothing back (``reads_back`` False:
+    soft-constraint contact with fixed iterations, whose rows would follow the near pairs
+    read back each step)."""
+    if wanted is None:
+        wanted = model.contact_pair_count > BROAD_PHASE_MIN_PAIRS
+    if not (wanted and reads_back and model.contact_pair_count and model.body_count):
+        return None
+    return RigidBroadPhase(model, capacity)
 
 
 def contact_margin(gradient_width: float) -> float:

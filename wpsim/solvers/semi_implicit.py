@@ -10,6 +10,7 @@ from wpsim.kernels import contact, impacts, particles
 from wpsim.kernels.generic import for_precision
 from wpsim.solvers.articulation import ArticulationStepper
 from wpsim.solvers.base import SolverBase
+from wpsim.solvers.broad_phase import rigid_broad_phase
 from wpsim.solvers.forces import SmoothingScratch, launch_forces
 from wpsim.solvers.soft_contact import SoftContact, SoftContactOptions
 
@@ -45,10 +46,11 @@ class SemiImplicitSolver(SolverBase):
             shapes and between bodies) as soft constraints by Newton iterations
             (differentiated implicitly or unrolled) instead of the penalty forces; None
             (default): penalty contact.
-        broad_phase: True: penalty contact evaluates only the candidate pairs whose shapes'
-            boxes overlap each step (a BVH over the shapes, ``wpsim.solvers.broad_phase``);
-            False: every candidate pair each step; None (default): True above
-            ``BROAD_PHASE_MIN_PAIRS`` candidate pairs. Soft-constraint contact evaluates every pair.
+        broad_phase: True: rigid contact (penalty or soft-constraint) evaluates only the
+            candidate pairs whose shapes' boxes overlap each step (a BVH over the shapes,
+            ``wpsim.solvers.broad_phase``); False: every candidate pair each step; None
+            (default): True above ``BROAD_PHASE_MIN_PAIRS`` candidate pairs. Soft-constraint
+            contact with ``fixed_iterations`` (no read-back) evaluates every pair.
         contact_pair_capacity: the most near pairs a step keeps (default: the pairs with
             planes plus 16 per shape); ``health()`` reports a step that found more.
         **health_options: see ``SolverBase`` (raise_on_blowup, health_check_interval,
@@ -61,19 +63,18 @@ class SemiImplicitSolver(SolverBase):
         if not contact_gradient_width >= 0.0:
             raise ValueError(f"contact_gradient_width must be >= 0 m, got {contact_gradient_width}")
         self.contact_gradient_width = model.real(contact_gradient_width)
-        self.soft_contact = None if soft_contact is None else SoftContact(model, soft_contact)
-        self._articulations = (ArticulationStepper(model, self.soft_contact, broad_phase, contact_pair_capacity)
-                               if model.body_count else None)
+        phase = rigid_broad_phase(model, broad_phase, contact_pair_capacity,
+                                  reads_back=soft_contact is None or not soft_contact.fixed_iterations)
+        self.soft_contact = None if soft_contact is None else SoftContact(model, soft_contact, phase)
+        self._articulations = ArticulationStepper(model, self.soft_contact, phase) if model.body_count else None
+        self.broad_phase = phase
+        """The per-step ``RigidBroadPhase`` of rigid contact (its ``tested`` pairs per step,
+        ``capacity``), or None: every candidate pair each step."""
         self._smoothing = SmoothingScratch(model)
         self._grid = None
         if model.particle_max_neighbors > 0:
             dim = int(np.clip(2 * round(model.particle_count ** (1.0 / 3.0)), 8, 128))
             self._grid = wp.HashGrid(dim, dim, dim, device=model.device, dtype=model.dtype)
-
-    @property
-    def broad_phase(self):
-        """The penalty contact's ``RigidBroadPhase`` (its ``tested`` pairs per step, ``capacity``), or None."""
-        return None if self._articulations is None else self._articulations.broad_phase
 
     def health(self):
         """``SolverBase.health`` plus the soft-contact convergence record and the pairs the

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import warp as wp
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 
 from wpsim.core.tape import tape_paused
 from wpsim.kernels import rigid_contact, soft_contact
@@ -56,27 +58,72 @@ class SoftContactOptions:
     impedance: float = 0.99
 
 
-def contact_islands(articulation_count: int, art_a: np.ndarray, art_b: np.ndarray) -> np.ndarray:
-    """Island of each articulation: runs of consecutive articulations joined wherever a
-    candidate pair links two of them (art_b < 0: static shape), so every island's dofs are
-    contiguous. Since candidate pairs link every two articulations with shapes in one world,
-    an island is in practice such a world's articulations; its dense Hessian is factored
-    each Newton iteration (cubic in its dofs). Returns (A,) island indices."""
-    join = np.zeros(articulation_count + 1, np.int64)  # join[t] > 0: articulation t+1 joins t's island
+def contact_islands(articulation_count: int, art_a: np.ndarray, art_b: np.ndarray,
+                    touching: np.ndarray | None = None) -> np.ndarray:
+    """Island of each articulation: the connected components of the articulations joined by
+    the pairs (shape a's articulation ``art_a``, shape b's ``art_b``, -1 for a static shape)
+    that are ``touching`` (all when None), numbered in the order of their first
+    articulation. Returns (A,) island indices."""
     linked = (art_b >= 0) & (art_b != art_a)
-    lo, hi = np.minimum(art_a, art_b)[linked], np.maximum(art_a, art_b)[linked]
-    np.add.at(join, lo, 1)
-    np.add.at(join, hi, -1)
-    joined = np.cumsum(join)[: max(articulation_count - 1, 0)] > 0
-    return np.concatenate([[0], np.cumsum(~joined)]).astype(np.int64)[:articulation_count]
+    if touching is not None:
+        linked &= touching
+    graph = coo_matrix((np.ones(int(linked.sum())), (art_a[linked], art_b[linked])),
+                       shape=(articulation_count, articulation_count))
+    _, labels = connected_components(graph, directed=False)
+    first = np.full(labels.max(initial=-1) + 1, articulation_count)
+    np.minimum.at(first, labels, np.arange(articulation_count))
+    rank = np.empty_like(first)
+    rank[np.argsort(first)] = np.arange(len(first))
+    return rank[labels].astype(np.int64)
+
+
+@dataclass
+class Islands:
+    """The islands of a step (articulations whose bodies touch, solved together; every
+    other articulation alone), on the model's device. Island i holds the articulations
+    ``articulations[articulation_start[i]:articulation_start[i + 1]]`` and the dofs
+    ``dofs[dof_start[i]:dof_start[i + 1]]`` (its Hessian's row order)."""
+
+    labels: np.ndarray  # (A,) island of each articulation (host)
+    count: int
+    articulation_start: wp.array  # (islands + 1,) int32, into articulations
+    articulations: wp.array  # (A,) int32, island by island, ascending within one
+    dof_start: wp.array  # (islands + 1,) int32, into dofs
+    H_start: wp.array  # (islands + 1,) int32, starts of the dense (n x n) Hessians
+    dofs: wp.array  # (D,) int32, island by island
+    dof_island: wp.array  # (D,) int32
+    dof_slot: wp.array  # (D,) int32, position of each dof in dofs
+    hessian_size: int  # sum of n^2
+    largest: int  # dofs of the largest island
+    world: np.ndarray  # (islands,) world of each island (host)
+
+
+@dataclass
+class PairRows:
+    """The shape pairs a step builds rows for (every candidate pair, or the broad phase's near
+    ones) and their row layout, on the model's device (``count`` pairs, ``row_count`` rows)."""
+
+    chosen: np.ndarray  # (S,) indices of the pairs in the model's contact_pair (host)
+    count: int
+    row_count: int
+    contact_pair: wp.array  # (S, 2) int32 shapes (a on a body, b static or on a body)
+    pair_row_start: wp.array  # (S + 1,) int32 first row of each pair (EDGES per contact slot)
+    row_pair: wp.array  # (R,) int32 pair of each row
+    pair_dof: wp.array  # (S, 2) int32 first dof of each side's articulation (-1: static b)
+    pair_dof_count: wp.array  # (S, 2) int32 dofs of each side's articulation
+    pair_articulation: wp.array  # (S,) int32 articulation of shape a: its island's line search counts the pair
+    articulation_pair_start: wp.array  # (A + 1,) int32 into articulation_pairs
+    articulation_pairs: wp.array  # (pairs per articulation,) int32 pairs involving each articulation (either side)
+    articulations: tuple  # (art_a, art_b) (S,) each, host; -1: static b
+    row_bounds: tuple  # (first, end) (S,) each, host: each pair's rows
 
 
 class SoftContact:
     """The contact rows and Newton solve of one model: bodies against static shapes and
-    against each other, articulations that may touch solved together as one island; joint
-    limits and dry friction as rows of their own dof."""
+    against each other, articulations whose bodies touch at a step solved together as one
+    island (``Islands``); joint limits and dry friction as rows of their own dof."""
 
-    def __init__(self, model, options: SoftContactOptions):
+    def __init__(self, model, options: SoftContactOptions, broad_phase=None):
         if options.adjoint not in ADJOINTS:
             raise ValueError(f"soft contact adjoint must be one of {ADJOINTS}, got {options.adjoint!r}")
         if options.iterations < 1 or not options.time_constant > 0 or not 0.0 < options.impedance < 1.0:
@@ -89,15 +136,33 @@ class SoftContact:
         art_a = body_art[shape_body[pairs[:, 0]]]
         art_b = np.where(body_b >= 0, body_art[np.maximum(body_b, 0)] if len(body_art) else -1, -1)
         self.pair_count = len(pairs)
-        sizes = self._island_layout(contact_islands(model.articulation_count, art_a, art_b))
-        self._row_layout(art_a, art_b)
-        self.pair_articulation = self._ints(art_a)
-        """Articulation of each pair's shape a: the one whose island's line search counts it."""
-        self.largest_island = int(sizes.max(initial=0))
-        """Dofs of the largest island (its dense Hessian is solved by Cholesky each iteration)."""
+        """Candidate pairs."""
+        self._candidate_articulations = (art_a, art_b)
+        self._slots = self._slot_counts()
+        self.side_column = max(model.max_articulation_dofs, 1)
+        self.jacobian_width = self.side_column * (2 if (art_b >= 0).any() else 1)
+        """Columns of a row's Jacobian: the dofs of shape a's articulation, then (from
+        ``side_column``) of shape b's when some pair has b on a body."""
+        self.broad_phase = broad_phase
+        """The ``RigidBroadPhase`` choosing each step's pairs (those whose boxes overlap), or
+        None: every candidate pair."""
+        if broad_phase is not None:
+            keys = pairs.astype(np.int64) @ np.array([model.shape_count, 1])
+            self._key_order = np.argsort(keys)
+            self._sorted_keys = keys[self._key_order]
+            self._near = (wp.zeros((broad_phase.capacity, 2), dtype=int, device=model.device),
+                          wp.zeros(1, dtype=int, device=model.device))
+        self.pairs = None
+        self.pairs = self._all_pairs = self._pair_rows(np.arange(self.pair_count))
+        """The latest step's ``PairRows``."""
         self.last_iterations = 0
         """Newton iterations of the latest step."""
-        self._island_world = self._island_worlds()
+        self._articulation_world = self._articulation_worlds()
+        self.islands = None
+        self.islands = self._candidate_islands = self._islands(contact_islands(model.articulation_count, art_a,
+                                                                                art_b))
+        """The latest step's ``Islands``; before the first step (and at every step with
+        ``fixed_iterations``, which reads nothing back) those of all candidate pairs."""
         self.reset_status()
         self._last_in_contact = None
         self.dof_zeros = wp.zeros(model.joint_dof_count, dtype=model.dtype, device=model.device)
@@ -110,14 +175,71 @@ class SoftContact:
         self._tolerance = max(options.tolerance, 32.0 * float(np.finfo(np.float32 if model.dtype == wp.float32
                                                                       else np.float64).eps))
 
-    def _island_worlds(self) -> np.ndarray:
-        """(islands,) world of each island (of its first articulation's root body)."""
+    @property
+    def island_count(self) -> int:
+        """Islands of the latest step."""
+        return self.islands.count
+
+    @property
+    def largest_island(self) -> int:
+        """Dofs of the latest step's largest island (its dense Hessian is factored each iteration)."""
+        return self.islands.largest
+
+    def _articulation_worlds(self) -> np.ndarray:
+        """(A,) world of each articulation (of its root body)."""
         m = self.model
         if m.joint_count == 0:
-            return np.zeros(self.island_count, np.int64)
+            return np.zeros(m.articulation_count, np.int64)
         joint_art, child = m.joint_articulation.numpy(), m.joint_child.numpy()
-        root_joint = np.searchsorted(joint_art, self.island_articulation_start.numpy()[:-1])
+        root_joint = np.searchsorted(joint_art, np.arange(m.articulation_count))
         return m.body_world.numpy()[child[np.minimum(root_joint, len(child) - 1)]].astype(np.int64)
+
+    def _islands(self, labels: np.ndarray) -> Islands:
+        """``Islands`` from each articulation's island ``labels`` (the latest step's, unchanged,
+        when they are alike)."""
+        if self.islands is not None and np.array_equal(self.islands.labels, labels):
+            return self.islands
+        dof_start = self.model.articulation_dof_start.numpy()
+        count = int(labels.max(initial=-1)) + 1
+        articulations = np.lexsort((np.arange(len(labels)), labels))
+        articulation_start = np.searchsorted(labels[articulations], np.arange(count + 1))
+        dof_label = np.repeat(labels, np.diff(dof_start))
+        dofs = np.argsort(dof_label, kind="stable")
+        dof_slot = np.empty_like(dofs)
+        dof_slot[dofs] = np.arange(len(dofs))
+        sizes = np.bincount(dof_label, minlength=count)
+        return Islands(
+            labels=labels.copy(), count=count, articulation_start=self._ints(articulation_start),
+            articulations=self._ints(articulations), dof_start=self._ints(np.concatenate([[0], np.cumsum(sizes)])),
+            H_start=self._ints(np.concatenate([[0], np.cumsum(sizes * sizes)])), dofs=self._ints(dofs),
+            dof_island=self._ints(dof_label), dof_slot=self._ints(dof_slot), hessian_size=int(np.sum(sizes * sizes)),
+            largest=int(sizes.max(initial=0)),
+            world=self._articulation_world[articulations[articulation_start[:-1]]])
+
+    def _step_islands(self, pairs: PairRows, in_contact: wp.array) -> Islands:
+        """The islands of the ``pairs`` with a slot in contact (reads ``in_contact`` back), or
+        with ``fixed_iterations`` those of every candidate pair."""
+        if self.options.fixed_iterations or pairs.row_count == 0:
+            return self._candidate_islands
+        contacts = np.concatenate([[0.0], np.cumsum(in_contact.numpy())])
+        first, end = pairs.row_bounds
+        touching = contacts[end] > contacts[first] + 0.5
+        return self._islands(contact_islands(self.model.articulation_count, *pairs.articulations, touching))
+
+    def _step_pairs(self, state_in) -> PairRows:
+        """The pairs of this step: with a broad phase, the candidate pairs whose boxes overlap
+        at ``state_in``'s poses (reads them back; the latest step's ``PairRows`` when they are
+        the same), else every candidate pair."""
+        if self.broad_phase is None:
+            return self._all_pairs
+        near, count = self._near
+        self.broad_phase.find(state_in, 0.0, near, count)  # a row needs penetration: no margin
+        found = near.numpy()[: min(int(count.numpy()[0]), self.broad_phase.capacity)].astype(np.int64)
+        at = np.searchsorted(self._sorted_keys, found @ np.array([self.model.shape_count, 1]))
+        chosen = self._key_order[at]
+        if self.pairs is not None and np.array_equal(self.pairs.chosen, chosen):
+            return self.pairs
+        return self._pair_rows(chosen)
 
     def reset_status(self):
         """Forget the convergence record (``unconverged``, ``most_iterations``)."""
@@ -125,7 +247,7 @@ class SoftContact:
         self.most_iterations = 0
         self._warned_tape = False
 
-    def _record_convergence(self, residual: np.ndarray, step_index: int, recorded: bool):
+    def _record_convergence(self, residual: np.ndarray, step_index: int, recorded: bool, islands: Islands):
         """Book islands whose final residual is above the tolerance; warn or raise."""
         self.most_iterations = max(self.most_iterations, self.last_iterations)
         bad = np.flatnonzero(residual > self._tolerance)
@@ -134,14 +256,14 @@ class SoftContact:
         from wpsim.core.health import ContactNotConverged, UnconvergedContact
 
         for island in bad:
-            world = int(self._island_world[island])
+            world = int(islands.world[island])
             entry = self.unconverged.get(world)
             if entry is None:
                 entry = self.unconverged[world] = UnconvergedContact(step_index, 0, 0.0, self._tolerance,
                                                                      self.options.iterations)
             entry.steps += 1
             entry.worst_residual = max(entry.worst_residual, float(residual[island]))
-        world = int(self._island_world[bad[0]])
+        world = int(islands.world[bad[0]])
         message = (f"step {step_index}, world {world}: the soft-contact solve stopped after "
                    f"{self.last_iterations} iterations with residual {float(residual[bad].max()):.3g} > tolerance "
                    f"{self._tolerance:.3g}")
@@ -157,48 +279,35 @@ class SoftContact:
     def _ints(self, values) -> wp.array:
         return wp.array(np.asarray(values, np.int32), dtype=wp.int32, device=self.model.device)
 
-    def _island_layout(self, island_of_art: np.ndarray) -> np.ndarray:
-        """Island arrays (dof and dense-Hessian starts, island of each dof) from each
-        articulation's island; returns the islands' dof counts."""
-        dof_start = self.model.articulation_dof_start.numpy()
-        first_art = np.flatnonzero(np.diff(island_of_art, prepend=-1))
-        island_dof_start = np.append(dof_start[first_art], dof_start[-1])
-        sizes = np.diff(island_dof_start)
-        self.island_count = len(first_art)
-        self.island_articulation_start = self._ints(np.append(first_art, len(island_of_art)))
-        self.island_dof_start = self._ints(island_dof_start)
-        self.island_H_start = self._ints(np.concatenate([[0], np.cumsum(sizes * sizes)]))
-        self.dof_island = self._ints(np.repeat(np.arange(self.island_count), sizes))
-        self.hessian_size = int(np.sum(sizes * sizes))
-        return sizes
-
-    def _row_layout(self, art_a: np.ndarray, art_b: np.ndarray):
-        """Row arrays of the pairs (shape a's articulation ``art_a``, shape b's ``art_b`` or -1):
-        rows of each pair, each side's first dof and dof count, the pairs of each
-        articulation and the Jacobian's column layout."""
-        dof_start = self.model.articulation_dof_start.numpy()
-        rows_per_pair = self._slot_counts() * soft_contact.EDGES
-        pair_row_start = np.concatenate([[0], np.cumsum(rows_per_pair)])
-        self.row_count = int(pair_row_start[-1])
-        self.pair_row_start = self._ints(pair_row_start)
-        self.row_pair = self._ints(np.repeat(np.arange(self.pair_count), rows_per_pair))
+    def _pair_rows(self, chosen: np.ndarray) -> PairRows:
+        """``PairRows`` of the candidate pairs ``chosen`` (indices into ``contact_pair``)."""
+        m = self.model
+        dof_start = m.articulation_dof_start.numpy()
+        art_a, art_b = (side[chosen] for side in self._candidate_articulations)
+        count = len(chosen)
+        rows_per_pair = self._slots[chosen] * soft_contact.EDGES
+        pair_row_start = np.concatenate([[0], np.cumsum(rows_per_pair)]).astype(np.int64)
         has_b = art_b >= 0
         b = np.maximum(art_b, 0)
-        self.pair_dof = self._ints(np.stack([dof_start[art_a], np.where(has_b, dof_start[b], -1)], axis=1))
-        self.pair_dof_count = self._ints(np.stack([dof_start[art_a + 1] - dof_start[art_a],
-                                                   np.where(has_b, dof_start[b + 1] - dof_start[b], 0)], axis=1))
         other = has_b & (art_b != art_a)
         touching_art = np.concatenate([art_a, art_b[other]])
-        touching_pair = np.concatenate([np.arange(self.pair_count), np.flatnonzero(other)])
+        touching_pair = np.concatenate([np.arange(count), np.flatnonzero(other)])
         order = np.lexsort((touching_pair, touching_art))
-        self.articulation_pairs = self._ints(touching_pair[order])
-        """Pairs involving each articulation (either side), from ``articulation_pair_start``."""
-        self.articulation_pair_start = self._ints(np.searchsorted(touching_art[order],
-                                                                  np.arange(self.model.articulation_count + 1)))
-        self.side_column = max(self.model.max_articulation_dofs, 1)
-        self.jacobian_width = self.side_column * (2 if has_b.any() else 1)
-        """Columns of a row's Jacobian: the dofs of shape a's articulation, then (from
-        ``side_column``) of shape b's when some pair has b on a body."""
+        return PairRows(
+            chosen=chosen.copy(), count=count, row_count=int(pair_row_start[-1]),
+            contact_pair=self._ints(m.contact_pair.numpy().reshape(-1, 2)[chosen].reshape(count, 2)),
+            pair_row_start=self._ints(pair_row_start),
+            row_pair=self._ints(np.repeat(np.arange(count), rows_per_pair)),
+            pair_dof=self._ints(np.stack([dof_start[art_a], np.where(has_b, dof_start[b], -1)],
+                                         axis=1).reshape(count, 2)),
+            pair_dof_count=self._ints(np.stack([dof_start[art_a + 1] - dof_start[art_a],
+                                                np.where(has_b, dof_start[b + 1] - dof_start[b], 0)],
+                                               axis=1).reshape(count, 2)),
+            pair_articulation=self._ints(art_a),
+            articulation_pair_start=self._ints(np.searchsorted(touching_art[order],
+                                                              np.arange(m.articulation_count + 1))),
+            articulation_pairs=self._ints(touching_pair[order]),
+            articulations=(art_a, art_b), row_bounds=(pair_row_start[:-1], pair_row_start[1:]))
 
     def _slot_counts(self) -> np.ndarray:
         """Contact slots of each pair, from the shared narrow phase."""
@@ -212,7 +321,7 @@ class SoftContact:
 
     def active_contacts(self) -> int:
         """Contact points that penetrated in the latest step (reads back from the device)."""
-        if self.row_count == 0 or self._last_in_contact is None:
+        if self.pairs.row_count == 0 or self._last_in_contact is None:
             return 0
         return int(round(float(self._last_in_contact.numpy().sum()))) // soft_contact.EDGES
 
@@ -228,109 +337,124 @@ class SoftContact:
             buffer = self._buffers[name] = wp.zeros(shape, dtype=self.model.dtype, device=self.model.device)
         return buffer
 
-    def _rows(self, grad: bool) -> dict:
-        """Row arrays: jacobian (R, ``jacobian_width``), then per row (R,): velocity,
+    def _rows(self, pairs: PairRows, grad: bool) -> dict:
+        """Row arrays of ``pairs``: jacobian (R, ``jacobian_width``), then per row (R,): velocity,
         inverse_mass, distance, in_contact, aref, weight."""
-        rows = {"jacobian": self._array("jacobian", (self.row_count, self.jacobian_width), grad)}
+        rows = {"jacobian": self._array("jacobian", (pairs.row_count, self.jacobian_width), grad)}
         for name in ("velocity", "inverse_mass", "distance", "in_contact", "aref", "weight"):
-            rows[name] = self._array(name, self.row_count, grad)
+            rows[name] = self._array(name, pairs.row_count, grad)
         return rows
 
     def _vector(self, name: str, grad: bool, length: int | None = None) -> wp.array:
         return self._array(name, self.model.joint_dof_count if length is None else length, grad)
 
     # ------------------------------------------------------------------ launches
-    def _launch(self, kernel, dim, inputs, outputs):
+    def _launch(self, kernel, dim, inputs, outputs, record: bool = True):
         wp.launch(for_precision(kernel, self.model.dtype), dim=dim, inputs=inputs, outputs=outputs,
-                  device=self.model.device)
+                  device=self.model.device, record_tape=record)
 
-    def _build_rows(self, scratch, state_in, rows):
+    def _reorder(self, kernel, values: wp.array, islands: Islands, name: str, grad: bool, record: bool = True):
+        """``values`` (D,) into or out of the islands' dof order (``to_island_order`` or
+        ``from_island_order``), in the buffer ``name`` (fresh with ``grad``)."""
+        out = self._vector(name, grad)
+        self._launch(kernel, self.model.joint_dof_count, [values, islands.dofs], [out], record)
+        return out
+
+    def _build_rows(self, scratch, state_in, pairs: PairRows, rows):
         m = self.model
-        if self.pair_count == 0:
+        if pairs.count == 0:
             return
         self._launch(
-            soft_contact.soft_contact_rows, self.pair_count,
-            [m.contact_pair, m.shape_kind, m.shape_body, m.shape_transform, m.shape_size, m.shape_mu,
+            soft_contact.soft_contact_rows, pairs.count,
+            [m.shape_kind, m.shape_body, m.shape_transform, m.shape_size, m.shape_mu,
              m.shape_point_start, m.shape_points, m.shape_hull_points, m.shape_hull_point_start,
              m.shape_hull_point_count, m.shape_plane_normal, m.shape_plane_offset, m.shape_plane_start,
              m.shape_plane_count, m.body_joint, m.body_origin, m.joint_articulation, m.joint_dfs_pos,
-             m.joint_dfs_end, m.dof_joint, m.articulation_dof_start, m.articulation_H_start, self.pair_row_start,
-             state_in.body_q, state_in.joint_qd, scratch.dof_motion, scratch.mass_matrix, self.side_column],
+             m.joint_dfs_end, m.dof_joint, m.articulation_dof_start, m.articulation_H_start, pairs.contact_pair,
+             pairs.pair_row_start, state_in.body_q, state_in.joint_qd, scratch.dof_motion, scratch.mass_matrix,
+             self.side_column],
             [rows[k] for k in ("jacobian", "velocity", "inverse_mass", "distance", "in_contact")],
         )
-        self._launch(soft_contact.soft_contact_row_parameters, self.row_count,
+        self._launch(soft_contact.soft_contact_row_parameters, pairs.row_count,
                      [*(rows[k] for k in ("velocity", "inverse_mass", "distance", "in_contact")), *self._params],
                      [rows["aref"], rows["weight"]])
 
-    def _system(self, scratch, state_in, rows, accel, grad: bool):
-        """(gradient, Hessian) of the contact and joint-limit cost at ``accel``."""
+    def _system(self, scratch, state_in, pairs: PairRows, rows, accel, islands: Islands, grad: bool):
+        """(gradient (D,), the islands' Hessians, the rows' violations) of the contact, joint-limit
+        and joint-friction cost at ``accel``."""
         m = self.model
-        violation = self._vector("violation", grad, self.row_count)
-        if self.row_count:
-            self._launch(soft_contact.soft_contact_violation, self.row_count,
-                         [self.row_pair, self.pair_dof, self.pair_dof_count, rows["jacobian"], rows["aref"],
+        violation = self._vector("violation", grad, pairs.row_count)
+        if pairs.row_count:
+            self._launch(soft_contact.soft_contact_violation, pairs.row_count,
+                         [pairs.row_pair, pairs.pair_dof, pairs.pair_dof_count, rows["jacobian"], rows["aref"],
                           rows["weight"], accel, self.side_column],
                          [violation])
         gradient = self._vector("gradient", grad)
-        hessian = self._array("hessian", self.hessian_size, grad)
+        hessian = self._array("hessian", islands.hessian_size, grad)
         self._launch(soft_contact.soft_contact_newton_system, m.joint_dof_count,
                      [m.dof_joint, m.joint_articulation, m.articulation_dof_start, m.articulation_H_start,
                       m.joint_type, m.joint_q_start, m.joint_limit_lower, m.joint_limit_upper, m.joint_friction,
-                      self.dof_island,
-                      self.island_dof_start, self.island_H_start, self.articulation_pair_start,
-                      self.articulation_pairs, self.pair_row_start, self.pair_dof, self.pair_dof_count,
+                      islands.dof_island, islands.dof_slot, islands.dof_start, islands.H_start,
+                      pairs.articulation_pair_start, pairs.articulation_pairs, pairs.pair_row_start, pairs.pair_dof,
+                      pairs.pair_dof_count,
                       scratch.mass_matrix, scratch.qdd, rows["jacobian"], rows["weight"], violation, state_in.joint_q,
                       state_in.joint_qd, accel, self.side_column, *self._dof_row_flags, *self._params],
                      [gradient, hessian])
         return gradient, hessian, violation
 
-    def _newton_direction(self, scratch, state_in, rows, accel, factor: wp.array, tape) -> tuple:
+    def _newton_direction(self, scratch, state_in, pairs: PairRows, rows, accel, islands: Islands, factor: wp.array,
+                          tape) -> tuple:
         """(Hess^-1 grad of the cost at ``accel``, the rows' violations there), the Hessian's
-        Cholesky factor going to ``factor`` (fresh arrays on a tape)."""
+        Cholesky factor going to ``factor`` (fresh arrays on a tape). The islands' Hessians
+        are solved in their dof order."""
         from wpsim.solvers.articulation import cholesky_solve
 
-        gradient, hessian, violation = self._system(scratch, state_in, rows, accel, tape is not None)
-        step = self._vector("step", tape is not None)
-        cholesky_solve(self.model, hessian, gradient, step, factor, self._vector("work", False), tape,
-                       (self.island_dof_start, self.island_H_start))
-        return step, violation
+        grad = tape is not None
+        gradient, hessian, violation = self._system(scratch, state_in, pairs, rows, accel, islands, grad)
+        ordered = self._reorder(soft_contact.to_island_order, gradient, islands, "ordered_gradient", grad)
+        ordered_step = self._vector("ordered_step", grad)
+        cholesky_solve(self.model, hessian, ordered, ordered_step, factor, self._vector("work", False), tape,
+                       (islands.dof_start, islands.H_start))
+        return self._reorder(soft_contact.from_island_order, ordered_step, islands, "step", grad), violation
 
-    def _line_search(self, scratch, state_in, rows, accel, step, violation, fresh: bool) -> wp.array:
+    def _line_search(self, scratch, state_in, pairs: PairRows, rows, accel, step, violation, islands: Islands,
+                     fresh: bool) -> wp.array:
         """(islands,) exact step lengths along the Newton steps (off the tape: an unrolled
         adjoint treats them as constants, exact at convergence where they are 1); ``fresh``:
         a new array (a recorded iteration keeps its own), else a reused buffer."""
         m = self.model
-        alpha = (wp.zeros(self.island_count, dtype=m.dtype, device=m.device) if fresh
-                 else self._array("alpha", self.island_count, False))
-        wp.launch(for_precision(soft_contact.soft_contact_line_search, m.dtype), dim=self.island_count,
+        alpha = (wp.zeros(islands.count, dtype=m.dtype, device=m.device) if fresh
+                 else self._array("alpha", islands.count, False))
+        wp.launch(for_precision(soft_contact.soft_contact_line_search, m.dtype), dim=islands.count,
                   inputs=[m.dof_joint, m.articulation_dof_start, m.articulation_H_start, m.joint_type, m.joint_q_start,
-                          m.joint_limit_lower, m.joint_limit_upper, m.joint_friction, self.island_dof_start,
-                          self.island_articulation_start, self.articulation_pair_start, self.articulation_pairs,
-                          self.pair_articulation, self.pair_row_start, self.pair_dof, self.pair_dof_count,
+                          m.joint_limit_lower, m.joint_limit_upper, m.joint_friction, islands.dof_start,
+                          islands.articulation_start, islands.articulations, pairs.articulation_pair_start,
+                          pairs.articulation_pairs, pairs.pair_articulation, pairs.pair_row_start, pairs.pair_dof,
+                          pairs.pair_dof_count,
                           scratch.mass_matrix, scratch.qdd, rows["jacobian"], rows["weight"], violation,
                           state_in.joint_q, state_in.joint_qd, accel, step, self.side_column, *self._dof_row_flags,
                           *self._params, m.real(self._tolerance)],
                   outputs=[alpha], device=m.device, record_tape=False)
         return alpha
 
-    def _newton_step(self, scratch, state_in, rows, accel, tape, out_name: str):
+    def _newton_step(self, scratch, state_in, pairs: PairRows, rows, accel, islands: Islands, tape, out_name: str):
         """One line-searched Newton step from ``accel`` into the buffer ``out_name`` (fresh
         arrays on a tape); returns (new accelerations, Newton step)."""
         grad = tape is not None
-        step, violation = self._newton_direction(scratch, state_in, rows, accel,
-                                                 self._array("factor", self.hessian_size, grad), tape)
-        alpha = self._line_search(scratch, state_in, rows, accel, step, violation, grad)
+        step, violation = self._newton_direction(scratch, state_in, pairs, rows, accel, islands,
+                                                 self._array("factor", islands.hessian_size, grad), tape)
+        alpha = self._line_search(scratch, state_in, pairs, rows, accel, step, violation, islands, grad)
         out = self._vector(out_name, grad)
-        self._launch(soft_contact.newton_update, self.model.joint_dof_count, [accel, step, alpha, self.dof_island],
-                     [out])
+        self._launch(soft_contact.newton_update, self.model.joint_dof_count,
+                     [accel, step, alpha, islands.dof_island], [out])
         return out, step
 
-    def _residuals(self, step, accel) -> np.ndarray:
+    def _residuals(self, step, accel, islands: Islands) -> np.ndarray:
         """(islands,) max |Newton step| / (1 + max |a|) of each island (reads back)."""
-        residual = self._array("residual", self.island_count, False)
-        wp.launch(for_precision(soft_contact.island_residual, self.model.dtype), dim=self.island_count,
-                  inputs=[self.island_dof_start, step, accel], outputs=[residual], device=self.model.device,
-                  record_tape=False)
+        residual = self._array("residual", islands.count, False)
+        self._launch(soft_contact.island_residual, islands.count,
+                     [self.model.articulation_dof_start, islands.dof_start, islands.articulation_start,
+                      islands.articulations, step, accel], [residual], record=False)
         return residual.numpy()
 
     # ------------------------------------------------------------------ solve
@@ -347,51 +471,54 @@ class SoftContact:
         m = self.model
         unrolled = tape is not None and self.options.adjoint == "unrolled"
         with contextlib.nullcontext() if unrolled else tape_paused():
-            rows = self._rows(unrolled)
-            self._build_rows(scratch, state_in, rows)
+            pairs = self.pairs = self._step_pairs(state_in)
+            rows = self._rows(pairs, unrolled)
+            self._build_rows(scratch, state_in, pairs, rows)
             self._last_in_contact = rows["in_contact"]
+            islands = self.islands = self._step_islands(pairs, rows["in_contact"])
             accel, residual = scratch.qdd, None
             for k in range(self.options.iterations):  # off the tape: alternate between two buffers
-                accel, step = self._newton_step(scratch, state_in, rows, accel, tape if unrolled else None,
-                                                f"accel{k % 2}")
+                accel, step = self._newton_step(scratch, state_in, pairs, rows, accel, islands,
+                                                tape if unrolled else None, f"accel{k % 2}")
                 if not self.options.fixed_iterations:
-                    residual = self._residuals(step, accel)
+                    residual = self._residuals(step, accel, islands)
                     if residual.max(initial=0.0) <= self._tolerance:
                         break
             self.last_iterations = k + 1
             if residual is not None:
-                self._record_convergence(residual, step_index, tape is not None)
+                self._record_convergence(residual, step_index, tape is not None, islands)
             if unrolled or tape is None:
                 return accel
-            factor = wp.zeros(self.hessian_size, dtype=m.dtype, device=m.device)  # at the solution, for the backward
-            self._newton_direction(scratch, state_in, rows, accel, factor, None)
+            factor = wp.zeros(islands.hessian_size, dtype=m.dtype, device=m.device)  # at the solution, for the backward
+            self._newton_direction(scratch, state_in, pairs, rows, accel, islands, factor, None)
         result = wp.clone(accel, requires_grad=True)
         read = [scratch.mass_matrix, scratch.qdd, scratch.dof_motion, state_in.body_q, state_in.joint_q,
                 state_in.joint_qd, m.shape_transform, m.shape_size, m.shape_mu, m.shape_points, m.shape_hull_points,
                 m.shape_plane_normal, m.shape_plane_offset, m.body_origin,
-                m.joint_limit_lower, m.joint_limit_upper, m.joint_friction]  # gradients the backward writes (tape.zero clears them)
-        tape.record_func(backward=lambda: self._adjoint(scratch, state_in, result, factor),
+                m.joint_limit_lower, m.joint_limit_upper, m.joint_friction]  # the backward writes their gradients
+        tape.record_func(backward=lambda: self._adjoint(scratch, state_in, result, pairs, islands, factor),
                          arrays=[result, *(a for a in read if a.requires_grad and a.size)])
         return result
 
-    def _adjoint(self, scratch, state_in, result, factor):
+    def _adjoint(self, scratch, state_in, result, pairs: PairRows, islands: Islands, factor):
         """IFT backward: lambda = Hess^-1 dL/da at the solution, then the VJP, with seed
         -lambda, of the optimality residual rebuilt from the step's inputs (its rows from the
         poses, velocities, motion columns and mass matrix; H; a0)."""
         from wpsim.kernels import articulation
 
         m = self.model
-        lam = wp.zeros_like(result.grad)
-        wp.launch(for_precision(articulation.cholesky_back_solve, m.dtype), dim=self.island_count,
-                  inputs=[self.island_dof_start, self.island_H_start, factor, result.grad], outputs=[lam],
-                  device=m.device, record_tape=False)
+        ordered = self._reorder(soft_contact.to_island_order, result.grad, islands, "ordered_gradient", False, False)
+        ordered_lam = self._vector("ordered_step", False)
+        self._launch(articulation.cholesky_back_solve, islands.count, [islands.dof_start, islands.H_start, factor,
+                                                                        ordered], [ordered_lam], record=False)
+        lam = self._reorder(soft_contact.from_island_order, ordered_lam, islands, "step", True, False)
         detached = wp.clone(result, requires_grad=False)
         with tape_paused():
             residual_tape = wp.Tape()
             with residual_tape:
-                rows = self._rows(True)
-                self._build_rows(scratch, state_in, rows)
-                gradient = self._system(scratch, state_in, rows, detached, True)[0]
+                rows = self._rows(pairs, True)
+                self._build_rows(scratch, state_in, pairs, rows)
+                gradient = self._system(scratch, state_in, pairs, rows, detached, islands, True)[0]
             seed = wp.zeros_like(lam)
             wp.launch(for_precision(soft_contact.negate, m.dtype), dim=m.joint_dof_count, inputs=[lam],
                       outputs=[seed], device=m.device, record_tape=False)
