@@ -13,9 +13,10 @@ from wpsim.kernels.generic import for_precision
 NO_PAIR = 2**31 - 1
 """Sort key of an empty pair slot (sorts last)."""
 BROAD_PHASE_MIN_PAIRS = 256
-"""Candidate pairs above which ``SemiImplicitSolver`` uses the broad phase by default: below,
-its launches (boxes, BVH refit, query, sort) cost more than testing every pair (the
-``contact_pile`` benchmark: 1.4x faster at 2,080 pairs)."""
+"""Candidate pairs without a plane (the pairs the broad phase can leave out) above which
+``SemiImplicitSolver`` uses the broad phase by default: below, its launches (boxes, BVH
+refit, query, sort) cost more than testing every pair (the ``contact_pile`` benchmark: 1.4x
+faster at 2,080 pairs)."""
 
 
 class RigidBroadPhase:
@@ -101,12 +102,13 @@ class RigidBroadPhase:
 
 def rigid_broad_phase(model, wanted: bool | None, capacity: int | None, reads_back: bool) -> RigidBroadPhase | None:
     """The ``RigidBroadPhase`` of a solver, or None (every candidate pair each step):
-    ``wanted`` True or False, None for above ``BROAD_PHASE_MIN_PAIRS`` candidate pairs; None
+    ``wanted`` True or False, None for above ``BROAD_PHASE_MIN_PAIRS`` candidate pairs without
+    a plane (robots on the ground in many worlds have few: their links meet the plane); None
     without candidate pairs, or where a step reads nothing back (``reads_back`` False:
     soft-constraint contact with fixed iterations, whose rows would follow the near pairs
     read back each step)."""
     if wanted is None:
-        wanted = model.contact_pair_count > BROAD_PHASE_MIN_PAIRS
+        wanted = model.contact_pair_count - len(model.contact_plane_pair) > BROAD_PHASE_MIN_PAIRS
     if not (wanted and reads_back and model.contact_pair_count and model.body_count):
         return None
     return RigidBroadPhase(model, capacity)

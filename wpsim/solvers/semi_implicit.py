@@ -49,7 +49,7 @@ class SemiImplicitSolver(SolverBase):
         broad_phase: True: rigid contact (penalty or soft-constraint) evaluates only the
             candidate pairs whose shapes' boxes overlap each step (a BVH over the shapes,
             ``wpsim.solvers.broad_phase``); False: every candidate pair each step; None
-            (default): True above ``BROAD_PHASE_MIN_PAIRS`` candidate pairs. Soft-constraint
+            (default): True above ``BROAD_PHASE_MIN_PAIRS`` candidate pairs without a plane. Soft-constraint
             contact with ``fixed_iterations`` (no read-back) evaluates every pair.
         contact_pair_capacity: the most near pairs a step keeps (default: the pairs with
             planes plus 16 per shape); ``health()`` reports a step that found more.

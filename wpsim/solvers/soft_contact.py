@@ -9,8 +9,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import warp as wp
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 from wpsim.core.tape import tape_paused
 from wpsim.kernels import rigid_contact, soft_contact
@@ -34,7 +32,8 @@ class SoftContactOptions:
         least 32 machine epsilons of the model's precision (float32: 3.8e-6), below which
         rounding keeps the steps from shrinking.
     fixed_iterations: run exactly ``iterations`` (for benchmarks; no host read-back, so no
-        convergence report).
+        convergence report, no broad phase, and one island for every set of articulations
+        that may touch instead of the islands of each step's contacts).
     raise_on_nonconvergence: raise ``ContactNotConverged`` at a step whose solve stops at
         the cap above the tolerance (otherwise it is counted in ``solver.health()``, and a
         recorded step warns once that its adjoint assumes a converged solve).
@@ -64,6 +63,9 @@ def contact_islands(articulation_count: int, art_a: np.ndarray, art_b: np.ndarra
     the pairs (shape a's articulation ``art_a``, shape b's ``art_b``, -1 for a static shape)
     that are ``touching`` (all when None), numbered in the order of their first
     articulation. Returns (A,) island indices."""
+    from scipy.sparse import coo_matrix  # scipy loads on first use: ``import wpsim`` stays light
+    from scipy.sparse.csgraph import connected_components
+
     linked = (art_b >= 0) & (art_b != art_a)
     if touching is not None:
         linked &= touching
