@@ -140,6 +140,9 @@ class SoftContact:
         self.pair_count = len(pairs)
         """Candidate pairs."""
         self._candidate_articulations = (art_a, art_b)
+        self._candidate_pairs = pairs
+        self._dof_start = model.articulation_dof_start.numpy().copy()
+        """Host copies the per-step layouts (``_pair_rows``, ``_islands``) read."""
         self._slots = self._slot_counts()
         self.side_column = max(model.max_articulation_dofs, 1)
         self.jacobian_width = self.side_column * (2 if (art_b >= 0).any() else 1)
@@ -201,7 +204,7 @@ class SoftContact:
         when they are alike)."""
         if self.islands is not None and np.array_equal(self.islands.labels, labels):
             return self.islands
-        dof_start = self.model.articulation_dof_start.numpy()
+        dof_start = self._dof_start
         count = int(labels.max(initial=-1)) + 1
         articulations = np.lexsort((np.arange(len(labels)), labels))
         articulation_start = np.searchsorted(labels[articulations], np.arange(count + 1))
@@ -284,7 +287,7 @@ class SoftContact:
     def _pair_rows(self, chosen: np.ndarray) -> PairRows:
         """``PairRows`` of the candidate pairs ``chosen`` (indices into ``contact_pair``)."""
         m = self.model
-        dof_start = m.articulation_dof_start.numpy()
+        dof_start = self._dof_start
         art_a, art_b = (side[chosen] for side in self._candidate_articulations)
         count = len(chosen)
         rows_per_pair = self._slots[chosen] * soft_contact.EDGES
@@ -297,7 +300,7 @@ class SoftContact:
         order = np.lexsort((touching_pair, touching_art))
         return PairRows(
             chosen=chosen.copy(), count=count, row_count=int(pair_row_start[-1]),
-            contact_pair=self._ints(m.contact_pair.numpy().reshape(-1, 2)[chosen].reshape(count, 2)),
+            contact_pair=self._ints(self._candidate_pairs[chosen].reshape(count, 2)),
             pair_row_start=self._ints(pair_row_start),
             row_pair=self._ints(np.repeat(np.arange(count), rows_per_pair)),
             pair_dof=self._ints(np.stack([dof_start[art_a], np.where(has_b, dof_start[b], -1)],
