@@ -29,7 +29,6 @@ reaches 2 of the 3 targets and every method lowers every world's cost.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import numpy as np
 import warp as wp
@@ -39,10 +38,7 @@ wp.config.log_level = wp.LOG_WARNING
 import wpsim
 from wpsim import SemiImplicitSolver, SoftContactOptions
 from wpsim.apps.console import example_main
-from wpsim.io.files import write_json
-from wpsim.io.plots import save_figure
-from wpsim.io.usd_export import write_rollouts
-from wpsim.io.usd_render import render_strip
+from wpsim.apps.plan_report import compare_planners, comparison_failure, method_summary
 from wpsim.opt.ilqr import ilqr
 from wpsim.opt.trajopt import TrajectoryCost, TrajectoryProblem, cem, shoot_adam, shoot_lbfgsb
 
@@ -111,85 +107,29 @@ def make_problem(x0: np.ndarray, targets: np.ndarray, steps: int = STEPS, device
 def summary(result, targets: np.ndarray) -> dict:
     """Final cost statistics, misses (rad) and success of one planner's result."""
     miss = result.states[:, -1, SPINNER] - targets
-    success = np.abs(miss) < SUCCESS_RAD
-    return {"rollouts_per_world": result.rollouts, "cost_mean": float(result.costs.mean()),
-            "cost_p10": float(np.percentile(result.costs, 10)), "cost_p90": float(np.percentile(result.costs, 90)),
-            "success_rate": float(success.mean()), "wall_s": result.wall_s, "miss_rad": miss.tolist(),
-            "improved_everywhere": bool(np.all(result.costs < result.initial_costs)), "events": result.events,
-            **result.to_dict()}
-
-
-def table(rows: dict) -> str:
-    """The comparison as text."""
-    lines = [f"{'method':<14} {'rollouts':>8} {'cost mean':>10} {'p10':>8} {'p90':>8} {'success':>8} {'wall s':>7}"]
-    for name, r in rows.items():
-        lines.append(f"{name:<14} {r['rollouts_per_world']:>8d} {r['cost_mean']:>10.3f} {r['cost_p10']:>8.3f} "
-                     f"{r['cost_p90']:>8.3f} {r['success_rate']:>8.0%} {r['wall_s']:>7.1f}")
-    return "\n".join(lines)
+    return method_summary(result, np.abs(miss) < SUCCESS_RAD, miss_rad=miss.tolist())
 
 
 def run(test: bool, out, device) -> dict:
-    out = Path(out)
     count, budget = (3, 60) if test else (12, 200)
     x0, targets = initial_states(count, seed=1)
-    problem = make_problem(x0, targets, device=device)
-    results = {name: method(problem, budget) for name, method in METHODS.items()}
-    rows = {name: summary(result, targets) for name, result in results.items()}
-    print(table(rows))
-    best = max(rows, key=lambda name: (rows[name]["success_rate"], -rows[name]["cost_mean"]))
-    _plot(out / "plans.png", results, targets)
-    _write_stage(out / "plans.usd", problem, results[best].states)
-    render_strip(out / "plans.usd", out / "plans_frames.png")
-    result = {"initial_states": count, "budget_rollouts_per_world": budget, "targets_rad": targets.tolist(),
-              "best": best, "methods": rows}
-    write_json(out / "result.json", result)
-    print(f"best: {best}; wrote plans.png, plans.usd, plans_frames.png, result.json in {out}")
-    return result
 
+    def panel(ax, results):
+        for name, result in results.items():
+            ax.plot(np.arange(result.states.shape[1]) * SUBSTEPS * DT, result.states[0, :, SPINNER], label=name)
+        ax.axhline(targets[0], color="k", linestyle="--", label="target")
+        ax.set(xlabel="t (s)", ylabel="spinner angle (rad)", title="world 0: the spinner under each plan")
 
-def _write_stage(path: Path, problem: TrajectoryProblem, states: np.ndarray):
-    """The plans' rollouts (states (W, T + 1, 6)) as one take, the worlds side by side."""
-    model = problem.plans.model
-    frames = []
-    for k in range(states.shape[1]):
-        frame = model.state(requires_grad=False)
-        problem.plans.write_state(frame, states[:, k])
-        frames.append(frame)
-    write_rollouts(path, model, {"best": frames}, fps=1.0 / (SUBSTEPS * DT), world_spacing=(0.6, 0.0, 0.0))
-
-
-def _plot(path: Path, results: dict, targets: np.ndarray):
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-    for name, result in results.items():
-        history = np.array([result.initial_costs, *result.history])
-        spent = np.linspace(1, result.rollouts, len(history))
-        axes[0].semilogy(spent, history.mean(axis=1), label=name)
-        axes[1].plot(np.arange(result.states.shape[1]) * SUBSTEPS * DT, result.states[0, :, SPINNER], label=name)
-    axes[0].set(xlabel="rollouts per world", ylabel="best cost (mean over worlds)", title="cost against budget")
-    axes[0].legend()
-    axes[1].axhline(targets[0], color="k", linestyle="--", label="target")
-    axes[1].set(xlabel="t (s)", ylabel="spinner angle (rad)", title="world 0: the spinner under each plan")
-    axes[1].legend()
-    save_figure(fig, path)
+    return compare_planners(make_problem(x0, targets, device=device), METHODS, budget, lambda r: summary(r, targets),
+                            out, "plans", panel, (0.6, 0.0, 0.0), targets_rad=targets.tolist())
 
 
 def main(argv=None) -> int:
     """Command line: --device, --out, --test (3 initial states, 60 rollouts each)."""
 
-    def check(result):
-        methods = result["methods"]
-        best = methods[result["best"]]
-        if best["success_rate"] < 2 / 3:
-            return f"the best method ({result['best']}) reaches only {best['success_rate']:.0%} of the targets"
-        worse = [name for name, r in methods.items() if not r["improved_everywhere"]]
-        if worse:
-            return f"{', '.join(worse)} did not lower the cost of every world"
-        return None
-
     return example_main(__doc__, "finger_spin", "3 initial states, 60 rollouts each; fail unless the best method "
-                        "reaches 2 of 3 targets and every method lowers every cost", run, check, argv)
+                        "reaches 2 of 3 targets and every method lowers every cost", run,
+                        lambda result: comparison_failure(result, success=2 / 3, every_world=True), argv)
 
 
 if __name__ == "__main__":

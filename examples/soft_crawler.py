@@ -66,8 +66,9 @@ class CrawlConfig:
         return int(round(self.horizon_s / self.dt))
 
 
-def check_time_step(model, dt: float):
-    """Print the explicit-step stability margins for the lightest vertex.
+def check_time_step(model, dt: float, stiffness: float = 1.0):
+    """Print the explicit-step stability margins for the lightest vertex (the tets' Lame
+    parameters scaled by ``stiffness``).
 
     Its fastest mode combines FEM stiffness (lambda + 2 mu) h, raised by up to
     1 / (1 - MAX_AMPLITUDE) in a contracted tet, with the ground stiffness ke:
@@ -77,7 +78,7 @@ def check_time_step(model, dt: float):
     mass = model.particle_mass.numpy()
     m_min = float(mass[mass > 0].min())
     mu, lam = lame_parameters(MODULUS, POISSON)
-    k_fem = (lam[0] + 2.0 * mu[0]) * CELL / (1.0 - MAX_AMPLITUDE)
+    k_fem = stiffness * (lam[0] + 2.0 * mu[0]) * CELL / (1.0 - MAX_AMPLITUDE)
     omega = np.sqrt((k_fem + GROUND_KE) / m_min)
     damping = (GROUND_KD + TET_KD * CELL) * dt / m_min
     print(f"dt = {dt * 1e3:.1f} ms, lightest vertex {m_min * 1e3:.2f} g: dt*omega_max = {dt * omega:.2f} (< 2), "
@@ -107,10 +108,10 @@ def group_membership(model) -> np.ndarray:
 class Crawler:
     """The block robot on the ground, and its displacement as a function of the gait."""
 
-    def __init__(self, config: CrawlConfig, device=None):
-        """Build the robot, its tet groups, the gait basis and one Control per step."""
+    def __init__(self, config: CrawlConfig, device=None, dtype=wp.float32):
+        """Build the robot (in ``dtype``), its tet groups, the gait basis and one Control per step."""
         self.config = config
-        self.model = model = crawler_builder().finalize(device=device, requires_grad=True)
+        self.model = model = crawler_builder().finalize(device=device, requires_grad=True, dtype=dtype)
         self.solver = SemiImplicitSolver(model)
         self.weights = diagnostics.mass_weights(model)
         self.state0 = model.state()
@@ -119,6 +120,13 @@ class Crawler:
         phase = 2.0 * np.pi * config.frequency_hz * self.times
         self.basis = np.stack([np.cos(phase), np.sin(phase)], axis=1)  # (steps, 2)
         self.activation, self.controls = step_controls(model, "tet_activation", config.steps)
+        self.lame = model.tet_mu.numpy().astype(np.float64), model.tet_lambda.numpy().astype(np.float64)
+
+    def set_stiffness(self, scales: np.ndarray):
+        """Scale both Lame parameters of every tet by its group's factor (groups,)."""
+        per_tet = self.membership @ scales
+        self.model.tet_mu.assign(self.lame[0] * per_tet)
+        self.model.tet_lambda.assign(self.lame[1] * per_tet)
 
     def group_activations(self, params: np.ndarray) -> np.ndarray:
         """Activation of each group at each step (steps, groups) for params (groups, 2)."""
@@ -139,6 +147,12 @@ class Crawler:
 
     def displacement_and_gradient(self, params: np.ndarray) -> tuple[float, np.ndarray]:
         """Forward displacement (m) of the centre of mass and its gradient w.r.t. params (m)."""
+        displacement, grad, _ = self.displacement_and_gradients(params)
+        return displacement, grad
+
+    def displacement_and_gradients(self, params: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+        """Forward displacement (m) and its gradients w.r.t. the gait params (m) and the
+        groups' stiffness scales of ``set_stiffness`` (m per unit scale), about the current scales."""
         tape = wp.Tape()
         with tape:
             com = self._com(self._rollout(params))
@@ -147,8 +161,9 @@ class Crawler:
         tape.backward(grads={com: forward})
         per_group = self.activation.grad.numpy().astype(np.float64) @ self.membership  # (steps, groups)
         grad = (self.basis.T @ per_group).T
+        lame_grad = self.model.tet_mu.grad.numpy() * self.lame[0] + self.model.tet_lambda.grad.numpy() * self.lame[1]
         tape.zero()
-        return float(com.numpy()[0, 0] - start), grad
+        return float(com.numpy()[0, 0] - start), grad, self.membership.T @ lame_grad
 
     def com_path(self, params: np.ndarray) -> np.ndarray:
         """Centre of mass (steps + 1, 3) in m along a rollout."""

@@ -70,3 +70,17 @@ def weighted_squared_error_loss(
     i = wp.tid()
     d = values_in[i] - targets_in[i]
     wp.atomic_add(loss_out, slots_in[i], weights_in[i] * d * d)
+
+
+@kernel
+def weighted_vector_error_loss(
+    values_in: wp.array(dtype=vec3),
+    targets_in: wp.array(dtype=vec3),
+    weights_in: wp.array(dtype=vec3),
+    slots_in: wp.array(dtype=wp.int32),
+    loss_out: wp.array(dtype=wp.Float),
+):
+    """loss_out[slots_in[i]] += sum_k weights_in[i][k] * (values_in[i] - targets_in[i])[k]^2."""
+    i = wp.tid()
+    d = values_in[i] - targets_in[i]
+    wp.atomic_add(loss_out, slots_in[i], wp.dot(weights_in[i], wp.cw_mul(d, d)))

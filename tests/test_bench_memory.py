@@ -71,3 +71,16 @@ def test_torch_rollout_memory_is_checkpointed():
     assert peaks["full"] > 2.0 * peaks["checkpoint"] > 0
     gradients = {r["params"]["gradient_l1"] for r in records if r["metric"] == "peak_memory_bytes"}
     assert len(gradients) == 1
+
+
+def test_implicit_contact_adjoint_fits_more_ilqr_worlds_under_a_cap():
+    """Quick suite: at 10 Newton iterations the box-push iLQR iteration with the implicit
+    adjoint fits more worlds under 64 MiB than with the unrolled one, and the largest batch's
+    measured peak is within the cap."""
+    records = bench.run_suites(["ilqr_memory"], device="cpu", quick=True)
+    largest = {r["params"]["mode"]: r["value"] for r in records if r["metric"] == "count"}
+    assert set(largest) == {"implicit", "unrolled"} and min(largest.values()) >= 2
+    assert largest["implicit"] > 1.5 * largest["unrolled"]
+    peaks = {(r["params"]["mode"], r["params"]["worlds"]): r for r in records if r["metric"] == "peak_memory_bytes"}
+    for mode, worlds in largest.items():
+        assert 0 < peaks[mode, worlds]["value"] <= 64 * 2**20 and peaks[mode, worlds]["params"]["finite"]

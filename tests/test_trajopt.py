@@ -51,6 +51,26 @@ def slider_dynamics() -> tuple:
     return A, B
 
 
+def slider_optimum(problem: TrajectoryProblem) -> tuple:
+    """(controls (W, T), costs (W,)) minimising the slider problem's cost without bounds: with
+    x_t = A^t x0 + sum_s A^(t-1-s) B u_s the cost is a linear least-squares problem in U."""
+    A, B = slider_dynamics()
+    T, c = problem.steps, problem.cost
+    gamma = np.zeros((T + 1, 2, T))
+    for t in range(1, T + 1):
+        for s in range(t):
+            gamma[t, :, s] = (np.linalg.matrix_power(A, t - 1 - s) @ B)[:, 0]
+    weights = np.sqrt(c.state_weights(T))  # (T + 1, 2)
+    rows = np.concatenate([(weights[:, :, None] * gamma).reshape(-1, T), np.sqrt(c.effort[0]) * np.eye(T)])
+    controls, costs = [], []
+    for w in range(problem.worlds):
+        free = np.stack([np.linalg.matrix_power(A, t) @ problem.x0[w] for t in range(T + 1)])
+        rhs = np.concatenate([(weights * (c.target[w] - free)).ravel(), np.zeros(T)])
+        controls.append(np.linalg.lstsq(rows, rhs, rcond=None)[0])
+        costs.append(np.sum((rows @ controls[-1] - rhs) ** 2))
+    return np.array(controls), np.array(costs)
+
+
 def test_linearisation_matches_central_differences_through_contact(finger):
     """A_t and B_t of steps in which the fingertip presses on the spinner (implicit soft-contact
     adjoint) equal central differences of the step in float64 (best of an eps sweep)."""
@@ -128,21 +148,10 @@ def test_ilqr_reaches_the_lq_optimum_of_a_double_integrator():
     np.testing.assert_allclose(A_tape, np.broadcast_to(A, A_tape.shape), atol=1e-12)
     np.testing.assert_allclose(B_tape, np.broadcast_to(B, B_tape.shape), atol=1e-12)
     result = ilqr(problem, budget=12, mu0=1e-12, min_mu=1e-12)
+    optimum, best = slider_optimum(problem)
+    np.testing.assert_allclose(result.controls[..., 0], optimum, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(result.costs, best, rtol=1e-9)
     T, c = problem.steps, problem.cost
-    # x_t = A^t x0 + sum_s A^(t-1-s) B u_s: the cost is a linear least-squares problem in U
-    gamma = np.zeros((T + 1, 2, T))
-    for t in range(1, T + 1):
-        for s in range(t):
-            gamma[t, :, s] = (np.linalg.matrix_power(A, t - 1 - s) @ B)[:, 0]
-    weights = np.sqrt(c.state_weights(T))  # (T + 1, 2)
-    for w in range(2):
-        free = np.stack([np.linalg.matrix_power(A, t) @ x0[w] for t in range(T + 1)])
-        rows = np.concatenate([(weights[:, :, None] * gamma).reshape(-1, T), np.sqrt(c.effort[0]) * np.eye(T)])
-        rhs = np.concatenate([(weights * (c.target[w] - free)).ravel(), np.zeros(T)])
-        optimum = np.linalg.lstsq(rows, rhs, rcond=None)[0]
-        np.testing.assert_allclose(result.controls[w, :, 0], optimum, rtol=1e-7, atol=1e-9)
-        best = np.sum((rows @ optimum - rhs) ** 2)
-        assert abs(result.costs[w] - best) < 1e-9 * best
     Q = np.diag(c.running)
     lqr = lqr_gains(A, B, Q, np.diag(c.effort), np.diag(c.terminal), T)
     np.testing.assert_allclose(result.gains[..., :2], -np.broadcast_to(lqr, (2, T, 1, 2)), rtol=1e-7, atol=1e-9)
@@ -194,3 +203,34 @@ def test_nan_linearisation_is_reported_with_step_and_world():
     result = ilqr(problem, 12)
     assert result.events == ["iteration 1, world 1: the linearisation of step 0 has NaN or Inf; the best plan is kept"]
     assert result.costs[0] < 0.5 * result.initial_costs[0]
+
+
+def test_particle_states_linearise_a_free_particle_exactly():
+    """With ``state="particles"`` the plan's state is particle_q, particle_qd flattened and the
+    controls are entries of particle_f_ext: for a free 0.5 kg particle without gravity (a
+    double integrator per axis) A_t and B_t are exact, the cost gradient matches central
+    differences, and a control index past the forces is refused."""
+    builder = wpsim.ModelBuilder(gravity=0.0)
+    builder.add_particle((0.1, -0.2, 0.3), mass=0.5)
+    x0 = np.array([[0.1, -0.2, 0.3, 0.0, 0.5, 0.0]])
+    cost = TrajectoryCost(target=np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0]), running=np.full(6, 0.2),
+                          terminal=np.full(6, 10.0), effort=np.array([0.01, 0.02]))
+    problem = TrajectoryProblem(builder, x0, 5, SUBSTEPS, DT, [0, 2], -10.0, 10.0, cost, state="particles")
+    U = np.random.default_rng(1).uniform(-1.0, 1.0, (1, 5, 2))
+    _, X, gradient = problem.cost_and_gradient(U)
+    A, B = problem.linearise(X, U)
+    step_A, step_B = np.block([[np.eye(3), DT * np.eye(3)], [np.zeros((3, 3)), np.eye(3)]]), np.zeros((6, 3))
+    step_B[:3], step_B[3:] = DT * DT / 0.5 * np.eye(3), DT / 0.5 * np.eye(3)
+    exact_A, exact_B = np.eye(6), np.zeros((6, 3))
+    for _ in range(SUBSTEPS):
+        exact_A, exact_B = step_A @ exact_A, step_A @ exact_B + step_B
+    np.testing.assert_allclose(A, np.broadcast_to(exact_A, A.shape), atol=1e-12)
+    np.testing.assert_allclose(B, np.broadcast_to(exact_B[:, [0, 2]], B.shape), atol=1e-12)
+    eps, central = 1e-6, np.zeros_like(U)
+    for t, j in np.ndindex(5, 2):
+        step = np.zeros_like(U)
+        step[0, t, j] = eps
+        central[0, t, j] = (problem.evaluate(U + step)[0][0] - problem.evaluate(U - step)[0][0]) / (2 * eps)
+    np.testing.assert_allclose(gradient, central, rtol=1e-6, atol=1e-9)
+    with pytest.raises(ValueError, match=r"distinct indices of particle_f_ext entries in 0..2, got \[3\]"):
+        TrajectoryProblem(builder, x0, 5, SUBSTEPS, DT, [3], -1.0, 1.0, cost, state="particles")

@@ -15,6 +15,7 @@ import warp as wp
 
 from wpsim.bench.checkpoint import checkpoint_suite
 from wpsim.bench.contact_pile import contact_pile_suite
+from wpsim.bench.ilqr_memory import ilqr_memory_suite
 from wpsim.bench.implicit_contact import implicit_contact_suite
 from wpsim.bench.implicit_integration import implicit_integration_suite
 from wpsim.bench.records import progress
@@ -55,6 +56,7 @@ SUITES: dict[str, Callable[..., list]] = {
     "checkpoint": checkpoint_suite,
     "implicit_integration": implicit_integration_suite,
     "implicit_contact": implicit_contact_suite,
+    "ilqr_memory": ilqr_memory_suite,
     "rigid": rigid_suite,
     "contact_pile": contact_pile_suite,
     "render": render_suite,

@@ -2,11 +2,12 @@
 the first- and zero-order planners (iLQR is in ``wpsim.opt.ilqr``).
 
 A ``TrajectoryProblem`` plans W worlds at once (many initial states, or many restarts of
-one): world w starts from its own state x0[w] = (joint_q, joint_qd) of one copy of the
-scene and holds its own control sequence U[w] (T, nu) of torques (or forces) on the
-actuated dofs, within bounds, each held for ``substeps`` simulator steps of ``dt``. The cost
-of a plan is a sum of weighted squared errors evaluated by Warp kernels on the rollout
-(``TrajectoryCost``): tracking of a target or reference state (running weights at states
+one): world w starts from its own state x0[w] of one copy of the scene, (joint_q,
+joint_qd) or, for particles and cloth, (particle_q, particle_qd) flattened (``StateLayout``),
+and holds its own control sequence U[w] (T, nu) of torques or forces on the actuated dofs
+(or on entries of the particles' external forces), within bounds, each held for
+``substeps`` simulator steps of ``dt``. The cost of a plan is a sum of weighted squared
+errors evaluated by Warp kernels on the rollout (``TrajectoryCost``): tracking of a target or reference state (running weights at states
 1..T-1), a goal state (terminal weights at state T), effort u_t^2 and smoothness
 (u_t - u_{t-1})^2 for t >= 1; each world's terms go to its own loss entry, so one
 recorded rollout and one backward give every world's gradient.
@@ -44,11 +45,42 @@ from wpsim.opt.optimisers import Adam
 from wpsim.solvers import SemiImplicitSolver
 
 
+# ------------------------------------------------------------------ layouts
+@dataclass(frozen=True)
+class StateLayout:
+    """Where a plan's state and controls live in the State and Control of a model.
+
+    kind: "joints" (x = joint_q, joint_qd; controls on joint_f) or "particles" (x =
+    particle_q, particle_qd flattened x, y, z per particle; controls on particle_f_ext);
+    nq, nd: position and velocity entries of one copy of the scene; forces: entries of its
+    control array (dofs, or 3 per particle); vector: whether the arrays hold vec3."""
+
+    kind: str
+    position: str
+    velocity: str
+    control: str
+    nq: int
+    nd: int
+    forces: int
+    vector: bool
+
+    @staticmethod
+    def of(model, kind: str) -> StateLayout:
+        """The layout of ``kind`` for one copy of the scene ``model``."""
+        if kind == "joints":
+            nq, nd = model.joint_coord_count, model.joint_dof_count
+            return StateLayout(kind, "joint_q", "joint_qd", "joint_f", nq, nd, nd, False)
+        if kind == "particles":
+            n = 3 * model.particle_count
+            return StateLayout(kind, "particle_q", "particle_qd", "particle_f_ext", n, n, n, True)
+        raise ValueError(f"state must be 'joints' or 'particles', got {kind!r}")
+
+
 # ------------------------------------------------------------------ costs
 @dataclass
 class TrajectoryCost:
-    """Weighted squared errors of a plan, in the per-world state layout x = (joint_q,
-    joint_qd) of one copy of the scene (nx = coordinates + dofs) and its nu controls.
+    """Weighted squared errors of a plan, in the per-world state layout x = (positions,
+    velocities) of one copy of the scene (nx = nq + nd, see ``StateLayout``) and its nu controls.
 
     target: the state the errors are measured from, broadcastable to (W, T + 1, nx) (e.g.
         (nx,) one goal for all, (W, 1, nx) one per world, (T + 1, nx) a reference
@@ -110,59 +142,79 @@ class WorldBatch:
         self.model = p.builder.replicated(n).finalize(device=p.device, requires_grad=True, dtype=p.dtype)
         self.solver = p.make_solver(self.model)
         self.controls = [self.model.control(requires_grad=True) for _ in range(p.steps)]
-        self._joint_f = np.zeros((n, p.nd))
+        layout = p.layout
+        self._forces = np.zeros((n, layout.forces))
         self.state0 = self.model.state(requires_grad=True)
         self.write_state(self.state0, p.x0[self.plays])
         self.blown_up: dict = {}
         """Copy -> first simulator step at which the latest ``simulate`` blew up."""
-        self._slots = [self._ints(np.repeat(np.arange(n), size)) for size in (p.nq, p.nd)]
+        per_element = 3 if layout.vector else 1
+        self._slots = [self._ints(np.repeat(np.arange(n), size // per_element))
+                       for size in (layout.nq, layout.nd, layout.forces)]
         weights = p.cost.state_weights(p.steps)
-        self._weights = [(self._real(np.tile(w[:p.nq], n)), self._real(np.tile(w[p.nq:], n))) for w in weights]
+        self._weights = [(self.field(np.tile(w[:p.nq], n)), self.field(np.tile(w[p.nq:], n))) for w in weights]
         target = p.cost.target[self.plays]  # (n, T + 1, nx)
-        self._targets = [(self._real(target[:, k, :p.nq].ravel()), self._real(target[:, k, p.nq:].ravel()))
+        self._targets = [(self.field(target[:, k, :p.nq].ravel()), self.field(target[:, k, p.nq:].ravel()))
                          for k in range(p.steps + 1)]
-        effort, smooth = np.zeros(p.nd), np.zeros(p.nd)
+        effort, smooth = np.zeros(layout.forces), np.zeros(layout.forces)
         effort[p.actuated], smooth[p.actuated] = p.cost.effort, p.cost.smoothness
-        self._effort, self._smooth = self._real(np.tile(effort, n)), self._real(np.tile(smooth, n))
-        self._zero_f = self._real(np.zeros(n * p.nd))
+        self._effort, self._smooth = self.field(np.tile(effort, n)), self.field(np.tile(smooth, n))
+        self._zero_f = self.field(np.zeros(n * layout.forces))
 
-    def _real(self, values) -> wp.array:
-        return wp.array(np.asarray(values, dtype=np.float64), dtype=self.model.dtype, device=self.model.device)
+    def field(self, values) -> wp.array:
+        """A device array of the layout's kind (scalars, or vec3 for particles) from flat values."""
+        values = np.asarray(values, dtype=np.float64)
+        if self.problem.layout.vector:
+            return wp.array(values.reshape(-1, 3), dtype=self.model.vec3, device=self.model.device)
+        return wp.array(values, dtype=self.model.dtype, device=self.model.device)
 
     def _ints(self, values) -> wp.array:
         return wp.array(np.asarray(values, dtype=np.int32), dtype=wp.int32, device=self.model.device)
 
+    def flat(self, array: wp.array) -> np.ndarray:
+        """(n, entries per copy) values of a state, control or gradient array."""
+        return array.numpy().reshape(self.n, -1)
+
     def write_state(self, state: State, x: np.ndarray):
-        """Write (n, nx) joint coordinates and velocities into ``state``."""
-        p = self.problem
-        state.joint_q.assign(x[:, :p.nq].ravel())
-        state.joint_qd.assign(x[:, p.nq:].ravel())
+        """Write (n, nx) positions and velocities (the problem's layout) into ``state``."""
+        p, layout = self.problem, self.problem.layout
+        shape = (-1, 3) if layout.vector else (-1,)
+        getattr(state, layout.position).assign(x[:, :p.nq].reshape(shape))
+        getattr(state, layout.velocity).assign(x[:, p.nq:].reshape(shape))
 
     def write_control(self, t: int, u: np.ndarray):
         """Write the (n, nu) controls of plan step t into its Control (not recorded)."""
-        self._joint_f[:, self.problem.actuated] = u
+        self.fill_control(self.controls[t], u)
+
+    def fill_control(self, control, u: np.ndarray):
+        """Write the (n, nu) controls ``u`` on the actuated dofs of a Control of this batch's
+        layout (n copies of the scene; the other dofs get zero force), not recorded."""
+        self._forces[:, self.problem.actuated] = u
         with tape_paused():
-            self.controls[t].joint_f.assign(self._joint_f.ravel())
+            layout = self.problem.layout
+            getattr(control, layout.control).assign(self._forces.reshape((-1, 3) if layout.vector else (-1,)))
 
     def read_state(self, state: State) -> np.ndarray:
-        """(n, nx) joint coordinates and velocities of ``state``."""
-        p = self.problem
-        return np.concatenate([state.joint_q.numpy().reshape(self.n, p.nq),
-                               state.joint_qd.numpy().reshape(self.n, p.nd)], axis=1)
+        """(n, nx) positions and velocities of ``state``."""
+        layout = self.problem.layout
+        return np.concatenate([self.flat(getattr(state, layout.position)),
+                               self.flat(getattr(state, layout.velocity))], axis=1)
 
     def _squared_error(self, values, targets, weights, slots, loss):
-        wp.launch(for_precision(losses.weighted_squared_error_loss, self.model.dtype), dim=values.shape[0],
+        kernel = losses.weighted_vector_error_loss if self.problem.layout.vector else losses.weighted_squared_error_loss
+        wp.launch(for_precision(kernel, self.model.dtype), dim=values.shape[0],
                   inputs=[values, targets, weights, slots], outputs=[loss], device=self.model.device)
 
     def add_cost(self, t: int, state: State, loss: wp.array):
         """Add the cost terms of step t: state t + 1 and the controls of step t."""
+        layout = self.problem.layout
         (wq, wqd), (rq, rqd) = self._weights[t + 1], self._targets[t + 1]
-        self._squared_error(state.joint_q, rq, wq, self._slots[0], loss)
-        self._squared_error(state.joint_qd, rqd, wqd, self._slots[1], loss)
-        f = self.controls[t].joint_f
-        self._squared_error(f, self._zero_f, self._effort, self._slots[1], loss)
+        self._squared_error(getattr(state, layout.position), rq, wq, self._slots[0], loss)
+        self._squared_error(getattr(state, layout.velocity), rqd, wqd, self._slots[1], loss)
+        f = getattr(self.controls[t], layout.control)
+        self._squared_error(f, self._zero_f, self._effort, self._slots[2], loss)
         if t > 0:
-            self._squared_error(f, self.controls[t - 1].joint_f, self._smooth, self._slots[1], loss)
+            self._squared_error(f, getattr(self.controls[t - 1], layout.control), self._smooth, self._slots[2], loss)
 
     def simulate(self, controls: np.ndarray | None = None, policy=None, record: bool = False) -> tuple:
         """Roll the n worlds over the horizon under ``controls`` (n, T, nu), or closed loop
@@ -207,7 +259,7 @@ class WorldBatch:
         tape, loss = recorded
         tape.backward(grads={loss: wp.ones_like(loss)})
         p = self.problem
-        grad = np.stack([c.joint_f.grad.numpy().reshape(self.n, p.nd)[:, p.actuated] for c in self.controls], 1)
+        grad = np.stack([self.flat(getattr(c, p.layout.control).grad)[:, p.actuated] for c in self.controls], 1)
         tape.zero()
         return grad
 
@@ -217,9 +269,12 @@ class TrajectoryProblem:
     """Plans of W worlds of one scene (see the module docstring).
 
     builder: a one-world ``ModelBuilder`` of the scene (replicated here as needed).
-    x0: (W, nx) initial states (joint_q then joint_qd of one copy, rad/m and rad/s, m/s).
+    x0: (W, nx) initial states (positions then velocities of one copy in the layout of
+        ``state``: joint_q then joint_qd, rad/m and rad/s, m/s; or particle_q then
+        particle_qd, x y z per particle, m and m/s).
     steps: T plan steps; substeps: simulator steps per plan step; dt: simulator step (s).
-    actuated: the nu controlled dofs (indices into one copy's joint_qd); lower, upper: (nu,)
+    actuated: the nu controlled entries of one copy's control array (dofs of joint_f, or
+        3 i + axis of particle i's particle_f_ext); lower, upper: (nu,)
         finite bounds of their torques or forces (N m or N).
     cost: a ``TrajectoryCost``.
     make_solver: model -> solver (default ``SemiImplicitSolver(model)``; pass soft-contact
@@ -227,11 +282,12 @@ class TrajectoryProblem:
     jacobian_worlds: copies of the scene stepped together by ``linearise`` (one Jacobian
         row each), at most.
     dtype: wp.float64 (default) or wp.float32.
+    state: "joints" (default) or "particles" (``StateLayout``).
     """
 
     def __init__(self, builder, x0, steps: int, substeps: int, dt: float, actuated, lower, upper,
                  cost: TrajectoryCost, make_solver=SemiImplicitSolver, jacobian_worlds: int = 256, device=None,
-                 dtype=wp.float64):
+                 dtype=wp.float64, state: str = "joints"):
         for name, value in (("steps", steps), ("substeps", substeps), ("jacobian_worlds", jacobian_worlds)):
             if int(value) != value or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value}")
@@ -243,28 +299,49 @@ class TrajectoryProblem:
         self.steps, self.substeps, self.dt = int(steps), int(substeps), float(dt)
         self.jacobian_worlds = int(jacobian_worlds)
         single = builder.finalize(device=device, dtype=dtype)
-        self.nq, self.nd = single.joint_coord_count, single.joint_dof_count
+        self.layout = StateLayout.of(single, state)
+        self.nq, self.nd = self.layout.nq, self.layout.nd
         self.nx = self.nq + self.nd
+        if self.nx == 0:
+            raise ValueError(f"the scene has no {state} to plan")
         self.actuated = np.asarray(actuated, dtype=np.int64).ravel()
         self.nu = self.actuated.size
-        if self.nu == 0 or self.actuated.min() < 0 or self.actuated.max() >= self.nd or \
+        forces = self.layout.forces
+        if self.nu == 0 or self.actuated.min() < 0 or self.actuated.max() >= forces or \
                 len(set(self.actuated.tolist())) != self.nu:
-            raise ValueError(f"actuated must be distinct dof indices in 0..{self.nd - 1}, got {self.actuated.tolist()}")
+            raise ValueError(f"actuated must be distinct indices of {self.layout.control} entries in 0..{forces - 1}, "
+                             f"got {self.actuated.tolist()}")
         self.lower, self.upper = (np.broadcast_to(np.asarray(b, dtype=np.float64), (self.nu,)).copy()
                                   for b in (lower, upper))
         bad = np.flatnonzero(~(np.isfinite(self.lower) & np.isfinite(self.upper) & (self.lower < self.upper)))
         if bad.size:
             raise ValueError(f"control {bad[0]}: bounds must be finite with lower < upper, got "
                              f"[{self.lower[bad[0]]}, {self.upper[bad[0]]}]")
-        self.x0 = np.asarray(x0, dtype=np.float64)
-        if self.x0.ndim != 2 or self.x0.shape[1] != self.nx:
-            raise ValueError(f"x0 must have shape (worlds, {self.nx}) (joint_q then joint_qd), got {self.x0.shape}")
-        bad = np.argwhere(~np.isfinite(self.x0))
-        if bad.size:
-            raise ValueError(f"x0 is not finite in world {bad[0][0]}, entry {bad[0][1]}")
+        self._batches = {}
+        self.x0 = self.checked_states(x0)
         self.worlds = self.x0.shape[0]
         self.cost = cost.checked(self.worlds, self.steps, self.nx, self.nu)
-        self._batches = {}
+
+    def checked_states(self, x0) -> np.ndarray:
+        """x0 as a (worlds, nx) float64 array, or ValueError naming the bad world and entry."""
+        x0 = np.asarray(x0, dtype=np.float64)
+        if x0.ndim != 2 or x0.shape[1] != self.nx:
+            raise ValueError(f"x0 must have shape (worlds, {self.nx}) ({self.layout.position} then "
+                             f"{self.layout.velocity}), got {x0.shape}")
+        bad = np.argwhere(~np.isfinite(x0))
+        if bad.size:
+            raise ValueError(f"x0 is not finite in world {bad[0][0]}, entry {bad[0][1]}")
+        return x0
+
+    def restart(self, x0: np.ndarray):
+        """Plan from new initial states x0 (W, nx) (same worlds; a receding horizon's
+        current states): every batch's start state is rewritten."""
+        x0 = self.checked_states(x0)
+        if x0.shape[0] != self.worlds:
+            raise ValueError(f"restart: x0 must hold the problem's {self.worlds} worlds, got {x0.shape[0]}")
+        self.x0 = x0
+        for batch in self._batches.values():
+            batch.write_state(batch.state0, x0[batch.plays])
 
     def batch(self, name: str, plays) -> WorldBatch:
         """The batch of copies ``name``, made on first use with copy b playing plan world
@@ -327,7 +404,7 @@ class TrajectoryProblem:
             jac = self.batch(f"jacobian{first}", world)
             seed = np.zeros((size, self.nx))
             seed[np.arange(size), entry] = 1.0
-            seeds = [jac._real(seed[:, :self.nq].ravel()), jac._real(seed[:, self.nq:].ravel())]
+            seeds = [jac.field(seed[:, :self.nq].ravel()), jac.field(seed[:, self.nq:].ravel())]
             states = State.batch(jac.model, self.substeps + 1, True)
             for t in range(self.steps):
                 jac.write_state(states[0], X[world, t])
@@ -336,10 +413,12 @@ class TrajectoryProblem:
                 with tape:
                     for s in range(self.substeps):
                         jac.solver.step(states[s], states[s + 1], jac.controls[t], self.dt)
-                tape.backward(grads={states[-1].joint_q: seeds[0], states[-1].joint_qd: seeds[1]})
-                grad_x = np.concatenate([states[0].joint_q.grad.numpy().reshape(size, self.nq),
-                                         states[0].joint_qd.grad.numpy().reshape(size, self.nd)], axis=1)
-                grad_u = jac.controls[t].joint_f.grad.numpy().reshape(size, self.nd)[:, self.actuated]
+                layout = self.layout
+                tape.backward(grads={getattr(states[-1], layout.position): seeds[0],
+                                     getattr(states[-1], layout.velocity): seeds[1]})
+                grad_x = np.concatenate([jac.flat(getattr(states[0], layout.position).grad),
+                                         jac.flat(getattr(states[0], layout.velocity).grad)], axis=1)
+                grad_u = jac.flat(getattr(jac.controls[t], layout.control).grad)[:, self.actuated]
                 tape.zero()
                 keep = slice(0, min(size, rows - first))
                 A[world[keep], t, entry[keep]] = grad_x[keep]
