@@ -5,8 +5,9 @@ of those are near each other this step.
 on another body): same world (a static shape of world -1 meets every world), different
 bodies, not a forbidden body pair (a joint's parent and child, ``exclude_contact`` pairs),
 not one articulation unless self-contact is on (``body_contact_group``), collision bits
-that meet, and at least one side that can move. ``allowed_pairs`` applies it to every
-ordered pair at finalize (the full candidate list, ``contact_pair``); per step,
+that meet, and at least one side that can move. ``allowed_pairs`` applies it at finalize to
+every ordered pair of shapes whose worlds may meet (the full candidate list,
+``contact_pair``); per step,
 ``shape_bounds`` boxes each shape that is not a plane, a Warp BVH over those boxes is
 refit, and ``near_pairs`` lists the candidate pairs whose boxes overlap, after the pairs
 with planes (always listed: a plane has no box), as keys a * shapes + b that are sorted
@@ -72,6 +73,8 @@ def may_touch(
 
 @wp.kernel(enable_backward=False)
 def allowed_pairs(
+    pair_a_in: wp.array(dtype=int),
+    pair_b_in: wp.array(dtype=int),
     shape_body: wp.array(dtype=int),
     shape_world: wp.array(dtype=int),
     shape_collision_type: wp.array(dtype=int),
@@ -80,17 +83,20 @@ def allowed_pairs(
     body_moving: wp.array(dtype=int),
     body_static_contact: wp.array(dtype=int),
     contact_forbidden_key: wp.array(dtype=wp.int64),
-    allowed_out: wp.array2d(dtype=wp.int8),
+    allowed_out: wp.array(dtype=wp.int8),
 ):
-    """One thread per ordered shape pair (a, b): 1 where (a, b) is listed, a candidate pair
-    with a on a body and b static, or both on bodies and a < b."""
-    a, b = wp.tid()
+    """One thread per ordered shape pair (a, b) = (pair_a_in[i], pair_b_in[i]) of shapes whose
+    worlds may meet: 1 where it is listed, a candidate pair with a on a body and b static, or
+    both on bodies and a < b."""
+    i = wp.tid()
+    a = pair_a_in[i]
+    b = pair_b_in[i]
     listed = shape_body[b] < 0 or a < b
     if listed and may_touch(a, b, shape_body, shape_world, shape_collision_type, shape_collision_mask,
                             body_contact_group, body_moving, body_static_contact, contact_forbidden_key):
-        allowed_out[a, b] = wp.int8(1)
+        allowed_out[i] = wp.int8(1)
     else:
-        allowed_out[a, b] = wp.int8(0)
+        allowed_out[i] = wp.int8(0)
 
 
 @kernel(enable_backward=False)

@@ -1,4 +1,5 @@
-"""Shape pairs beyond face contact: boxes touching edge to edge, mesh hulls on mesh hulls."""
+"""Shape pairs: the finalize candidate list (built from the shape pairs whose worlds meet, not
+all pairs), and pairs beyond face contact: boxes touching edge to edge, mesh hulls on mesh hulls."""
 
 import numpy as np
 import pytest
@@ -185,3 +186,32 @@ def test_a_broad_phase_past_its_capacity_says_so():
     assert "contact_pair_capacity" in str(report)
     with pytest.raises(ValueError, match="below the 16 pairs with planes"):
         wpsim.SemiImplicitSolver(model, broad_phase=True, contact_pair_capacity=10)
+
+
+def test_candidate_pairs_are_the_rule_over_every_ordered_pair(monkeypatch):
+    """The candidate list built from ``world_pairs`` (same world, or world -1) equals the one of
+    the rule applied to every ordered shape pair, for replicated worlds with a shared ground
+    and a shared static box; ``world_pairs`` grows with the worlds, not their square."""
+    from wpsim.core import rigid_builder
+
+    one = wpsim.ModelBuilder()
+    for k in range(2):
+        body = one.add_body()
+        one.add_shape_box(body, hx=HALF, hy=HALF, hz=HALF, density=500.0)
+        one.add_shape_sphere(body, pos=(0.0, 0.0, HALF), radius=0.05, density=500.0)
+        one.add_joint_free(body, pos=(0.3 * k, 0.0, HALF))
+    builder = one.replicated(4)
+    builder.add_ground_plane()
+    builder.add_shape_box(-1, pos=(0.0, 0.0, 1.0), hx=HALF, hy=HALF, hz=HALF)
+    found = builder.finalize().contact_pair.numpy()
+    world_pairs = rigid_builder.world_pairs
+
+    def every_pair(world):
+        n = len(world)
+        return np.stack(np.meshgrid(np.arange(n), np.arange(n), indexing="ij"), axis=-1).reshape(-1, 2)
+
+    monkeypatch.setattr(rigid_builder, "world_pairs", every_pair)
+    expected = builder.finalize().contact_pair.numpy()
+    assert len(found) > 0 and np.array_equal(found, expected)
+    worlds = np.repeat(np.arange(1000), 5)
+    assert len(world_pairs(np.concatenate([worlds, [-1]]))) == 1000 * 25 + 2 * 5000 + 1

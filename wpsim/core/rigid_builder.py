@@ -53,6 +53,23 @@ def _check_inertia(kind: str, index: int, mass: float, inertia: np.ndarray, stri
                          f"{eig[0] + eig[1]:.6g}): no rigid body has this inertia")
 
 
+def world_pairs(shape_world: np.ndarray) -> np.ndarray:
+    """(M, 2) ordered shape pairs (a, b), sorted, whose worlds may meet: both in one world, or
+    either in world -1 (shared by all). Their count grows with the worlds, not their square."""
+    world = np.asarray(shape_world, dtype=np.int64)
+    shared = np.flatnonzero(world < 0)
+    own = np.flatnonzero(world >= 0)
+    own = own[np.argsort(world[own], kind="stable")]
+    first = np.searchsorted(world[own], world[own], side="left")
+    sizes = np.searchsorted(world[own], world[own], side="right") - first
+    a = np.repeat(own, sizes)
+    b = own[np.repeat(first, sizes) + np.arange(len(a)) - np.repeat(np.cumsum(sizes) - sizes, sizes)]
+    a = np.concatenate([a, np.repeat(own, len(shared)), np.repeat(shared, len(own) + len(shared))])
+    b = np.concatenate([b, np.tile(shared, len(own)), np.tile(np.concatenate([own, shared]), len(shared))])
+    order = np.lexsort((b, a))
+    return np.stack([a[order], b[order]], axis=1).astype(np.int64).reshape(-1, 2)
+
+
 class RigidBodyBuilder:
     """Bodies, joints and their coordinates; mixed into ``ModelBuilder``."""
 
@@ -527,16 +544,17 @@ class RigidBodyBuilder:
 
         shapes = self.shapes
         kind, size = shapes.array("shape_kind"), shapes.array("shape_size")
-        allowed = wp.zeros((shapes.count, shapes.count), dtype=wp.int8, device="cpu")
-        if shapes.count:
-            inputs = [wp.array(shapes.array(name).astype(np.int32), dtype=int, device="cpu")
-                      for name in ("shape_body", "shape_world", "shape_collision_type", "shape_collision_mask")]
+        pairs = world_pairs(shapes.array("shape_world"))
+        if len(pairs):
+            inputs = [wp.array(side.astype(np.int32), dtype=int, device="cpu") for side in pairs.T]
+            inputs += [wp.array(shapes.array(name).astype(np.int32), dtype=int, device="cpu")
+                       for name in ("shape_body", "shape_world", "shape_collision_type", "shape_collision_mask")]
             inputs += [wp.array(contact_filter[name].astype(np.int32), dtype=int, device="cpu")
                        for name in ("body_contact_group", "body_moving", "body_static_contact")]
             inputs.append(wp.array(contact_filter["contact_forbidden_key"], dtype=wp.int64, device="cpu"))
-            wp.launch(broad_phase.allowed_pairs, dim=(shapes.count, shapes.count), inputs=inputs, outputs=[allowed],
-                      device="cpu")
-        pairs = np.argwhere(allowed.numpy() != 0).astype(np.int64).reshape(-1, 2)
+            allowed = wp.zeros(len(pairs), dtype=wp.int8, device="cpu")
+            wp.launch(broad_phase.allowed_pairs, dim=len(pairs), inputs=inputs, outputs=[allowed], device="cpu")
+            pairs = pairs[allowed.numpy() != 0]
         centre, half = np.zeros((shapes.count, 3)), np.zeros((shapes.count, 3))
         points, starts, counts = (self.shape_points.array("shape_points"), shapes.array("shape_point_start"),
                                   shapes.array("shape_point_count"))
