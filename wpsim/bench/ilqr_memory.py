@@ -9,9 +9,8 @@ each plan step recorded and differentiated), with exactly ``iterations`` Newton 
 per contact solve. Its peak is that of all Warp allocations from building the problem to the
 last backward, in a fresh process. Two small batches give the slope and an affine
 prediction of the largest W under the cap; a process runs it, and where its peak is above
-the cap (the first linearisation's peak with the implicit adjoint grows faster than W past
-about 2,500 copies of the scene), bisection on measured peaks finds the largest batch that
-fits.
+the cap (a part of the peak that grows faster than W: building the models' candidate pairs
+once did), bisection on measured peaks finds the largest batch that fits.
 """
 
 from __future__ import annotations
