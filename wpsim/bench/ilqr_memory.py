@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import warp as wp
 
-from wpsim.bench.process import run_worker, tracked_peak, worker_main
+from wpsim.bench.process import iterations_mode_count, run_worker, tracked_peak, worker_main
 from wpsim.bench.records import progress, record
 
 MODES = ("implicit", "unrolled")
@@ -100,17 +100,11 @@ def ilqr_memory_suite(device=None, quick: bool = False) -> list[dict]:
     return records
 
 
-def _parse_case(fields: list) -> tuple:
-    """(iterations, mode, worlds) from the worker's command-line fields."""
-    if fields[1] not in MODES:
-        raise ValueError(f"MODE must be one of {MODES}")
-    return int(fields[0]), fields[1], int(fields[2])
-
-
 def main(argv=None) -> int:
     """Command line: ``--worker ITERATIONS MODE WORLDS`` measures one case and prints one JSON
     line; without ``--worker`` the whole suite runs and its records are printed as JSON."""
-    return worker_main(argv, __doc__.splitlines()[0], ("ITERATIONS", "MODE", "WORLDS"), _parse_case,
+    return worker_main(argv, __doc__.splitlines()[0], ("ITERATIONS", "MODE", "WORLDS"),
+                       iterations_mode_count(MODES),
                        lambda iterations, mode, worlds, device, quick: measure(iterations, mode, worlds, device),
                        ilqr_memory_suite)
 

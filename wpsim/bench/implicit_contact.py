@@ -18,7 +18,7 @@ import time
 import numpy as np
 import warp as wp
 
-from wpsim.bench.process import run_worker, tracked_peak, worker_main
+from wpsim.bench.process import iterations_mode_count, run_worker, tracked_peak, worker_main
 from wpsim.bench.records import progress, record
 from wpsim.core.builder import ModelBuilder
 from wpsim.diff.losses import joint_state_loss
@@ -149,17 +149,11 @@ def implicit_contact_suite(device=None, quick: bool = False) -> list[dict]:
     return records
 
 
-def _parse_case(fields: list) -> tuple:
-    """(iterations, mode, boxes) from the worker's command-line fields."""
-    if fields[1] not in (*MODES, BASELINE):
-        raise ValueError(f"MODE must be one of {(*MODES, BASELINE)}")
-    return int(fields[0]), fields[1], int(fields[2])
-
-
 def main(argv=None) -> int:
     """Command line: ``--worker ITERATIONS MODE BOXES`` measures one case and prints one JSON
     line; without ``--worker`` the whole suite runs and its records are printed as JSON."""
-    return worker_main(argv, __doc__.splitlines()[0], ("ITERATIONS", "MODE", "BOXES"), _parse_case,
+    return worker_main(argv, __doc__.splitlines()[0], ("ITERATIONS", "MODE", "BOXES"),
+                       iterations_mode_count((*MODES, BASELINE)),
                        lambda iterations, mode, boxes, device, quick: measure(iterations, mode, boxes, device),
                        implicit_contact_suite)
 

@@ -57,6 +57,18 @@ def run_worker(module: str, args: list[str], timeout_s: float = 1800.0) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def iterations_mode_count(modes: tuple) -> Callable[[list], tuple]:
+    """The case parser of workers whose fields are (ITERATIONS, MODE, COUNT): two integers
+    and a mode from ``modes`` (a ValueError otherwise)."""
+
+    def parse(fields: list) -> tuple:
+        if fields[1] not in modes:
+            raise ValueError(f"MODE must be one of {modes}")
+        return int(fields[0]), fields[1], int(fields[2])
+
+    return parse
+
+
 def worker_main(argv, description: str, fields: tuple, parse_case: Callable[[list], tuple],
                 measure_case: Callable[..., dict], suite: Callable[..., list]) -> int:
     """Command line of a benchmark module whose cases run one per process: ``--worker FIELD...``
