@@ -73,8 +73,6 @@ def may_touch(
 
 @wp.kernel(enable_backward=False)
 def allowed_pairs(
-    pair_a_in: wp.array(dtype=int),
-    pair_b_in: wp.array(dtype=int),
     shape_body: wp.array(dtype=int),
     shape_world: wp.array(dtype=int),
     shape_collision_type: wp.array(dtype=int),
@@ -83,6 +81,8 @@ def allowed_pairs(
     body_moving: wp.array(dtype=int),
     body_static_contact: wp.array(dtype=int),
     contact_forbidden_key: wp.array(dtype=wp.int64),
+    pair_a_in: wp.array(dtype=int),
+    pair_b_in: wp.array(dtype=int),
     allowed_out: wp.array(dtype=wp.int8),
 ):
     """One thread per ordered shape pair (a, b) = (pair_a_in[i], pair_b_in[i]) of shapes whose

@@ -546,12 +546,12 @@ class RigidBodyBuilder:
         kind, size = shapes.array("shape_kind"), shapes.array("shape_size")
         pairs = world_pairs(shapes.array("shape_world"))
         if len(pairs):
-            inputs = [wp.array(side.astype(np.int32), dtype=int, device="cpu") for side in pairs.T]
-            inputs += [wp.array(shapes.array(name).astype(np.int32), dtype=int, device="cpu")
+            inputs = [wp.array(shapes.array(name).astype(np.int32), dtype=int, device="cpu")
                        for name in ("shape_body", "shape_world", "shape_collision_type", "shape_collision_mask")]
             inputs += [wp.array(contact_filter[name].astype(np.int32), dtype=int, device="cpu")
                        for name in ("body_contact_group", "body_moving", "body_static_contact")]
             inputs.append(wp.array(contact_filter["contact_forbidden_key"], dtype=wp.int64, device="cpu"))
+            inputs += [wp.array(side.astype(np.int32), dtype=int, device="cpu") for side in pairs.T]
             allowed = wp.zeros(len(pairs), dtype=wp.int8, device="cpu")
             wp.launch(broad_phase.allowed_pairs, dim=len(pairs), inputs=inputs, outputs=[allowed], device="cpu")
             pairs = pairs[allowed.numpy() != 0]
