@@ -97,7 +97,8 @@ def run(test: bool, out, device) -> dict:
     def nominal(k, x):
         return policy(observe(k, x, ge))
 
-    _, alone, _, _ = make_problem(xe, ge, STEPS, device=device).plans.simulate(policy=nominal)
+    episode = make_problem(xe, ge, STEPS, device=device)
+    _, alone, _, _ = episode.plans.simulate(policy=nominal)
     rows = {"policy alone": {"success_rate": float(succeeded(alone[:, -1], ge).mean()), "s_per_step": 0.0}}
     loops = {}
     for horizon in horizons:
@@ -115,8 +116,7 @@ def run(test: bool, out, device) -> dict:
     print(table(rows))
     _plot(out / "mpc.png", rows, loops, alone, ge, horizons)
     shortest = loops["hybrid", horizons[0]]
-    stage_problem = make_problem(xe, ge, STEPS, device=device)
-    write_plan_stage(out / "mpc.usd", stage_problem, shortest.states, (0.0, 0.7, 0.0))
+    write_plan_stage(out / "mpc.usd", episode, shortest.states, (0.0, 0.7, 0.0))
     render_strip(out / "mpc.usd", out / "mpc_frames.png")
     result = {"teacher_states": teachers, "teacher_successes": reached, "plans_imitated": used,
               "held_out_states": held_out,

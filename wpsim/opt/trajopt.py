@@ -7,10 +7,11 @@ joint_qd) or, for particles and cloth, (particle_q, particle_qd) flattened (``St
 and holds its own control sequence U[w] (T, nu) of torques or forces on the actuated dofs
 (or on entries of the particles' external forces), within bounds, each held for
 ``substeps`` simulator steps of ``dt``. The cost of a plan is a sum of weighted squared
-errors evaluated by Warp kernels on the rollout (``TrajectoryCost``): tracking of a target or reference state (running weights at states
-1..T-1), a goal state (terminal weights at state T), effort u_t^2 and smoothness
-(u_t - u_{t-1})^2 for t >= 1; each world's terms go to its own loss entry, so one
-recorded rollout and one backward give every world's gradient.
+errors evaluated by Warp kernels on the rollout (``TrajectoryCost``): tracking of a target
+or reference state (running weights at states 1..T-1), a goal state (terminal weights at
+state T), effort u_t^2 and smoothness (u_t - u_{t-1})^2 for t >= 1; each world's terms
+go to its own loss entry, so one recorded rollout and one backward give every world's
+gradient.
 
 Planners, all given the same budget of rollouts per world (one rollout: the simulation of
 the horizon for one world; a gradient costs one rollout and its backward):
@@ -74,6 +75,15 @@ class StateLayout:
             n = 3 * model.particle_count
             return StateLayout(kind, "particle_q", "particle_qd", "particle_f_ext", n, n, n, True)
         raise ValueError(f"state must be 'joints' or 'particles', got {kind!r}")
+
+    @property
+    def element(self) -> int:
+        """Scalars per array element: 3 for vec3 arrays, else 1."""
+        return 3 if self.vector else 1
+
+    def shaped(self, values: np.ndarray) -> np.ndarray:
+        """Flat values reshaped for an array of this layout ((-1, 3) for vec3)."""
+        return values.reshape(-1, self.element) if self.vector else values.reshape(-1)
 
 
 # ------------------------------------------------------------------ costs
@@ -148,8 +158,7 @@ class WorldBatch:
         self.write_state(self.state0, p.x0[self.plays])
         self.blown_up: dict = {}
         """Copy -> first simulator step at which the latest ``simulate`` blew up."""
-        per_element = 3 if layout.vector else 1
-        self._slots = [self._ints(np.repeat(np.arange(n), size // per_element))
+        self._slots = [self._ints(np.repeat(np.arange(n), size // layout.element))
                        for size in (layout.nq, layout.nd, layout.forces)]
         weights = p.cost.state_weights(p.steps)
         self._weights = [(self.field(np.tile(w[:p.nq], n)), self.field(np.tile(w[p.nq:], n))) for w in weights]
@@ -163,10 +172,9 @@ class WorldBatch:
 
     def field(self, values) -> wp.array:
         """A device array of the layout's kind (scalars, or vec3 for particles) from flat values."""
-        values = np.asarray(values, dtype=np.float64)
-        if self.problem.layout.vector:
-            return wp.array(values.reshape(-1, 3), dtype=self.model.vec3, device=self.model.device)
-        return wp.array(values, dtype=self.model.dtype, device=self.model.device)
+        layout = self.problem.layout
+        return wp.array(layout.shaped(np.asarray(values, dtype=np.float64)),
+                        dtype=self.model.vec3 if layout.vector else self.model.dtype, device=self.model.device)
 
     def _ints(self, values) -> wp.array:
         return wp.array(np.asarray(values, dtype=np.int32), dtype=wp.int32, device=self.model.device)
@@ -178,9 +186,8 @@ class WorldBatch:
     def write_state(self, state: State, x: np.ndarray):
         """Write (n, nx) positions and velocities (the problem's layout) into ``state``."""
         p, layout = self.problem, self.problem.layout
-        shape = (-1, 3) if layout.vector else (-1,)
-        getattr(state, layout.position).assign(x[:, :p.nq].reshape(shape))
-        getattr(state, layout.velocity).assign(x[:, p.nq:].reshape(shape))
+        getattr(state, layout.position).assign(layout.shaped(x[:, :p.nq]))
+        getattr(state, layout.velocity).assign(layout.shaped(x[:, p.nq:]))
 
     def write_control(self, t: int, u: np.ndarray):
         """Write the (n, nu) controls of plan step t into its Control (not recorded)."""
@@ -192,7 +199,7 @@ class WorldBatch:
         self._forces[:, self.problem.actuated] = u
         with tape_paused():
             layout = self.problem.layout
-            getattr(control, layout.control).assign(self._forces.reshape((-1, 3) if layout.vector else (-1,)))
+            getattr(control, layout.control).assign(layout.shaped(self._forces))
 
     def read_state(self, state: State) -> np.ndarray:
         """(n, nx) positions and velocities of ``state``."""
