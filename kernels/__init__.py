@@ -19,6 +19,7 @@ Launch sites pass classes 0-3 as ``inputs=[...]`` and the outputs as ``outputs=[
 
 from . import (
     articulation,
+    articulation_step,
     broad_phase,
     cloth,
     contact,
@@ -39,6 +40,7 @@ from . import (
 )
 
 __all__ = [
-    "articulation", "broad_phase", "cloth", "contact", "controls", "couplings", "diagnostics", "enums", "fem", "generic",
-    "gradients", "implicit", "losses", "markers", "particles", "rigid_contact", "soft_contact", "springs",
+    "articulation", "articulation_step", "broad_phase", "cloth", "contact", "controls", "couplings", "diagnostics",
+    "enums", "fem", "generic", "gradients", "implicit", "losses", "markers", "particles", "rigid_contact",
+    "soft_contact", "springs",
 ]

@@ -129,8 +129,9 @@ def column_is_child_fixed(jtype: int, k: int):
     return jtype == JOINT_BALL or (jtype == JOINT_FREE and k >= 3)
 
 
-@kernel
-def articulation_kinematics(
+@wp.func
+def articulation_fk(
+    a: int,
     articulation_start: wp.array(dtype=int),
     dfs_joint: wp.array(dtype=int),
     joint_type: wp.array(dtype=int),
@@ -151,12 +152,7 @@ def articulation_kinematics(
     body_bias_acc_out: wp.array(dtype=vec6),
     dof_motion_out: wp.array(dtype=vec6),
 ):
-    """Forward kinematics of one articulation per thread, root to leaves: body poses
-    (body_q_out), body velocities (body_qd_out: world angular velocity, world velocity of the
-    body origin), twists at the articulation origin, velocity-product accelerations (with the base
-    accelerating at -gravity, so gravity enters the bias forces) and the world motion
-    column of every joint dof."""
-    a = wp.tid()
+    """Forward kinematics of articulation ``a`` (see ``articulation_kinematics``)."""
     for pos in range(articulation_start[a], articulation_start[a + 1]):
         j = dfs_joint[pos]
         parent = joint_parent[j]
@@ -217,6 +213,57 @@ def articulation_kinematics(
 
 
 @kernel
+def articulation_kinematics(
+    articulation_start: wp.array(dtype=int),
+    dfs_joint: wp.array(dtype=int),
+    joint_type: wp.array(dtype=int),
+    joint_parent: wp.array(dtype=int),
+    joint_child: wp.array(dtype=int),
+    joint_X_p: wp.array(dtype=transform),
+    joint_X_c: wp.array(dtype=transform),
+    joint_axis: wp.array(dtype=vec3),
+    joint_q_start: wp.array(dtype=int),
+    joint_qd_start: wp.array(dtype=int),
+    body_origin: wp.array(dtype=vec3),
+    gravity: wp.array(dtype=vec3),
+    joint_q_in: wp.array(dtype=wp.Float),
+    joint_qd_in: wp.array(dtype=wp.Float),
+    body_q_out: wp.array(dtype=transform),
+    body_qd_out: wp.array(dtype=vec6),
+    body_twist_out: wp.array(dtype=vec6),
+    body_bias_acc_out: wp.array(dtype=vec6),
+    dof_motion_out: wp.array(dtype=vec6),
+):
+    """Forward kinematics of one articulation per thread, root to leaves: body poses
+    (body_q_out), body velocities (body_qd_out: world angular velocity, world velocity of the
+    body origin), twists at the articulation origin, velocity-product accelerations (with the base
+    accelerating at -gravity, so gravity enters the bias forces) and the world motion
+    column of every joint dof."""
+    articulation_fk(wp.tid(), articulation_start, dfs_joint, joint_type, joint_parent, joint_child, joint_X_p,
+        joint_X_c, joint_axis, joint_q_start, joint_qd_start, body_origin, gravity, joint_q_in, joint_qd_in,
+        body_q_out, body_qd_out, body_twist_out, body_bias_acc_out, dof_motion_out)
+
+
+@wp.func
+def start_body_wrench(
+    b: int,
+    body_com: wp.array(dtype=vec3),
+    body_origin: wp.array(dtype=vec3),
+    body_q_in: wp.array(dtype=transform),
+    body_f_ext: wp.array(dtype=vec6),
+    body_f_out: wp.array(dtype=vec6),
+    body_damping_out: wp.array2d(dtype=mat33),
+):
+    """Start body ``b``'s wrench and damping blocks (see ``init_body_wrenches``)."""
+    f = body_f_ext[b]
+    c = wp.transform_point(body_q_in[b], body_com[b]) - body_origin[b]
+    body_f_out[b] = spatial(top(f) + wp.cross(c, bottom(f)), bottom(f))
+    zero = wp.outer(c, c) * type(c[0])(0.0)
+    for k in range(3):
+        body_damping_out[b, k] = zero
+
+
+@kernel
 def init_body_wrenches(
     body_com: wp.array(dtype=vec3),
     body_origin: wp.array(dtype=vec3),
@@ -228,13 +275,7 @@ def init_body_wrenches(
     """Start each body's wrench (about its articulation origin) from the external wrench given as
     (torque, force at the centre of mass), both in world axes, and its contact damping
     blocks from zero."""
-    b = wp.tid()
-    f = body_f_ext[b]
-    c = wp.transform_point(body_q_in[b], body_com[b]) - body_origin[b]
-    body_f_out[b] = spatial(top(f) + wp.cross(c, bottom(f)), bottom(f))
-    zero = wp.outer(c, c) * type(c[0])(0.0)
-    for k in range(3):
-        body_damping_out[b, k] = zero
+    start_body_wrench(wp.tid(), body_com, body_origin, body_q_in, body_f_ext, body_f_out, body_damping_out)
 
 
 @wp.func
@@ -245,8 +286,9 @@ def damping_times(ww: mat33, wv: mat33, vv: mat33, s: vec6):
     return spatial(ww * w + wv * v, wp.transpose(wv) * w + vv * v)
 
 
-@kernel
-def subtree_inertia_and_bias(
+@wp.func
+def subtree_sums(
+    b: int,
     body_joint: wp.array(dtype=int),
     joint_dfs_pos: wp.array(dtype=int),
     joint_dfs_end: wp.array(dtype=int),
@@ -267,11 +309,8 @@ def subtree_inertia_and_bias(
     subtree_bias_out: wp.array(dtype=vec6),
     subtree_damping_out: wp.array2d(dtype=mat33),
 ):
-    """One thread per body: the composite spatial inertia of the body's subtree, the sum
-    of its bodies' bias wrenches I a + v x* I v - f (gravity, velocity products, applied and
-    contact wrenches), i.e. the wrench the parent joint must transmit at zero acceleration,
-    and the sum of its bodies' contact damping blocks."""
-    b = wp.tid()
+    """Composite inertia, bias wrench and damping of body ``b``'s subtree (see
+    ``subtree_inertia_and_bias``)."""
     j = body_joint[b]
     # accumulators start from constants: a loop-mutated variable must not feed an
     # expression outside the loop, whose adjoint would read the variable's final value
@@ -302,6 +341,37 @@ def subtree_inertia_and_bias(
     subtree_damping_out[b, 0] = ww
     subtree_damping_out[b, 1] = wv
     subtree_damping_out[b, 2] = vv
+
+
+@kernel
+def subtree_inertia_and_bias(
+    body_joint: wp.array(dtype=int),
+    joint_dfs_pos: wp.array(dtype=int),
+    joint_dfs_end: wp.array(dtype=int),
+    dfs_joint: wp.array(dtype=int),
+    joint_child: wp.array(dtype=int),
+    body_mass: wp.array(dtype=wp.Float),
+    body_com: wp.array(dtype=vec3),
+    body_inertia: wp.array(dtype=mat33),
+    body_origin: wp.array(dtype=vec3),
+    body_q_in: wp.array(dtype=transform),
+    body_twist_in: wp.array(dtype=vec6),
+    body_bias_acc_in: wp.array(dtype=vec6),
+    body_f_in: wp.array(dtype=vec6),
+    body_damping_in: wp.array2d(dtype=mat33),
+    subtree_mass_out: wp.array(dtype=wp.Float),
+    subtree_h_out: wp.array(dtype=vec3),
+    subtree_J_out: wp.array(dtype=mat33),
+    subtree_bias_out: wp.array(dtype=vec6),
+    subtree_damping_out: wp.array2d(dtype=mat33),
+):
+    """One thread per body: the composite spatial inertia of the body's subtree, the sum
+    of its bodies' bias wrenches I a + v x* I v - f (gravity, velocity products, applied and
+    contact wrenches), i.e. the wrench the parent joint must transmit at zero acceleration,
+    and the sum of its bodies' contact damping blocks."""
+    subtree_sums(wp.tid(), body_joint, joint_dfs_pos, joint_dfs_end, dfs_joint, joint_child, body_mass, body_com,
+        body_inertia, body_origin, body_q_in, body_twist_in, body_bias_acc_in, body_f_in, body_damping_in,
+        subtree_mass_out, subtree_h_out, subtree_J_out, subtree_bias_out, subtree_damping_out)
 
 
 @wp.func
@@ -349,6 +419,98 @@ def dry_friction(limit: wp.Float, qd: wp.Float, smoothing: wp.Float):
     slope of it in qd (N m s/rad or N s/m), which the joint-space solve treats implicitly."""
     norm = wp.sqrt(qd * qd + smoothing * smoothing)
     return -limit * qd / norm, limit * smoothing * smoothing / (norm * norm * norm)
+
+
+@wp.func
+def joint_space_row(
+    i: int,
+    dof_joint: wp.array(dtype=int),
+    joint_articulation: wp.array(dtype=int),
+    articulation_dof_start: wp.array(dtype=int),
+    articulation_H_start: wp.array(dtype=int),
+    joint_type: wp.array(dtype=int),
+    joint_child: wp.array(dtype=int),
+    joint_dfs_pos: wp.array(dtype=int),
+    joint_dfs_end: wp.array(dtype=int),
+    joint_q_start: wp.array(dtype=int),
+    joint_qd_start: wp.array(dtype=int),
+    joint_armature: wp.array(dtype=wp.Float),
+    joint_damping: wp.array(dtype=wp.Float),
+    joint_friction: wp.array(dtype=wp.Float),
+    joint_stiffness: wp.array(dtype=wp.Float),
+    joint_spring_ref: wp.array(dtype=wp.Float),
+    joint_target_ke: wp.array(dtype=wp.Float),
+    joint_target_kd: wp.array(dtype=wp.Float),
+    joint_limit_lower: wp.array(dtype=wp.Float),
+    joint_limit_upper: wp.array(dtype=wp.Float),
+    joint_limit_ke: wp.array(dtype=wp.Float),
+    joint_limit_kd: wp.array(dtype=wp.Float),
+    joint_f_lower: wp.array(dtype=wp.Float),
+    joint_f_upper: wp.array(dtype=wp.Float),
+    joint_target_lower: wp.array(dtype=wp.Float),
+    joint_target_upper: wp.array(dtype=wp.Float),
+    joint_drive_force_limit: wp.array(dtype=wp.Float),
+    joint_q_in: wp.array(dtype=wp.Float),
+    joint_qd_in: wp.array(dtype=wp.Float),
+    dof_motion_in: wp.array(dtype=vec6),
+    subtree_mass_in: wp.array(dtype=wp.Float),
+    subtree_h_in: wp.array(dtype=vec3),
+    subtree_J_in: wp.array(dtype=mat33),
+    subtree_bias_in: wp.array(dtype=vec6),
+    subtree_damping_in: wp.array2d(dtype=mat33),
+    joint_f: wp.array(dtype=wp.Float),
+    joint_target_q: wp.array(dtype=wp.Float),
+    joint_target_qd: wp.array(dtype=wp.Float),
+    friction_smoothing: wp.Float,
+    dt: wp.Float,
+    mass_matrix_out: wp.array(dtype=wp.Float),
+    rhs_out: wp.array(dtype=wp.Float),
+    dof_inertia_out: wp.array(dtype=wp.Float),
+):
+    """Row ``i`` of the joint-space system (see ``assemble_joint_space``)."""
+    j = dof_joint[i]
+    a = joint_articulation[j]
+    d0 = articulation_dof_start[a]
+    n = articulation_dof_start[a + 1] - d0
+    row = articulation_H_start[a] + (i - d0) * n
+    s_i = dof_motion_in[i]
+    pos_j = joint_dfs_pos[j]
+    qd = joint_qd_in[i]
+    jtype = joint_type[j]
+    q = joint_q_in[joint_q_start[j]]
+    friction, friction_slope = dry_friction(joint_friction[i], qd, friction_smoothing)
+    limit, limit_k, limit_c = joint_limit(jtype, q, qd, joint_limit_lower[i], joint_limit_upper[i], joint_limit_ke[i],
+                                          joint_limit_kd[i])
+    target = wp.clamp(joint_target_q[i], joint_target_lower[i], joint_target_upper[i])
+    drive, drive_c = joint_drive(jtype, q, qd, target, joint_target_qd[i], joint_target_ke[i], joint_target_kd[i],
+                                 joint_drive_force_limit[i])
+    for k in range(d0, d0 + n):
+        jk = dof_joint[k]
+        pos_k = joint_dfs_pos[jk]
+        value = s_i[0] * type(s_i[0])(0.0)
+        deeper = int(-1)
+        if pos_j <= pos_k and pos_k < joint_dfs_end[j]:
+            deeper = joint_child[jk]
+        elif pos_k <= pos_j and pos_j < joint_dfs_end[jk]:
+            deeper = joint_child[j]
+        if deeper >= 0:
+            s_k = dof_motion_in[k]
+            inertia = inertia_times(subtree_mass_in[deeper], subtree_h_in[deeper], subtree_J_in[deeper], s_k)
+            damping = damping_times(subtree_damping_in[deeper, 0], subtree_damping_in[deeper, 1],
+                                    subtree_damping_in[deeper, 2], s_k)
+            value = wp.dot(s_i, inertia + damping * dt)
+        if k == i:
+            value += joint_armature[i] + dt * (joint_damping[i] + drive_c + friction_slope + limit_c)
+            value += dt * dt * limit_k
+            dof_inertia_out[i] = value
+        mass_matrix_out[row + k - d0] = value
+    # an engaged limit acts at the step's end position q + dt qd' (its -dt k qd term)
+    spring = q * type(q)(0.0)
+    if jtype == JOINT_REVOLUTE or jtype == JOINT_PRISMATIC:
+        spring = joint_stiffness[i] * (joint_spring_ref[i] - q)
+    force = wp.clamp(joint_f[i], joint_f_lower[i], joint_f_upper[i])
+    tau = force - joint_damping[i] * qd + friction + limit - dt * limit_k * qd + drive + spring
+    rhs_out[i] = tau - wp.dot(s_i, subtree_bias_in[joint_child[j]])
 
 
 @kernel
@@ -407,50 +569,39 @@ def assemble_joint_space(
     (``joint_limit``, also implicit in position) and contact damping and friction implicit
     in velocity (a linearly implicit Euler step). ``dof_inertia_out``: the diagonal, for
     ``wpsim.kernels.couplings``."""
-    i = wp.tid()
-    j = dof_joint[i]
-    a = joint_articulation[j]
+    joint_space_row(wp.tid(), dof_joint, joint_articulation, articulation_dof_start, articulation_H_start, joint_type,
+        joint_child, joint_dfs_pos, joint_dfs_end, joint_q_start, joint_qd_start, joint_armature, joint_damping,
+        joint_friction, joint_stiffness, joint_spring_ref, joint_target_ke, joint_target_kd, joint_limit_lower,
+        joint_limit_upper, joint_limit_ke, joint_limit_kd, joint_f_lower, joint_f_upper, joint_target_lower,
+        joint_target_upper, joint_drive_force_limit, joint_q_in, joint_qd_in, dof_motion_in, subtree_mass_in,
+        subtree_h_in, subtree_J_in, subtree_bias_in, subtree_damping_in, joint_f, joint_target_q, joint_target_qd,
+        friction_smoothing, dt, mass_matrix_out, rhs_out, dof_inertia_out)
+
+
+@wp.func
+def factor_and_solve(
+    a: int,
+    articulation_dof_start: wp.array(dtype=int),
+    articulation_H_start: wp.array(dtype=int),
+    mass_matrix_in: wp.array(dtype=wp.Float),
+    rhs_in: wp.array(dtype=wp.Float),
+    factor_out: wp.array(dtype=wp.Float),
+    qdd_out: wp.array(dtype=wp.Float),
+):
+    """Factor and solve articulation ``a``'s block (see ``cholesky_solve``)."""
     d0 = articulation_dof_start[a]
     n = articulation_dof_start[a + 1] - d0
-    row = articulation_H_start[a] + (i - d0) * n
-    s_i = dof_motion_in[i]
-    pos_j = joint_dfs_pos[j]
-    qd = joint_qd_in[i]
-    jtype = joint_type[j]
-    q = joint_q_in[joint_q_start[j]]
-    friction, friction_slope = dry_friction(joint_friction[i], qd, friction_smoothing)
-    limit, limit_k, limit_c = joint_limit(jtype, q, qd, joint_limit_lower[i], joint_limit_upper[i], joint_limit_ke[i],
-                                          joint_limit_kd[i])
-    target = wp.clamp(joint_target_q[i], joint_target_lower[i], joint_target_upper[i])
-    drive, drive_c = joint_drive(jtype, q, qd, target, joint_target_qd[i], joint_target_ke[i], joint_target_kd[i],
-                                 joint_drive_force_limit[i])
-    for k in range(d0, d0 + n):
-        jk = dof_joint[k]
-        pos_k = joint_dfs_pos[jk]
-        value = s_i[0] * type(s_i[0])(0.0)
-        deeper = int(-1)
-        if pos_j <= pos_k and pos_k < joint_dfs_end[j]:
-            deeper = joint_child[jk]
-        elif pos_k <= pos_j and pos_j < joint_dfs_end[jk]:
-            deeper = joint_child[j]
-        if deeper >= 0:
-            s_k = dof_motion_in[k]
-            inertia = inertia_times(subtree_mass_in[deeper], subtree_h_in[deeper], subtree_J_in[deeper], s_k)
-            damping = damping_times(subtree_damping_in[deeper, 0], subtree_damping_in[deeper, 1],
-                                    subtree_damping_in[deeper, 2], s_k)
-            value = wp.dot(s_i, inertia + damping * dt)
-        if k == i:
-            value += joint_armature[i] + dt * (joint_damping[i] + drive_c + friction_slope + limit_c)
-            value += dt * dt * limit_k
-            dof_inertia_out[i] = value
-        mass_matrix_out[row + k - d0] = value
-    # an engaged limit acts at the step's end position q + dt qd' (its -dt k qd term)
-    spring = q * type(q)(0.0)
-    if jtype == JOINT_REVOLUTE or jtype == JOINT_PRISMATIC:
-        spring = joint_stiffness[i] * (joint_spring_ref[i] - q)
-    force = wp.clamp(joint_f[i], joint_f_lower[i], joint_f_upper[i])
-    tau = force - joint_damping[i] * qd + friction + limit - dt * limit_k * qd + drive + spring
-    rhs_out[i] = tau - wp.dot(s_i, subtree_bias_in[joint_child[j]])
+    base = articulation_H_start[a]
+    for c in range(n):
+        for r in range(c, n):
+            s = mass_matrix_in[base + r * n + c]
+            for k in range(c):
+                s -= factor_out[base + r * n + k] * factor_out[base + c * n + k]
+            if r == c:
+                factor_out[base + c * n + c] = wp.sqrt(s)
+            else:
+                factor_out[base + r * n + c] = s / factor_out[base + c * n + c]
+    triangular_solves(n, base, d0, factor_out, rhs_in, qdd_out)
 
 
 @kernel(enable_backward=False)
@@ -465,20 +616,8 @@ def cholesky_solve(
     """One thread per articulation: factor H = L L^T (lower triangle of H read) into
     ``factor_out`` and solve H qdd_out = rhs_in. Not differentiated by the tape: the solver
     registers ``cholesky_solve_adjoint`` as its backward."""
-    a = wp.tid()
-    d0 = articulation_dof_start[a]
-    n = articulation_dof_start[a + 1] - d0
-    base = articulation_H_start[a]
-    for c in range(n):
-        for r in range(c, n):
-            s = mass_matrix_in[base + r * n + c]
-            for k in range(c):
-                s -= factor_out[base + r * n + k] * factor_out[base + c * n + k]
-            if r == c:
-                factor_out[base + c * n + c] = wp.sqrt(s)
-            else:
-                factor_out[base + r * n + c] = s / factor_out[base + c * n + c]
-    triangular_solves(n, base, d0, factor_out, rhs_in, qdd_out)
+    factor_and_solve(wp.tid(), articulation_dof_start, articulation_H_start, mass_matrix_in, rhs_in, factor_out,
+        qdd_out)
 
 
 @wp.func
@@ -544,6 +683,62 @@ def integrate_rotation(rot: quat, w_local: vec3, dt: wp.Float):
     return wp.normalize(rot * turn)
 
 
+@wp.func
+def integrate_joint(
+    j: int,
+    joint_type: wp.array(dtype=int),
+    joint_child: wp.array(dtype=int),
+    joint_q_start: wp.array(dtype=int),
+    joint_qd_start: wp.array(dtype=int),
+    body_world: wp.array(dtype=int),
+    joint_q_in: wp.array(dtype=wp.Float),
+    joint_qd_in: wp.array(dtype=wp.Float),
+    qdd_in: wp.array(dtype=wp.Float),
+    dt: wp.Float,
+    step: int,
+    max_coordinate: wp.Float,
+    max_speed: wp.Float,
+    joint_q_out: wp.array(dtype=wp.Float),
+    joint_qd_out: wp.array(dtype=wp.Float),
+    world_fault_step_out: wp.array(dtype=int),
+):
+    """Semi-implicit update of joint ``j`` (see ``integrate_joints``). Every coordinate and
+    velocity is read before it is written, so the update may run in place (``joint_q_out`` the
+    array ``joint_q_in``, ``joint_qd_out`` the array ``joint_qd_in``)."""
+    jtype = joint_type[j]
+    qs = joint_q_start[j]
+    ds = joint_qd_start[j]
+    bad = int(0)
+    if jtype == JOINT_REVOLUTE or jtype == JOINT_PRISMATIC:
+        joint_q_out[qs] = joint_q_in[qs] + dt * (joint_qd_in[ds] + dt * qdd_in[ds])
+    if jtype == JOINT_FREE:
+        for k in range(3):
+            joint_q_out[qs + k] = joint_q_in[qs + k] + dt * (joint_qd_in[ds + k] + dt * qdd_in[ds + k])
+    if jtype == JOINT_BALL or jtype == JOINT_FREE:
+        r = qs
+        w = ds
+        if jtype == JOINT_FREE:
+            r = qs + 3
+            w = ds + 3
+        rot = wp.quaternion(joint_q_in[r], joint_q_in[r + 1], joint_q_in[r + 2], joint_q_in[r + 3])
+        omega = wp.vector(joint_qd_in[w], joint_qd_in[w + 1], joint_qd_in[w + 2])
+        omega = omega + wp.vector(qdd_in[w], qdd_in[w + 1], qdd_in[w + 2]) * dt
+        new_rot = integrate_rotation(rot, omega, dt)
+        for k in range(4):
+            joint_q_out[r + k] = new_rot[k]
+    for k in range(dof_count(jtype)):
+        v = joint_qd_in[ds + k] + dt * qdd_in[ds + k]
+        joint_qd_out[ds + k] = v
+        if not wp.isfinite(v) or wp.abs(v) > max_speed:
+            bad = 1
+    for k in range(coord_count(jtype)):
+        x = joint_q_out[qs + k]
+        if not wp.isfinite(x) or wp.abs(x) > max_coordinate:
+            bad = 1
+    if bad != 0:
+        wp.atomic_min(world_fault_step_out, body_world[joint_child[j]], step)
+
+
 @kernel
 def integrate_joints(
     joint_type: wp.array(dtype=int),
@@ -565,39 +760,8 @@ def integrate_joints(
     """One thread per joint: semi-implicit Euler, qd' = qd + dt qdd_in, then q' from qd'
     (quaternions turned by the exponential map and renormalised). Flags the world's fault
     step when a new value is non-finite or beyond max_coordinate / max_speed."""
-    j = wp.tid()
-    jtype = joint_type[j]
-    qs = joint_q_start[j]
-    ds = joint_qd_start[j]
-    bad = int(0)
-    for k in range(dof_count(jtype)):
-        v = joint_qd_in[ds + k] + dt * qdd_in[ds + k]
-        joint_qd_out[ds + k] = v
-        if not wp.isfinite(v) or wp.abs(v) > max_speed:
-            bad = 1
-    if jtype == JOINT_REVOLUTE or jtype == JOINT_PRISMATIC:
-        joint_q_out[qs] = joint_q_in[qs] + dt * (joint_qd_in[ds] + dt * qdd_in[ds])
-    if jtype == JOINT_FREE:
-        for k in range(3):
-            joint_q_out[qs + k] = joint_q_in[qs + k] + dt * (joint_qd_in[ds + k] + dt * qdd_in[ds + k])
-    if jtype == JOINT_BALL or jtype == JOINT_FREE:
-        r = qs
-        w = ds
-        if jtype == JOINT_FREE:
-            r = qs + 3
-            w = ds + 3
-        rot = wp.quaternion(joint_q_in[r], joint_q_in[r + 1], joint_q_in[r + 2], joint_q_in[r + 3])
-        omega = wp.vector(joint_qd_in[w], joint_qd_in[w + 1], joint_qd_in[w + 2])
-        omega = omega + wp.vector(qdd_in[w], qdd_in[w + 1], qdd_in[w + 2]) * dt
-        new_rot = integrate_rotation(rot, omega, dt)
-        for k in range(4):
-            joint_q_out[r + k] = new_rot[k]
-    for k in range(coord_count(jtype)):
-        x = joint_q_out[qs + k]
-        if not wp.isfinite(x) or wp.abs(x) > max_coordinate:
-            bad = 1
-    if bad != 0:
-        wp.atomic_min(world_fault_step_out, body_world[joint_child[j]], step)
+    integrate_joint(wp.tid(), joint_type, joint_child, joint_q_start, joint_qd_start, body_world, joint_q_in,
+        joint_qd_in, qdd_in, dt, step, max_coordinate, max_speed, joint_q_out, joint_qd_out, world_fault_step_out)
 
 
 @kernel(enable_backward=False)

@@ -666,6 +666,74 @@ def plan_contact(
     return True, radius - dist, n, centre - n * radius
 
 
+@wp.func
+def pair_contact_wrenches(
+    i: int,
+    shape_kind: wp.array(dtype=int),
+    shape_body: wp.array(dtype=int),
+    shape_transform: wp.array(dtype=transform),
+    shape_size: wp.array(dtype=vec3),
+    shape_ke: wp.array(dtype=wp.Float),
+    shape_kd: wp.array(dtype=wp.Float),
+    shape_mu: wp.array(dtype=wp.Float),
+    shape_point_start: wp.array(dtype=int),
+    shape_point_count: wp.array(dtype=int),
+    shape_points: wp.array(dtype=vec3),
+    shape_hull_points: wp.array(dtype=vec3),
+    shape_hull_point_start: wp.array(dtype=int),
+    shape_hull_point_count: wp.array(dtype=int),
+    shape_plane_normal: wp.array(dtype=vec3),
+    shape_plane_offset: wp.array(dtype=wp.Float),
+    shape_plane_start: wp.array(dtype=int),
+    shape_plane_count: wp.array(dtype=int),
+    body_mass: wp.array(dtype=wp.Float),
+    body_origin: wp.array(dtype=vec3),
+    contact_pair_in: wp.array2d(dtype=int),
+    contact_pair_count_in: wp.array(dtype=int),
+    body_q_in: wp.array(dtype=transform),
+    body_qd_in: wp.array(dtype=vec6),
+    friction_smoothing: wp.Float,
+    damping_depth: wp.Float,
+    dt: wp.Float,
+    gradient_width: wp.Float,
+    body_f_out: wp.array(dtype=vec6),
+    body_damping_out: wp.array2d(dtype=mat33),
+):
+    """Add the contact wrenches of listed pair ``i`` (see ``eval_rigid_contacts``)."""
+    if i >= contact_pair_count_in[0]:
+        return
+    a = contact_pair_in[i, 0]
+    b = contact_pair_in[i, 1]
+    ka = shape_kind[a]
+    kb = shape_kind[b]
+    ba, bb, Xa, Xb = pair_poses(a, b, shape_body, shape_transform, body_q_in)
+    half = type(dt)(0.5)
+    ke = (shape_ke[a] + shape_ke[b]) * half
+    kd = (shape_kd[a] + shape_kd[b]) * half
+    mu = (shape_mu[a] + shape_mu[b]) * half
+    sa = shape_size[a]
+    sb = shape_size[b]
+    rate = dt * type(dt)(0.0)
+    if ba >= 0 and bb >= 0:  # explicit friction between bodies: slope bounded by the pair's mass
+        rate = dt * type(dt)(FRICTION_RATE_FACTOR) * (type(dt)(1.0) / body_mass[ba] + type(dt)(1.0) / body_mass[bb])
+    plan, flip, axis, side = contact_plan(ka, kb, sa, sb, Xa, Xb, gradient_reach(gradient_width))
+    first = ba
+    second = bb
+    if flip:
+        first = bb
+        second = ba
+    slots = plan_slot_count(plan, flip, ka, kb, shape_point_count[a], shape_point_count[b], shape_hull_point_count[a],
+                            shape_hull_point_count[b])
+    for k in range(slots):
+        valid, pen, n, x = plan_contact(plan, flip, axis, side, k, a, b, ka, kb, sa, sb, Xa, Xb, shape_points,
+                                        shape_point_start, shape_hull_points, shape_hull_point_start,
+                                        shape_hull_point_count, shape_plane_normal, shape_plane_offset,
+                                        shape_plane_start, shape_plane_count)
+        if valid:
+            add_contact(pen, n, x, first, second, ke, kd, damping_depth, mu, friction_smoothing, rate, gradient_width,
+                        body_q_in, body_qd_in, body_origin, body_f_out, body_damping_out)
+
+
 @kernel
 def eval_rigid_contacts(
     shape_kind: wp.array(dtype=int),
@@ -706,39 +774,11 @@ def eval_rigid_contacts(
     (s) bounds the friction slope of body-body contacts; ``damping_depth`` (m) ramps the
     damping in at onset (``onset_damping``); ``gradient_width`` (m) > 0 selects the smoothed
     contact gradient."""
-    i = wp.tid()
-    if i >= contact_pair_count_in[0]:
-        return
-    a = contact_pair_in[i, 0]
-    b = contact_pair_in[i, 1]
-    ka = shape_kind[a]
-    kb = shape_kind[b]
-    ba, bb, Xa, Xb = pair_poses(a, b, shape_body, shape_transform, body_q_in)
-    half = type(dt)(0.5)
-    ke = (shape_ke[a] + shape_ke[b]) * half
-    kd = (shape_kd[a] + shape_kd[b]) * half
-    mu = (shape_mu[a] + shape_mu[b]) * half
-    sa = shape_size[a]
-    sb = shape_size[b]
-    rate = dt * type(dt)(0.0)
-    if ba >= 0 and bb >= 0:  # explicit friction between bodies: slope bounded by the pair's mass
-        rate = dt * type(dt)(FRICTION_RATE_FACTOR) * (type(dt)(1.0) / body_mass[ba] + type(dt)(1.0) / body_mass[bb])
-    plan, flip, axis, side = contact_plan(ka, kb, sa, sb, Xa, Xb, gradient_reach(gradient_width))
-    first = ba
-    second = bb
-    if flip:
-        first = bb
-        second = ba
-    slots = plan_slot_count(plan, flip, ka, kb, shape_point_count[a], shape_point_count[b], shape_hull_point_count[a],
-                            shape_hull_point_count[b])
-    for k in range(slots):
-        valid, pen, n, x = plan_contact(plan, flip, axis, side, k, a, b, ka, kb, sa, sb, Xa, Xb, shape_points,
-                                        shape_point_start, shape_hull_points, shape_hull_point_start,
-                                        shape_hull_point_count, shape_plane_normal, shape_plane_offset,
-                                        shape_plane_start, shape_plane_count)
-        if valid:
-            add_contact(pen, n, x, first, second, ke, kd, damping_depth, mu, friction_smoothing, rate, gradient_width,
-                        body_q_in, body_qd_in, body_origin, body_f_out, body_damping_out)
+    pair_contact_wrenches(wp.tid(), shape_kind, shape_body, shape_transform, shape_size, shape_ke, shape_kd, shape_mu,
+        shape_point_start, shape_point_count, shape_points, shape_hull_points, shape_hull_point_start,
+        shape_hull_point_count, shape_plane_normal, shape_plane_offset, shape_plane_start, shape_plane_count,
+        body_mass, body_origin, contact_pair_in, contact_pair_count_in, body_q_in, body_qd_in, friction_smoothing,
+        damping_depth, dt, gradient_width, body_f_out, body_damping_out)
 
 
 @wp.kernel(enable_backward=False)

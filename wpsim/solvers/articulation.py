@@ -8,6 +8,7 @@ import warp as wp
 from wpsim.core.tape import active_tape
 from wpsim.kernels import articulation, couplings, rigid_contact
 from wpsim.kernels.generic import for_precision
+from wpsim.solvers.base import KernelLaunch
 from wpsim.solvers.broad_phase import RigidBroadPhase, contact_margin
 from wpsim.solvers.kinematics import ArticulationScratch, launch_kinematics
 
@@ -53,38 +54,88 @@ class ArticulationStepper:
         ``state_in.body_f`` from the applied and rigid contact wrenches (particle contacts
         may add theirs before ``finish``). Returns the step's (scratch, tape) for ``finish``."""
         model = self.model
-        real, device = model.dtype, model.device
+        device = model.device
         tape = active_tape()
         recording = tape is not None and state_in.joint_q.requires_grad
         penalty_contact = model.contact_pair_count > 0 and self.soft_contact is None
         scratch = (ArticulationScratch(model, True, None if penalty_contact else self._scratch) if recording
                    else self._scratch)
         launch_kinematics(model, state_in, scratch)
-        wp.launch(
-            for_precision(articulation.init_body_wrenches, real),
-            dim=model.body_count,
-            inputs=[model.body_com, model.body_origin, state_in.body_q, control.body_f_ext],
-            outputs=[state_in.body_f, scratch.body_damping],
-            device=device,
-        )
+        self.wrench_launch(state_in, control, scratch).run(device)
         if penalty_contact:
             pairs, pair_count = self._penalty_pairs(solver, state_in, recording)
-            wp.launch(
-                for_precision(rigid_contact.eval_rigid_contacts, real),
-                dim=len(pairs),
-                inputs=[
-                    model.shape_kind, model.shape_body, model.shape_transform, model.shape_size,
-                    model.shape_ke, model.shape_kd, model.shape_mu, model.shape_point_start, model.shape_point_count,
-                    model.shape_points, model.shape_hull_points, model.shape_hull_point_start,
-                    model.shape_hull_point_count, model.shape_plane_normal, model.shape_plane_offset,
-                    model.shape_plane_start, model.shape_plane_count, model.body_mass, model.body_origin, pairs, pair_count,
-                    state_in.body_q, state_in.body_qd,
-                    solver._friction_smoothing, real(model.contact_damping_depth), real(dt), solver.contact_gradient_width,
-                ],
-                outputs=[state_in.body_f, scratch.body_damping],
-                device=device,
-            )
+            self.contact_launch(solver, state_in, scratch, pairs, pair_count, dt).run(device)
         return scratch, tape if recording else None
+
+    def wrench_launch(self, state_in, control, scratch) -> KernelLaunch:
+        """Start the body wrenches from the applied ones and the damping blocks from zero."""
+        model = self.model
+        return KernelLaunch(
+            for_precision(articulation.init_body_wrenches, model.dtype), model.body_count,
+            [model.body_com, model.body_origin, state_in.body_q, control.body_f_ext],
+            [state_in.body_f, scratch.body_damping],
+        )
+
+    def contact_launch(self, solver, state_in, scratch, pairs, pair_count, dt: float) -> KernelLaunch:
+        """Add the penalty contact wrenches of the listed shape pairs."""
+        model = self.model
+        real = model.dtype
+        return KernelLaunch(
+            for_precision(rigid_contact.eval_rigid_contacts, real), len(pairs),
+            [
+                *penalty_shape_fields(model), model.body_mass, model.body_origin, pairs, pair_count,
+                state_in.body_q, state_in.body_qd,
+                solver._friction_smoothing, real(model.contact_damping_depth), real(dt), solver.contact_gradient_width,
+            ],
+            [state_in.body_f, scratch.body_damping],
+        )
+
+    def subtree_launch(self, state_in, scratch) -> KernelLaunch:
+        """Composite inertias, bias wrenches and damping of every body's subtree."""
+        model = self.model
+        return KernelLaunch(
+            for_precision(articulation.subtree_inertia_and_bias, model.dtype), model.body_count,
+            [
+                model.body_joint, model.joint_dfs_pos, model.joint_dfs_end, model.dfs_joint, model.joint_child,
+                model.body_mass, model.body_com, model.body_inertia, model.body_origin, state_in.body_q,
+                scratch.body_twist, scratch.body_bias_acc, state_in.body_f, scratch.body_damping,
+            ],
+            [scratch.subtree_mass, scratch.subtree_h, scratch.subtree_J, scratch.subtree_bias, scratch.subtree_damping],
+        )
+
+    def assembly_launch(self, solver, state_in, control, scratch, dt: float) -> KernelLaunch:
+        """The joint-space matrix and right-hand side of every articulation."""
+        model = self.model
+        real = model.dtype
+        return KernelLaunch(
+            for_precision(articulation.assemble_joint_space, real), model.joint_dof_count,
+            [
+                model.dof_joint, model.joint_articulation, model.articulation_dof_start, model.articulation_H_start,
+                model.joint_type, model.joint_child, model.joint_dfs_pos, model.joint_dfs_end, model.joint_q_start,
+                model.joint_qd_start, model.joint_armature, model.joint_damping, self._friction, model.joint_stiffness,
+                model.joint_spring_ref, model.joint_target_ke,
+                model.joint_target_kd, model.joint_limit_lower, model.joint_limit_upper, *self._limit_gains,
+                model.joint_f_lower, model.joint_f_upper, model.joint_target_lower, model.joint_target_upper,
+                model.joint_drive_force_limit,
+                state_in.joint_q, state_in.joint_qd, scratch.dof_motion, scratch.subtree_mass, scratch.subtree_h,
+                scratch.subtree_J, scratch.subtree_bias, scratch.subtree_damping, control.joint_f,
+                control.joint_target_q, control.joint_target_qd, solver._friction_smoothing, real(dt),
+            ],
+            [scratch.mass_matrix, scratch.rhs, scratch.dof_inertia],
+        )
+
+    def integration_launch(self, solver, state_in, state_out, accel, dt: float) -> KernelLaunch:
+        """The joint update of every joint from the accelerations ``accel``."""
+        model = self.model
+        return KernelLaunch(
+            for_precision(articulation.integrate_joints, model.dtype), model.joint_count,
+            [
+                model.joint_type, model.joint_child, model.joint_q_start, model.joint_qd_start, model.body_world,
+                state_in.joint_q, state_in.joint_qd, accel, model.real(dt), solver.step_count,
+                solver.max_coordinate, solver.max_speed,
+            ],
+            [state_out.joint_q, state_out.joint_qd, solver.world_fault_step],
+        )
 
     def _penalty_pairs(self, solver, state_in, recording: bool) -> tuple:
         """(pairs, count) the penalty contact evaluates this step: the broad phase's near
@@ -139,37 +190,8 @@ class ArticulationStepper:
         model = self.model
         real, device = model.dtype, model.device
         scratch, tape = begun
-        wp.launch(
-            for_precision(articulation.subtree_inertia_and_bias, real),
-            dim=model.body_count,
-            inputs=[
-                model.body_joint, model.joint_dfs_pos, model.joint_dfs_end, model.dfs_joint, model.joint_child,
-                model.body_mass, model.body_com, model.body_inertia, model.body_origin, state_in.body_q,
-                scratch.body_twist, scratch.body_bias_acc, state_in.body_f, scratch.body_damping,
-            ],
-            outputs=[
-                scratch.subtree_mass, scratch.subtree_h, scratch.subtree_J, scratch.subtree_bias, scratch.subtree_damping,
-            ],
-            device=device,
-        )
-        wp.launch(
-            for_precision(articulation.assemble_joint_space, real),
-            dim=model.joint_dof_count,
-            inputs=[
-                model.dof_joint, model.joint_articulation, model.articulation_dof_start, model.articulation_H_start,
-                model.joint_type, model.joint_child, model.joint_dfs_pos, model.joint_dfs_end, model.joint_q_start,
-                model.joint_qd_start, model.joint_armature, model.joint_damping, self._friction, model.joint_stiffness,
-                model.joint_spring_ref, model.joint_target_ke,
-                model.joint_target_kd, model.joint_limit_lower, model.joint_limit_upper, *self._limit_gains,
-                model.joint_f_lower, model.joint_f_upper, model.joint_target_lower, model.joint_target_upper,
-                model.joint_drive_force_limit,
-                state_in.joint_q, state_in.joint_qd, scratch.dof_motion, scratch.subtree_mass, scratch.subtree_h,
-                scratch.subtree_J, scratch.subtree_bias, scratch.subtree_damping, control.joint_f,
-                control.joint_target_q, control.joint_target_qd, solver._friction_smoothing, real(dt),
-            ],
-            outputs=[scratch.mass_matrix, scratch.rhs, scratch.dof_inertia],
-            device=device,
-        )
+        self.subtree_launch(state_in, scratch).run(device)
+        self.assembly_launch(solver, state_in, control, scratch, dt).run(device)
         if model.coupling_count:
             wp.launch(
                 for_precision(couplings.add_joint_couplings, real),
@@ -191,17 +213,17 @@ class ArticulationStepper:
         accel = scratch.qdd
         if self.soft_contact is not None:
             accel = self.soft_contact.solve(scratch, state_in, tape, solver.step_count)
-        wp.launch(
-            for_precision(articulation.integrate_joints, real),
-            dim=model.joint_count,
-            inputs=[
-                model.joint_type, model.joint_child, model.joint_q_start, model.joint_qd_start, model.body_world,
-                state_in.joint_q, state_in.joint_qd, accel, real(dt), solver.step_count,
-                solver.max_coordinate, solver.max_speed,
-            ],
-            outputs=[state_out.joint_q, state_out.joint_qd, solver.world_fault_step],
-            device=device,
-        )
+        self.integration_launch(solver, state_in, state_out, accel, dt).run(device)
+
+
+def penalty_shape_fields(model) -> list:
+    """The shape fields the penalty contact reads, in its kernels' argument order."""
+    return [
+        model.shape_kind, model.shape_body, model.shape_transform, model.shape_size, model.shape_ke, model.shape_kd,
+        model.shape_mu, model.shape_point_start, model.shape_point_count, model.shape_points,
+        model.shape_hull_points, model.shape_hull_point_start, model.shape_hull_point_count,
+        model.shape_plane_normal, model.shape_plane_offset, model.shape_plane_start, model.shape_plane_count,
+    ]
 
 
 def cholesky_solve(model, matrix: wp.array, rhs: wp.array, out: wp.array, factor: wp.array, work: wp.array, tape,
@@ -219,8 +241,14 @@ def cholesky_solve(model, matrix: wp.array, rhs: wp.array, out: wp.array, factor
         device=model.device,
         record_tape=False,
     )
-    if tape is None:
-        return
+    if tape is not None:
+        record_cholesky_backward(model, starts, matrix, rhs, out, factor, work, tape)
+
+
+def record_cholesky_backward(model, starts: tuple, matrix: wp.array, rhs: wp.array, out: wp.array, factor: wp.array,
+                             work: wp.array, tape):
+    """Put the backward of ``cholesky_solve`` (one transposed solve, ``cholesky_solve_adjoint``)
+    on ``tape``."""
 
     def backward():
         wp.launch(

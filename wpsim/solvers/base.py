@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import warp as wp
 
 from wpsim.core.health import NO_FAULT, HealthReport, SimulationBlowUp, SimulationError
 from wpsim.core.model import Model
+from wpsim.core.tape import active_tape
 
 
 def start_rollout(solver):
@@ -53,9 +56,35 @@ class SolverBase:
 
     def _step_done(self):
         """Count the step; with ``raise_on_blowup``, check health every interval."""
-        self.step_count += 1
-        if self.raise_on_blowup and self.step_count % self.health_check_interval == 0:
+        self._steps_done(1)
+
+    def _steps_done(self, steps: int):
+        """Count ``steps`` steps; with ``raise_on_blowup``, check health if an interval ended."""
+        interval = self.health_check_interval
+        before = self.step_count
+        self.step_count += steps
+        if self.raise_on_blowup and self.step_count // interval > before // interval:
             self.check_health(raise_error=True)
+
+    def _check_unrecorded(self, state, steps: int):
+        """Refuse ``advance`` on a recorded state or a step count below 1."""
+        if steps < 1:
+            raise ValueError(f"advance: steps must be >= 1, got {steps}")
+        if active_tape() is not None and state.requires_grad:
+            raise RuntimeError("advance runs unrecorded steps in place; while a wp.Tape records, use step or simulate")
+
+    def advance(self, state, control, dt: float, steps: int):
+        """``steps`` unrecorded steps of ``dt`` s in place on ``state`` under one ``control``;
+        returns ``state``. Here: ``step`` into a second state and back, so memory does not
+        grow with ``steps``."""
+        self._check_unrecorded(state, steps)
+        other = self.model.state(requires_grad=False)
+        states = (state, other)
+        for k in range(steps):
+            self.step(states[k % 2], states[(k + 1) % 2], control, dt)
+        if steps % 2:
+            state.assign(other)
+        return state
 
     def health(self) -> HealthReport:
         """Read the per-world blow-up flags and the neighbour overflow flag (synchronises)."""
@@ -79,3 +108,22 @@ class SolverBase:
         self.world_fault_step.fill_(NO_FAULT)
         self.neighbor_overflow.zero_()
         self.step_count = 0
+
+
+class KernelLaunch(NamedTuple):
+    """One launch of a concrete kernel: what ``wp.launch`` takes, kept so that a path which
+    computes the same arrays another way (``FusedArticulationStep``) can put the launch's
+    backward on the tape without running its forward."""
+
+    kernel: object
+    dim: int | tuple
+    inputs: list
+    outputs: list
+
+    def run(self, device):
+        """Launch it (recorded on an active tape like any launch)."""
+        wp.launch(self.kernel, dim=self.dim, inputs=self.inputs, outputs=self.outputs, device=device)
+
+    def record(self, tape, device):
+        """Put it on ``tape`` as if it had run: the tape's backward runs its adjoint."""
+        tape.record_launch(self.kernel, self.dim, 0, self.inputs, self.outputs, device)

@@ -6,6 +6,7 @@ import warp as wp
 
 from wpsim.kernels import articulation
 from wpsim.kernels.generic import for_precision
+from wpsim.solvers.base import KernelLaunch
 
 
 class ArticulationScratch:
@@ -67,20 +68,24 @@ class ArticulationScratch:
         self.adjoint = zeros(nd, real, False)
 
 
-def launch_kinematics(model, state, scratch: ArticulationScratch):
-    """Fill ``state.body_q``/``body_qd`` and the scratch twists, bias accelerations and
-    motion columns from ``state.joint_q``/``joint_qd`` (recorded on an active tape)."""
-    wp.launch(
+def kinematics_launch(model, state, scratch: ArticulationScratch) -> KernelLaunch:
+    """The launch filling ``state.body_q``/``body_qd`` and the scratch twists, bias
+    accelerations and motion columns from ``state.joint_q``/``joint_qd``."""
+    return KernelLaunch(
         for_precision(articulation.articulation_kinematics, model.dtype),
-        dim=model.articulation_count,
-        inputs=[
+        model.articulation_count,
+        [
             model.articulation_start, model.dfs_joint, model.joint_type, model.joint_parent, model.joint_child,
             model.joint_X_p, model.joint_X_c, model.joint_axis, model.joint_q_start, model.joint_qd_start,
             model.body_origin, model.gravity, state.joint_q, state.joint_qd,
         ],
-        outputs=[state.body_q, state.body_qd, scratch.body_twist, scratch.body_bias_acc, scratch.dof_motion],
-        device=model.device,
+        [state.body_q, state.body_qd, scratch.body_twist, scratch.body_bias_acc, scratch.dof_motion],
     )
+
+
+def launch_kinematics(model, state, scratch: ArticulationScratch):
+    """Run ``kinematics_launch`` (recorded on an active tape)."""
+    kinematics_launch(model, state, scratch).run(model.device)
 
 
 def eval_fk(model, state):

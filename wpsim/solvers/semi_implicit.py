@@ -11,6 +11,8 @@ from wpsim.kernels.generic import for_precision
 from wpsim.solvers.articulation import ArticulationStepper
 from wpsim.solvers.base import SolverBase
 from wpsim.solvers.broad_phase import rigid_broad_phase
+from wpsim.solvers.fused_articulation import CUDA_MAX_DOFS, FusedArticulationStep, fused_step_unsuitable
+from wpsim.solvers.kinematics import eval_fk
 from wpsim.solvers.forces import SmoothingScratch, launch_forces
 from wpsim.solvers.soft_contact import SoftContact, SoftContactOptions
 
@@ -53,12 +55,18 @@ class SemiImplicitSolver(SolverBase):
             contact with ``fixed_iterations`` (no read-back) evaluates every pair.
         contact_pair_capacity: the most near pairs a step keeps (default: the pairs with
             planes plus 16 per shape); ``health()`` reports a step that found more.
+        fused: True: step the rigid bodies with one launch per step (``FusedArticulationStep``;
+            a ``ValueError`` says why a model does not allow it); False: the staged launches;
+            None (default): fused wherever the model allows it (on CUDA only for articulations
+            of at most ``CUDA_MAX_DOFS`` dofs).
+        threads: CPU threads of the fused step's unrecorded launches (default: every core).
         **health_options: see ``SolverBase`` (raise_on_blowup, health_check_interval,
             max_coordinate, max_speed).
     """
 
     def __init__(self, model: Model, contact_gradient_width: float = 0.0, soft_contact: SoftContactOptions | None = None,
-                 broad_phase: bool | None = None, contact_pair_capacity: int | None = None, **health_options):
+                 broad_phase: bool | None = None, contact_pair_capacity: int | None = None, fused: bool | None = None,
+                 threads: int | None = None, **health_options):
         super().__init__(model, **health_options)
         if not contact_gradient_width >= 0.0:
             raise ValueError(f"contact_gradient_width must be >= 0 m, got {contact_gradient_width}")
@@ -68,6 +76,8 @@ class SemiImplicitSolver(SolverBase):
         self.soft_contact = None if soft_contact is None else SoftContact(model, soft_contact, phase)
         self._articulations = ArticulationStepper(model, self.soft_contact, phase) if model.body_count else None
         self.broad_phase = phase
+        self.fused = self._fused_step(fused, threads)
+        """The ``FusedArticulationStep`` stepping the rigid bodies, or None (staged launches)."""
         """The per-step ``RigidBroadPhase`` of rigid contact (its ``tested`` pairs per step,
         ``capacity``), or None: every candidate pair each step."""
         self._smoothing = SmoothingScratch(model)
@@ -75,6 +85,16 @@ class SemiImplicitSolver(SolverBase):
         if model.particle_max_neighbors > 0:
             dim = int(np.clip(2 * round(model.particle_count ** (1.0 / 3.0)), 8, 128))
             self._grid = wp.HashGrid(dim, dim, dim, device=model.device, dtype=model.dtype)
+
+    def _fused_step(self, fused: bool | None, threads: int | None):
+        """The fused step the options ask for, or None."""
+        model = self.model
+        why_not = fused_step_unsuitable(model, self.soft_contact, self.broad_phase)
+        if fused and why_not is not None:
+            raise ValueError(f"fused=True: the fused articulation step cannot step this model: {why_not}")
+        if fused is None:
+            fused = why_not is None and (model.device.is_cpu or model.max_articulation_dofs <= CUDA_MAX_DOFS)
+        return FusedArticulationStep(model, self._articulations, threads) if fused else None
 
     def health(self):
         """``SolverBase.health`` plus the soft-contact convergence record and the pairs the
@@ -99,6 +119,10 @@ class SemiImplicitSolver(SolverBase):
         """Advance ``state_in`` by ``dt`` seconds into ``state_out`` under ``control``."""
         model = self.model
         control = self._zero_control if control is None else control
+        if self.fused is not None:
+            self.fused.step(self, state_in, state_out, control, dt)
+            self._step_done()
+            return
         if self._grid is not None:
             self._find_neighbors(state_in)
         bodies = None
@@ -109,6 +133,18 @@ class SemiImplicitSolver(SolverBase):
         if bodies is not None:
             self._articulations.finish(self, bodies, state_in, state_out, control, dt)
         self._step_done()
+
+    def advance(self, state: State, control: Control | None, dt: float, steps: int) -> State:
+        """``steps`` unrecorded steps of ``dt`` s in place on ``state`` under one ``control``;
+        returns ``state``. With the fused step, one launch (per thread) runs them all;
+        otherwise ``SolverBase.advance``."""
+        if self.fused is None:
+            super().advance(state, control, dt, steps)
+            return eval_fk(self.model, state)
+        self._check_unrecorded(state, steps)
+        self.fused.advance(self, state, self._zero_control if control is None else control, dt, steps)
+        self._steps_done(steps)
+        return state
 
     def _step_particles(self, state_in: State, state_out: State, control: Control, dt: float):
         """Particle forces (with reactions on bodies) and the symplectic Euler update."""

@@ -1,0 +1,189 @@
+"""The fused articulation step (one launch per step, ``wpsim.solvers.fused_articulation``)
+against the staged launches: bitwise the same states, the same tape gradients (and central
+finite differences in float64), ``advance`` equal to stepping, results independent of the
+thread split, refusals named."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import warp as wp
+
+from wpsim.diff.losses import joint_tracking_loss
+from wpsim.io.mjcf import import_mjcf
+from wpsim.solvers import SemiImplicitSolver, SoftContactOptions
+from wpsim.solvers.fused_articulation import PREPARED_LAUNCHES, thread_chunks
+from wpsim.solvers.kinematics import eval_fk
+from wpsim.solvers.prepared_launch import PreparedLaunch
+from wpsim.solvers.rollout import simulate
+
+ASSETS = Path(__file__).resolve().parents[1] / "assets"
+DT = 1.0e-3
+
+
+def robot(name: str, worlds: int = 3, requires_grad: bool = False):
+    """A replicated robot file in float64, its hinges (after any free joint) turned by 0.2 rad
+    per world index so that the worlds differ."""
+    builder, _ = import_mjcf(ASSETS / name)
+    model = builder.replicated(worlds).finalize(device="cpu", dtype=wp.float64, requires_grad=requires_grad)
+    q = model.joint_q.numpy().reshape(worlds, -1)
+    first_hinge = 7 if name == "quadruped.xml" else 0
+    q[:, first_hinge:] += 0.2 * np.arange(1, worlds + 1)[:, None] / worlds
+    model.joint_q.assign(q.reshape(-1))
+    return model
+
+
+def drive(model, seed: int):
+    """A Control with random joint torques and position targets."""
+    control = model.control(requires_grad=False)
+    rng = np.random.default_rng(seed)
+    control.joint_f.assign(rng.uniform(-0.05, 0.05, model.joint_dof_count))
+    control.joint_target_q.assign(rng.uniform(-0.3, 0.3, model.joint_dof_count))
+    return control
+
+
+def stepped(model, solver, control, steps: int):
+    a, b = model.state(requires_grad=False), model.state(requires_grad=False)
+    for _ in range(steps):
+        solver.step(a, b, control, DT)
+        a, b = b, a
+    return a
+
+
+@pytest.mark.parametrize("name", ["arm_7link.xml", "quadruped.xml"])
+def test_fused_step_is_bitwise_the_staged_step(name):
+    model = robot(name)
+    control = drive(model, 1)
+    staged = SemiImplicitSolver(model, fused=False)
+    fused = SemiImplicitSolver(model, fused=True)
+    assert staged.fused is None and fused.fused is not None
+    steps = 400 if name == "quadruped.xml" else 200  # the quadruped's feet reach the ground
+    a = stepped(model, staged, control, steps)
+    b = stepped(model, fused, control, steps)
+    for field in ("joint_q", "joint_qd", "body_q", "body_qd", "body_f"):
+        np.testing.assert_array_equal(getattr(a, field).numpy(), getattr(b, field).numpy(), err_msg=field)
+    if name == "quadruped.xml":
+        assert model.contact_pair_count > 0
+        assert np.abs(b.body_f.numpy()).max() > 1.0  # contact wrenches were in the step
+
+
+@pytest.mark.parametrize("name", ["arm_7link.xml", "quadruped.xml"])
+def test_advance_is_bitwise_stepping_whatever_the_thread_split(name):
+    model = robot(name, worlds=40)
+    control = drive(model, 2)
+    reference = stepped(model, SemiImplicitSolver(model, fused=False), control, 60)
+    for threads in (1, 2, 3):
+        solver = SemiImplicitSolver(model, fused=True, threads=threads)
+        assert len(solver.fused._chunks) == threads
+        state = model.state(requires_grad=False)
+        solver.advance(state, control, DT, 25)
+        solver.advance(state, control, DT, 35)
+        assert solver.step_count == 60
+        np.testing.assert_array_equal(state.joint_q.numpy(), reference.joint_q.numpy())
+        np.testing.assert_array_equal(state.joint_qd.numpy(), reference.joint_qd.numpy())
+        fk = model.state(requires_grad=False)
+        fk.assign(state)
+        np.testing.assert_array_equal(state.body_q.numpy(), eval_fk(model, fk).body_q.numpy())
+        threaded = stepped(model, solver, control, 60)
+        np.testing.assert_array_equal(threaded.joint_q.numpy(), reference.joint_q.numpy())
+
+
+def test_thread_chunks_cut_between_worlds_and_cover_every_articulation():
+    model = robot("arm_7link.xml", worlds=40)
+    assert thread_chunks(model, 3) == [(0, 13), (13, 14), (27, 13)]
+    assert thread_chunks(model, 64) == thread_chunks(model, 5)  # at least 8 articulations per thread
+    assert thread_chunks(robot("arm_7link.xml", worlds=4), 2) == [(0, 4)]
+
+
+def final_loss_gradients(model, fused: bool, steps: int = 60):
+    """Loss sum (q - 0.1)^2 of the final state and its tape gradients w.r.t. the initial joint
+    velocities, every step's joint torques and the body masses."""
+    solver = SemiImplicitSolver(model, fused=fused)
+    state = model.state(requires_grad=True)
+    state.joint_qd.assign(np.linspace(-0.5, 0.5, model.joint_dof_count))
+    forces = wp.array(np.tile(np.linspace(-0.02, 0.03, model.joint_dof_count), (steps, 1)), dtype=wp.float64,
+                      device="cpu", requires_grad=True)
+    controls = []
+    for k in range(steps):
+        control = model.control(requires_grad=False)
+        control.joint_f = forces[k]
+        controls.append(control)
+    target = wp.full(model.joint_coord_count, 0.1, dtype=wp.float64, device="cpu")
+    weight = wp.ones(model.joint_coord_count, dtype=wp.float64, device="cpu")
+    tape = wp.Tape()
+    with tape:
+        final = simulate(solver, state, steps, DT, control=lambda k: controls[k])
+        loss = joint_tracking_loss(final, target, weight)
+    tape.backward(loss=loss)
+    grads = [state.joint_qd.grad.numpy().copy(), forces.grad.numpy().copy(), model.body_mass.grad.numpy().copy()]
+    tape.zero()
+    return float(loss.numpy()[0]), grads
+
+
+@pytest.mark.parametrize("name", ["arm_7link.xml", "quadruped.xml"])
+def test_fused_tape_gradients_are_the_staged_ones(name):
+    model = robot(name, worlds=2, requires_grad=True)
+    loss_staged, staged = final_loss_gradients(model, fused=False)
+    loss_fused, fused = final_loss_gradients(model, fused=True)
+    assert loss_staged == loss_fused
+    for a, b in zip(staged, fused):
+        assert np.abs(a).max() > 0.0
+        np.testing.assert_array_equal(a, b)
+
+
+def test_fused_gradients_match_central_differences():
+    model = robot("arm_7link.xml", worlds=1, requires_grad=True)
+    _, (grad_qd, grad_f, grad_mass) = final_loss_gradients(model, fused=True, steps=40)
+    masses = model.body_mass.numpy().copy()
+    eps = 1.0e-6
+    for body in (0, 3, 6):
+        values = []
+        for sign in (1, -1):
+            changed = masses.copy()
+            changed[body] += sign * eps
+            model.body_mass.assign(changed)
+            values.append(final_loss_gradients(model, fused=True, steps=40)[0])
+        model.body_mass.assign(masses)
+        fd = (values[0] - values[1]) / (2 * eps)
+        assert abs(fd - grad_mass[body]) <= 1.0e-6 * max(1.0, abs(fd)), (body, fd, grad_mass[body])
+
+
+def test_fused_refusals_name_the_reason():
+    builder, _ = import_mjcf(ASSETS / "quadruped.xml")
+    model = builder.finalize(device="cpu")
+    with pytest.raises(ValueError, match="soft-constraint contact"):
+        SemiImplicitSolver(model, soft_contact=SoftContactOptions(), fused=True)
+    assert SemiImplicitSolver(model, soft_contact=SoftContactOptions()).fused is None
+    solver = SemiImplicitSolver(model)
+    state = model.state(requires_grad=True)
+    with pytest.raises(ValueError, match="steps must be >= 1"):
+        solver.advance(state, None, DT, 0)
+    with wp.Tape(), pytest.raises(RuntimeError, match="unrecorded"):
+        solver.advance(state, None, DT, 3)
+
+
+def test_advance_flags_a_blow_up_at_its_step():
+    model = robot("arm_7link.xml", worlds=2)
+    solver = SemiImplicitSolver(model, max_speed=50.0)
+    state = model.state(requires_grad=False)
+    qd = state.joint_qd.numpy()
+    qd[model.joint_dof_count // 2:] = 49.0  # world 1 spins past 50 rad/s within a few steps
+    state.joint_qd.assign(qd)
+    solver.advance(state, None, DT, 30)
+    faults = solver.health().fault_steps
+    assert list(faults) == [1] and 0 <= faults[1] < 30
+
+
+@wp.kernel
+def count_into(values: wp.array(dtype=int), counter: int):
+    values[wp.tid()] += counter
+
+
+def test_prepared_launch_reruns_with_its_counter_like_a_fresh_launch():
+    values = wp.zeros(4, dtype=int, device="cpu")
+    launch = PreparedLaunch(count_into, 4, [values, 0], [], "cpu", counter_index=1)
+    for counter in (1, 2, 3):
+        launch.run(counter)
+    assert launch._block is not None  # the CPU fast path was taken after the first run
+    np.testing.assert_array_equal(values.numpy(), [6, 6, 6, 6])
+    assert PREPARED_LAUNCHES >= 2

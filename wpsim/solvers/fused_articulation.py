@@ -1,0 +1,208 @@
+"""The fused articulation step: one launch per step (``kernels.articulation_step``) instead of
+the staged pipeline's seven, several steps per launch for unrecorded runs, and the
+articulations split over CPU threads when nothing records."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import warp as wp
+
+from wpsim.core.tape import active_tape
+from wpsim.kernels import articulation_step
+from wpsim.kernels.generic import for_precision
+from wpsim.solvers.articulation import penalty_shape_fields, record_cholesky_backward
+from wpsim.solvers.kinematics import ArticulationScratch, kinematics_launch
+from wpsim.solvers.prepared_launch import PreparedLaunch
+
+CUDA_MAX_DOFS = 16
+"""On CUDA the fused step is chosen automatically only for articulations of at most this many
+dofs (one thread walks a whole tree; the staged kernels spread larger trees over threads).
+Not yet measured on a GPU."""
+PREPARED_LAUNCHES = 8
+"""Prepared unrecorded launch sets kept (a ping-pong of two states under one control needs
+two)."""
+MIN_ARTICULATIONS_PER_THREAD = 8
+"""Unrecorded CPU launches are split over threads only when every thread gets at least this
+many articulations (handing a launch to a thread costs about as much as stepping a few)."""
+
+
+def fused_step_unsuitable(model, soft_contact, broad_phase) -> str | None:
+    """Why the fused step cannot step ``model`` (a sentence), or None when it can: it steps
+    articulations alone, with penalty contact whose pairs each touch one articulation."""
+    if model.body_count == 0:
+        return "the model has no rigid bodies"
+    if model.particle_count:
+        return "particles couple to the bodies between the step's stages"
+    if soft_contact is not None:
+        return "soft-constraint contact runs its own Newton solve"
+    if broad_phase is not None:
+        return "a per-step broad phase lists the contact pairs"
+    if model.coupling_count or model.connection_count:
+        return "joint couplings or body connections join articulations' systems"
+    if contact_pairs_by_articulation(model) is None:
+        return "a contact pair joins two articulations"
+    return None
+
+
+def contact_pairs_by_articulation(model) -> tuple | None:
+    """(pairs (P, 2), start (A+1,)): the candidate contact pairs with a body, grouped by the
+    articulation they touch (stable: each articulation keeps the model's pair order), or
+    None when a pair touches two articulations."""
+    pairs = model.contact_pair.numpy().reshape(-1, 2)
+    shape_body = model.shape_body.numpy()
+    body_articulation = model.joint_articulation.numpy()[model.body_joint.numpy()]
+    sides = np.where(shape_body[pairs] >= 0, body_articulation[shape_body[pairs]], -1)
+    if np.any((sides[:, 0] >= 0) & (sides[:, 1] >= 0) & (sides[:, 0] != sides[:, 1])):
+        return None
+    owner = sides.max(axis=1)
+    kept = owner >= 0
+    order = np.argsort(owner[kept], kind="stable")
+    grouped = pairs[kept][order]
+    counts = np.bincount(owner[kept], minlength=model.articulation_count)
+    return grouped, np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+
+
+def thread_chunks(model, threads: int) -> list:
+    """(first articulation, count) of each thread's share: contiguous, split where the world
+    changes when there are at least as many worlds as threads (a world's fault flag is then
+    written by one thread)."""
+    count = model.articulation_count
+    if threads <= 1 or count < 2 * MIN_ARTICULATIONS_PER_THREAD:
+        return [(0, count)]
+    threads = min(threads, count // MIN_ARTICULATIONS_PER_THREAD)
+    root_body = model.joint_child.numpy()[model.dfs_joint.numpy()[model.articulation_start.numpy()[:-1]]]
+    world = model.body_world.numpy()[root_body]
+    cuts = np.flatnonzero(np.diff(world)) + 1 if len(np.unique(world)) >= threads else np.arange(1, count)
+    wanted = np.arange(1, threads) * count / threads
+    bounds = [0, *sorted({int(cuts[np.abs(cuts - w).argmin()]) for w in wanted} - {0, count}), count]
+    return [(a, b - a) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+class FusedArticulationStep:
+    """Steps every articulation of a model with one ``articulation_steps`` launch.
+
+    Its results are bitwise those of the staged ``ArticulationStepper`` on the CPU (the same
+    functions in the same order per articulation). While a ``wp.Tape`` records, the staged
+    launches are put on the tape without running (``KernelLaunch.record``), so the backward
+    pass and its gradients are the staged path's. ``advance`` runs several steps per launch in
+    place. On the CPU, unrecorded launches split the articulations over ``threads`` threads
+    (ctypes releases the GIL while a kernel runs); every articulation's arithmetic is the same
+    whatever the split.
+    """
+
+    def __init__(self, model, stepper, threads: int | None = None):
+        self.model = model
+        self.stepper = stepper
+        """The staged ``ArticulationStepper`` whose scratch and launches this step shares."""
+        pairs, start = contact_pairs_by_articulation(model)
+        device = model.device
+        self._pairs = wp.array(pairs if len(pairs) else np.zeros((1, 2)), dtype=int, device=device)
+        self._pair_start = wp.array(start, dtype=int, device=device)
+        self._pair_count = wp.array([len(pairs)], dtype=int, device=device)
+        self.threads = (os.cpu_count() or 1) if threads is None else threads
+        """CPU threads of an unrecorded launch."""
+        self._chunks = thread_chunks(model, self.threads) if device.is_cpu else [(0, model.articulation_count)]
+        self._pool = ThreadPoolExecutor(len(self._chunks)) if len(self._chunks) > 1 else None
+        self._fields = [
+            model.articulation_start, model.articulation_dof_start, model.articulation_H_start, model.dfs_joint,
+            model.dof_joint, model.joint_type, model.joint_parent, model.joint_child, model.joint_articulation,
+            model.joint_X_p, model.joint_X_c, model.joint_axis, model.joint_q_start, model.joint_qd_start,
+            model.joint_dfs_pos, model.joint_dfs_end, model.joint_armature, model.joint_damping, model.joint_friction,
+            model.joint_stiffness, model.joint_spring_ref, model.joint_target_ke, model.joint_target_kd,
+            model.joint_limit_lower, model.joint_limit_upper, model.joint_limit_ke, model.joint_limit_kd,
+            model.joint_f_lower, model.joint_f_upper, model.joint_target_lower, model.joint_target_upper,
+            model.joint_drive_force_limit, model.body_joint, model.body_world, model.body_mass, model.body_com,
+            model.body_inertia, model.body_origin, model.gravity, *penalty_shape_fields(model),
+            self._pair_start, self._pairs, self._pair_count,
+        ]
+        """The model arrays of the launch, read once: change Model fields in place (``assign``),
+        as wpsim's optimisers do, not by replacing the arrays."""
+        self._prepared = {}
+        """Unrecorded ``PreparedLaunch``es by chunk, the identity of their state and control
+        arrays and the values of their settings."""
+
+    def step(self, solver, state_in, state_out, control, dt: float):
+        """One step of ``dt`` s from ``state_in`` into ``state_out`` (``state_in.body_q``,
+        ``body_qd`` and ``body_f`` filled as the staged step fills them)."""
+        model = self.model
+        tape = active_tape()
+        stepper = self.stepper
+        if tape is None or not state_in.joint_q.requires_grad:
+            self._run_prepared(solver, state_in, state_out, control, dt, 1, 0)
+            return
+        zero_damping = None if model.contact_pair_count else stepper._scratch
+        scratch = ArticulationScratch(model, True, zero_damping)
+        device = model.device
+        inputs, outputs = self._arguments(solver, state_in, state_out, control, scratch, dt, 1, 0)
+        wp.launch(self._kernel(), dim=model.articulation_count, inputs=inputs, outputs=outputs, device=device,
+                  record_tape=False)
+        kinematics_launch(model, state_in, scratch).record(tape, device)
+        stepper.wrench_launch(state_in, control, scratch).record(tape, device)
+        if model.contact_pair_count:
+            stepper.contact_launch(solver, state_in, scratch, model.contact_pair, stepper._all_pairs, dt).record(
+                tape, device)
+        stepper.subtree_launch(state_in, scratch).record(tape, device)
+        stepper.assembly_launch(solver, state_in, control, scratch, dt).record(tape, device)
+        starts = (model.articulation_dof_start, model.articulation_H_start)
+        record_cholesky_backward(model, starts, scratch.mass_matrix, scratch.rhs, scratch.qdd, scratch.factor,
+                                 scratch.adjoint, tape)
+        stepper.integration_launch(solver, state_in, state_out, scratch.qdd, dt).record(tape, device)
+
+    def advance(self, solver, state, control, dt: float, steps: int):
+        """``steps`` unrecorded steps of ``dt`` s in place on ``state``, in one launch (per
+        thread); afterwards ``state.body_q``/``body_qd`` match its joint coordinates."""
+        self._run_prepared(solver, state, state, control, dt, steps, 1)
+
+    def _kernel(self):
+        return for_precision(articulation_step.articulation_steps, self.model.dtype)
+
+    def _arguments(self, solver, state_in, state_out, control, scratch, dt: float, steps: int,
+                   final_kinematics: int) -> tuple:
+        """(inputs, outputs) of ``articulation_steps`` with 0 as first articulation; body poses,
+        velocities and wrenches go to ``state_in``'s arrays."""
+        real = self.model.dtype
+        inputs = [
+            *self._fields, state_in.joint_q, state_in.joint_qd,
+            control.body_f_ext, control.joint_f, control.joint_target_q, control.joint_target_qd,
+            0, steps, final_kinematics, solver._friction_smoothing, real(self.model.contact_damping_depth),
+            solver.contact_gradient_width, real(dt), solver.step_count, solver.max_coordinate, solver.max_speed,
+        ]
+        outputs = [
+            state_in.body_q, state_in.body_qd, state_in.body_f, scratch.body_twist, scratch.body_bias_acc,
+            scratch.dof_motion, scratch.body_damping, scratch.subtree_mass, scratch.subtree_h, scratch.subtree_J,
+            scratch.subtree_bias, scratch.subtree_damping, scratch.mass_matrix, scratch.rhs, scratch.dof_inertia,
+            scratch.factor, scratch.qdd, state_out.joint_q, state_out.joint_qd, solver.world_fault_step,
+        ]
+        return inputs, outputs
+
+    def _run_prepared(self, solver, state_in, state_out, control, dt: float, steps: int, final_kinematics: int):
+        """Unrecorded launches, one per thread chunk, through ``PreparedLaunch``es kept for
+        the same states, control and settings."""
+        key = (
+            id(state_in.joint_q), id(state_in.joint_qd), id(state_in.body_q), id(state_in.body_qd),
+            id(state_in.body_f), id(state_out.joint_q), id(state_out.joint_qd), id(control.body_f_ext),
+            id(control.joint_f), id(control.joint_target_q), id(control.joint_target_qd), float(dt), steps,
+            final_kinematics, float(solver._friction_smoothing), float(solver.contact_gradient_width),
+            float(solver.max_coordinate), float(solver.max_speed),
+        )
+        launches = self._prepared.get(key)
+        if launches is None:
+            if len(self._prepared) >= PREPARED_LAUNCHES:
+                self._prepared.clear()
+            inputs, outputs = self._arguments(solver, state_in, state_out, control, self.stepper._scratch, dt, steps,
+                                              final_kinematics)
+            first = len(self._fields) + 6
+            launches = []
+            for start, count in self._chunks:
+                inputs[first] = start
+                launches.append(PreparedLaunch(self._kernel(), count, list(inputs), outputs, self.model.device,
+                                               first + 7))
+            self._prepared[key] = launches
+        if len(launches) == 1:
+            launches[0].run(solver.step_count)
+            return
+        for future in [self._pool.submit(launch.run, solver.step_count) for launch in launches]:
+            future.result()
