@@ -51,27 +51,36 @@ def test_records_have_the_shared_format(quick_records):
         assert p["wpsim_finite"] is True
 
 
-def test_every_comparison_is_reported_with_its_ratio(quick_records):
+@pytest.mark.parametrize("variant", sorted(vs_mujoco.VARIANTS))
+def test_every_comparison_is_reported_with_its_ratio(quick_records, variant):
     config = vs_mujoco.suite_config(quick=True)
+    name = vs_mujoco.VARIANTS[variant]
     for case in CASES:
-        wp_speed = _find(quick_records, case, "steps_per_s", "wpsim_single", 1)["value"]
-        mj_speed = _find(quick_records, case, "steps_per_s", "mujoco_mj_step", 1)["value"]
-        ratio = _find(quick_records, case, "time_ratio", "single wpsim/mujoco", 1)["value"]
-        assert ratio == pytest.approx(mj_speed / wp_speed)
-        launches = _find(quick_records, case, "launches_per_step", "wpsim_single", 1)["value"]
+        wp_speed = _find(quick_records, case, "steps_per_s", f"{name}_single", 1)
+        assert wp_speed["params"]["fused"] is (variant == "fused")
+        mj_speed = _find(quick_records, case, "steps_per_s", f"mujoco_mj_step vs {name}", 1)["value"]
+        ratio = _find(quick_records, case, "time_ratio", f"single {name}/mujoco", 1)["value"]
+        assert ratio == pytest.approx(mj_speed / wp_speed["value"])
+        launches = _find(quick_records, case, "launches_per_step", f"{name}_single", 1)["value"]
         assert launches >= 1 and launches == int(launches)
+        if variant == "fused":
+            assert launches == 1
         for worlds in config["worlds"]:
-            wp_rate = _find(quick_records, case, "world_steps_per_s", "wpsim_worlds", worlds)
-            mj_rate = _find(quick_records, case, "world_steps_per_s", "mujoco_rollout", worlds)
+            wp_rate = _find(quick_records, case, "world_steps_per_s", f"{name}_worlds", worlds)
+            mj_rate = _find(quick_records, case, "world_steps_per_s", f"mujoco_rollout vs {name}", worlds)
             assert mj_rate["params"]["mujoco_threads"] == os.cpu_count()
             assert wp_rate["params"]["steps"] == mj_rate["params"]["steps"] == config["steps"]
-            ratio = _find(quick_records, case, "time_ratio", "worlds wpsim/mujoco", worlds)["value"]
+            ratio = _find(quick_records, case, "time_ratio", f"worlds {name}/mujoco", worlds)["value"]
             assert ratio == pytest.approx(mj_rate["value"] / wp_rate["value"])
-            assert _find(quick_records, case, "launches_per_step", "wpsim_worlds", worlds)["value"] == launches
+            world_launches = _find(quick_records, case, "launches_per_step", f"{name}_worlds", worlds)["value"]
+            if variant == "fused":  # one launch per CPU thread
+                assert 1 <= world_launches <= os.cpu_count()
+            else:
+                assert world_launches == launches
         for worlds in config["grad_worlds"]:
-            tape = _find(quick_records, case, "wall_s", "wpsim_tape", worlds)
-            chain = _find(quick_records, case, "wall_s", "mujoco_fd_chain", worlds)
-            ratio = _find(quick_records, case, "time_ratio", "gradient wpsim/mujoco", worlds)["value"]
+            tape = _find(quick_records, case, "wall_s", f"{name}_tape", worlds)
+            chain = _find(quick_records, case, "wall_s", f"mujoco_fd_chain vs {name}", worlds)
+            ratio = _find(quick_records, case, "time_ratio", f"gradient {name}/mujoco", worlds)["value"]
             assert ratio == pytest.approx(tape["value"] / chain["value"])
             assert tape["params"]["per_world_s"] == pytest.approx(tape["value"] / worlds)
             assert tape["params"]["steps"] == config["grad_steps"] and tape["params"]["worlds_agree"] is True
@@ -79,8 +88,9 @@ def test_every_comparison_is_reported_with_its_ratio(quick_records):
 
 
 def test_arm_gradient_diff_in_records_is_small(quick_records):
-    record = _find(quick_records, "arm_7", "wall_s", "wpsim_tape", 1)
-    assert record["params"]["grad_diff_vs_mujoco"] < 0.05
+    for name in vs_mujoco.VARIANTS.values():
+        record = _find(quick_records, "arm_7", "wall_s", f"{name}_tape", 1)
+        assert record["params"]["grad_diff_vs_mujoco"] < 0.05, name
 
 
 def test_without_mujoco_the_suite_says_it_was_skipped(monkeypatch):

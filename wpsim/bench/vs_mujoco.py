@@ -49,6 +49,11 @@ gradients, hence its 0.3 rad and 0.1 N m. The quadruped keeps zero targets (its 
 upper limit is 0 rad): its feet touch down after ~150 steps, so the 200-step loss is not
 trivial."""
 FD_EPS = 1.0e-6
+VARIANTS = {"soft": "wpsim", "fused": "wpsim_fused"}
+"""How wpsim steps the robots -> the name its records' modes carry: ``soft`` as ``wpsim run``
+does (soft-constraint contact and joint limits, staged launches); ``fused``: penalty contact
+and limit springs, the fused articulation step (``advance`` for unrecorded runs). Each is
+compared with the MuJoCo run measured beside it."""
 
 
 def suite_config(quick: bool) -> dict:
@@ -153,7 +158,9 @@ class WpsimSide:
             raise ValueError(f"{path}: mixed actuator kinds {kinds}")
         self.control_field = {"motor": "joint_f", "position": "joint_target_q"}[kinds.pop()]
 
-    def model(self, device, worlds: int, requires_grad: bool = False, dtype=wp.float32):
+    def model(self, device, worlds: int, requires_grad: bool = False, dtype=wp.float32, variant: str = "soft"):
+        """(model, solver) of ``worlds`` worlds; ``variant`` (see ``VARIANTS``) picks the contact
+        model and step."""
         from wpsim.solvers import SemiImplicitSolver, SoftContactOptions
 
         model = self.builder.replicated(worlds).finalize(device=device, requires_grad=requires_grad, dtype=dtype)
@@ -164,15 +171,20 @@ class WpsimSide:
         q = model.joint_q.numpy().reshape(worlds, nq)
         q[:, self.mjs.copied_qpos] = self.mjs.start_qpos[self.mjs.copied_qpos]
         model.joint_q.assign(q.reshape(-1))
+        if variant == "fused":
+            return model, SemiImplicitSolver(model, fused=True)
         return model, SemiImplicitSolver(model, soft_contact=SoftContactOptions())
 
     def step_runner(self, model, solver):
-        """(run(n): n unrecorded steps from the start state, launches of one step)."""
+        """(run(n): n unrecorded steps from the start state -- one ``advance`` with the fused
+        step --, launches of one step)."""
         from wpsim.bench.scene_speed import count_launches
 
         dt = self.dt
 
         def run(n: int):
+            if solver.fused is not None:
+                return solver.advance(model.state(requires_grad=False), None, dt, n)
             states = [model.state(requires_grad=False), model.state(requires_grad=False)]
             for _ in range(n):
                 solver.step(states[0], states[1], None, dt)
@@ -229,27 +241,20 @@ def _finite(state) -> bool:
     return bool(np.isfinite(state.joint_q.numpy()).all())
 
 
-def measure_single(ws: WpsimSide, mjs: MujocoSide, device, steps: int, repeats: int) -> dict:
-    model, solver = ws.model(device, 1)
+def measure_steps(ws: WpsimSide, device, worlds: int, steps: int, repeats: int, mujoco_run, variant: str) -> dict:
+    """Best wall times of ``steps`` steps of ``worlds`` wpsim worlds and of ``mujoco_run()``."""
+    model, solver = ws.model(device, worlds, variant=variant)
     run, launches = ws.step_runner(model, solver)
     final = run(steps)
     wp_s = _best(lambda: run(steps), repeats, device)
-    mj_s = _best(lambda: mjs.step_loop(steps), repeats)
-    return {"wpsim_s": wp_s, "mujoco_s": mj_s, "launches": launches, "finite": _finite(final)}
-
-
-def measure_worlds(ws: WpsimSide, mjs: MujocoSide, device, worlds: int, steps: int, repeats: int) -> dict:
-    model, solver = ws.model(device, worlds)
-    run, launches = ws.step_runner(model, solver)
-    final = run(steps)
-    wp_s = _best(lambda: run(steps), repeats, device)
-    mj_s = _best(mjs.rollout_runner(worlds, steps), repeats)
-    return {"wpsim_s": wp_s, "mujoco_s": mj_s, "launches": launches, "finite": _finite(final)}
+    mj_s = _best(mujoco_run, repeats)
+    return {"wpsim_s": wp_s, "mujoco_s": mj_s, "launches": launches, "finite": _finite(final),
+            "fused": solver.fused is not None}
 
 
 def measure_gradient(ws: WpsimSide, mjs: MujocoSide, device, worlds: int, steps: int, repeats: int,
-                     control: float) -> dict:
-    model, solver = ws.model(device, worlds, requires_grad=True)
+                     control: float, variant: str) -> dict:
+    model, solver = ws.model(device, worlds, requires_grad=True, variant=variant)
     controls = np.full((steps, mjs.model.nu), control)
     run = ws.gradient_runner(model, solver, steps, controls)
     wp_grad, loss = run()
@@ -298,35 +303,38 @@ def vs_mujoco_suite(device=None, quick: bool = False, robots: dict | None = None
         def rec(metric, value, **params):
             records.append(record(SUITE, case, {**base, **params}, metric, value))
 
-        steps = config["steps"]
-        found = measure_single(ws, mjs, device, steps, repeats)
-        common = {"worlds": 1, "steps": steps, "wpsim_finite": found["finite"]}
-        rec("steps_per_s", steps / found["wpsim_s"], mode="wpsim_single", **common)
-        rec("steps_per_s", steps / found["mujoco_s"], mode="mujoco_mj_step", **common)
-        rec("time_ratio", found["wpsim_s"] / found["mujoco_s"], mode="single wpsim/mujoco", **common)
-        rec("launches_per_step", found["launches"], mode="wpsim_single", **common)
-        progress(f"{SUITE}/{case} single: wpsim {steps / found['wpsim_s']:.0f} steps/s, mj_step "
-                 f"{steps / found['mujoco_s']:.0f} steps/s")
-        for worlds in config["worlds"]:
-            found = measure_worlds(ws, mjs, device, worlds, steps, repeats)
-            common = {"worlds": worlds, "steps": steps, "wpsim_finite": found["finite"],
-                      "mujoco_threads": os.cpu_count()}
-            rec("world_steps_per_s", worlds * steps / found["wpsim_s"], mode="wpsim_worlds", **common)
-            rec("world_steps_per_s", worlds * steps / found["mujoco_s"], mode="mujoco_rollout", **common)
-            rec("time_ratio", found["wpsim_s"] / found["mujoco_s"], mode="worlds wpsim/mujoco", **common)
-            rec("launches_per_step", found["launches"], mode="wpsim_worlds", **common)
-            progress(f"{SUITE}/{case} W={worlds}: wpsim {worlds * steps / found['wpsim_s']:.0f}, rollout "
-                     f"{worlds * steps / found['mujoco_s']:.0f} world-steps/s")
-        steps = config["grad_steps"]
-        for worlds in config["grad_worlds"]:
-            found = measure_gradient(ws, mjs, device, worlds, steps, repeats, control)
-            common = {"worlds": worlds, "steps": steps, "wpsim_finite": found["finite"], "loss": found["loss"],
-                      "grad_diff_vs_mujoco": found["max_abs_diff_over_max"],
-                      "worlds_agree": found["worlds_agree"], "mujoco_threads": 1, "fd": "forward", "control": control}
-            rec("wall_s", found["wpsim_s"], mode="wpsim_tape", per_world_s=found["wpsim_s"] / worlds, **common)
-            rec("wall_s", found["mujoco_s"], mode="mujoco_fd_chain", per_world_s=found["mujoco_s"] / worlds, **common)
-            rec("time_ratio", found["wpsim_s"] / found["mujoco_s"], mode="gradient wpsim/mujoco", **common)
-            progress(f"{SUITE}/{case} gradient W={worlds} T={steps}: tape {found['wpsim_s'] * 1e3:.1f} ms, "
-                     f"FD chain {found['mujoco_s'] * 1e3:.1f} ms (diff {found['max_abs_diff_over_max']:.2g})")
+        for variant, name in VARIANTS.items():
+            steps = config["steps"]
+            found = measure_steps(ws, device, 1, steps, repeats, lambda: mjs.step_loop(steps), variant)
+            common = {"worlds": 1, "steps": steps, "wpsim_finite": found["finite"], "fused": found["fused"]}
+            rec("steps_per_s", steps / found["wpsim_s"], mode=f"{name}_single", **common)
+            rec("steps_per_s", steps / found["mujoco_s"], mode=f"mujoco_mj_step vs {name}", **common)
+            rec("time_ratio", found["wpsim_s"] / found["mujoco_s"], mode=f"single {name}/mujoco", **common)
+            rec("launches_per_step", found["launches"], mode=f"{name}_single", **common)
+            progress(f"{SUITE}/{case} single: {name} {steps / found['wpsim_s']:.0f} steps/s, mj_step "
+                     f"{steps / found['mujoco_s']:.0f} steps/s")
+            for worlds in config["worlds"]:
+                found = measure_steps(ws, device, worlds, steps, repeats, mjs.rollout_runner(worlds, steps), variant)
+                common = {"worlds": worlds, "steps": steps, "wpsim_finite": found["finite"],
+                          "mujoco_threads": os.cpu_count(), "fused": found["fused"]}
+                rec("world_steps_per_s", worlds * steps / found["wpsim_s"], mode=f"{name}_worlds", **common)
+                rec("world_steps_per_s", worlds * steps / found["mujoco_s"], mode=f"mujoco_rollout vs {name}",
+                    **common)
+                rec("time_ratio", found["wpsim_s"] / found["mujoco_s"], mode=f"worlds {name}/mujoco", **common)
+                rec("launches_per_step", found["launches"], mode=f"{name}_worlds", **common)
+                progress(f"{SUITE}/{case} W={worlds}: {name} {worlds * steps / found['wpsim_s']:.0f}, rollout "
+                         f"{worlds * steps / found['mujoco_s']:.0f} world-steps/s")
+            steps = config["grad_steps"]
+            for worlds in config["grad_worlds"]:
+                found = measure_gradient(ws, mjs, device, worlds, steps, repeats, control, variant)
+                common = {"worlds": worlds, "steps": steps, "wpsim_finite": found["finite"], "loss": found["loss"],
+                          "grad_diff_vs_mujoco": found["max_abs_diff_over_max"], "worlds_agree": found["worlds_agree"],
+                          "mujoco_threads": 1, "fd": "forward", "control": control}
+                rec("wall_s", found["wpsim_s"], mode=f"{name}_tape", per_world_s=found["wpsim_s"] / worlds, **common)
+                rec("wall_s", found["mujoco_s"], mode=f"mujoco_fd_chain vs {name}",
+                    per_world_s=found["mujoco_s"] / worlds, **common)
+                rec("time_ratio", found["wpsim_s"] / found["mujoco_s"], mode=f"gradient {name}/mujoco", **common)
+                progress(f"{SUITE}/{case} gradient W={worlds} T={steps}: {name} tape {found['wpsim_s'] * 1e3:.1f} "
+                         f"ms, FD chain {found['mujoco_s'] * 1e3:.1f} ms (diff {found['max_abs_diff_over_max']:.2g})")
         progress(f"{SUITE}/{case}: {time.perf_counter() - start:.1f} s")
     return records
