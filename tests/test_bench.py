@@ -8,6 +8,7 @@ import contextlib
 import io
 import json
 import math
+import os
 
 import pytest
 import warp as wp
@@ -153,7 +154,10 @@ def test_rigid_suite_reports_every_robot_alone_and_in_many_worlds():
             assert speed["value"] > 0 and speed["params"]["bodies"] == bodies * worlds
             assert speed["params"]["joint_dofs"] == dofs * worlds and speed["params"]["worlds"] == worlds
             assert found["tape", "backward_over_forward"]["value"] > 0
-            assert found["forward", "launches_per_step"]["value"] == (6 if name == "arm_7" else 7)
+            # the fused articulation step: one launch per step (per CPU thread with many worlds);
+            # the box stack's contacts join articulations, so it takes the 7 staged launches
+            launches = found["forward", "launches_per_step"]["value"]
+            assert launches == 7 if name == "box_stack_5" else 1 <= launches <= os.cpu_count()
             if worlds > 1:
                 world_speed = found["forward", "world_steps_per_s"]["value"]
                 assert world_speed == pytest.approx(speed["value"] * worlds)

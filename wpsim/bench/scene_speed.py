@@ -49,20 +49,27 @@ class Timing:
 
 
 def count_launches(fn: Callable[[], object]) -> int:
-    """Number of ``wp.launch`` calls made while ``fn()`` runs (``wp.launch`` is patched
+    """Number of kernel launches made while ``fn()`` runs: ``wp.launch`` calls that run a kernel
+    (not those that only record a command) and re-runs of ``PreparedLaunch``es (both patched
     meanwhile; hash-grid builds and array fills/copies are not kernel launches here)."""
-    original = wp.launch
+    from wpsim.solvers.prepared_launch import PreparedLaunch
+
+    original, original_run = wp.launch, PreparedLaunch.run
     calls = [0]
 
     def counting(*args, **kwargs):
-        calls[0] += 1
+        calls[0] += 0 if kwargs.get("record_cmd") else 1
         return original(*args, **kwargs)
 
-    wp.launch = counting
+    def counting_run(self, counter):
+        calls[0] += 1
+        return original_run(self, counter)
+
+    wp.launch, PreparedLaunch.run = counting, counting_run
     try:
         fn()
     finally:
-        wp.launch = original
+        wp.launch, PreparedLaunch.run = original, original_run
     return calls[0]
 
 
