@@ -247,35 +247,60 @@ def articulation_kinematics(
 @wp.func
 def start_body_wrench(
     b: int,
+    body_mass: wp.array(dtype=wp.Float),
     body_com: wp.array(dtype=vec3),
+    body_inertia: wp.array(dtype=mat33),
     body_origin: wp.array(dtype=vec3),
     body_q_in: wp.array(dtype=transform),
+    body_twist_in: wp.array(dtype=vec6),
+    body_bias_acc_in: wp.array(dtype=vec6),
     body_f_ext: wp.array(dtype=vec6),
     body_f_out: wp.array(dtype=vec6),
     body_damping_out: wp.array2d(dtype=mat33),
+    body_h_out: wp.array(dtype=vec3),
+    body_J_out: wp.array(dtype=mat33),
+    body_inertial_bias_out: wp.array(dtype=vec6),
 ):
-    """Start body ``b``'s wrench and damping blocks (see ``init_body_wrenches``)."""
+    """Start body ``b``'s wrench and damping blocks and fill its world inertia and inertial
+    bias wrench (see ``init_body_wrenches``)."""
+    X = body_q_in[b]
     f = body_f_ext[b]
-    c = wp.transform_point(body_q_in[b], body_com[b]) - body_origin[b]
+    c = wp.transform_point(X, body_com[b]) - body_origin[b]
     body_f_out[b] = spatial(top(f) + wp.cross(c, bottom(f)), bottom(f))
     zero = wp.outer(c, c) * type(c[0])(0.0)
     for k in range(3):
         body_damping_out[b, k] = zero
+    m = body_mass[b]
+    h, J = body_world_inertia(X, m, body_com[b], body_inertia[b], body_origin[b])
+    v = body_twist_in[b]
+    body_h_out[b] = h
+    body_J_out[b] = J
+    body_inertial_bias_out[b] = inertia_times(m, h, J, body_bias_acc_in[b]) + force_cross(v, inertia_times(m, h, J, v))
 
 
 @kernel
 def init_body_wrenches(
+    body_mass: wp.array(dtype=wp.Float),
     body_com: wp.array(dtype=vec3),
+    body_inertia: wp.array(dtype=mat33),
     body_origin: wp.array(dtype=vec3),
     body_q_in: wp.array(dtype=transform),
+    body_twist_in: wp.array(dtype=vec6),
+    body_bias_acc_in: wp.array(dtype=vec6),
     body_f_ext: wp.array(dtype=vec6),
     body_f_out: wp.array(dtype=vec6),
     body_damping_out: wp.array2d(dtype=mat33),
+    body_h_out: wp.array(dtype=vec3),
+    body_J_out: wp.array(dtype=mat33),
+    body_inertial_bias_out: wp.array(dtype=vec6),
 ):
-    """Start each body's wrench (about its articulation origin) from the external wrench given as
-    (torque, force at the centre of mass), both in world axes, and its contact damping
-    blocks from zero."""
-    start_body_wrench(wp.tid(), body_com, body_origin, body_q_in, body_f_ext, body_f_out, body_damping_out)
+    """One thread per body: start its wrench (about its articulation origin) from the external
+    wrench given as (torque, force at the centre of mass), both in world axes, and its contact
+    damping blocks from zero; and its first moment h and rotational inertia J about the origin
+    and its inertial bias wrench I a + v x* I v (gravity through the base acceleration,
+    velocity products), which the subtree sums add up."""
+    start_body_wrench(wp.tid(), body_mass, body_com, body_inertia, body_origin, body_q_in, body_twist_in,
+        body_bias_acc_in, body_f_ext, body_f_out, body_damping_out, body_h_out, body_J_out, body_inertial_bias_out)
 
 
 @wp.func
@@ -290,27 +315,29 @@ def damping_times(ww: mat33, wv: mat33, vv: mat33, s: vec6):
 def subtree_sums(
     b: int,
     body_joint: wp.array(dtype=int),
+    joint_type: wp.array(dtype=int),
+    joint_qd_start: wp.array(dtype=int),
     joint_dfs_pos: wp.array(dtype=int),
     joint_dfs_end: wp.array(dtype=int),
     dfs_joint: wp.array(dtype=int),
     joint_child: wp.array(dtype=int),
     body_mass: wp.array(dtype=wp.Float),
-    body_com: wp.array(dtype=vec3),
-    body_inertia: wp.array(dtype=mat33),
-    body_origin: wp.array(dtype=vec3),
-    body_q_in: wp.array(dtype=transform),
-    body_twist_in: wp.array(dtype=vec6),
-    body_bias_acc_in: wp.array(dtype=vec6),
+    dof_motion_in: wp.array(dtype=vec6),
+    body_h_in: wp.array(dtype=vec3),
+    body_J_in: wp.array(dtype=mat33),
+    body_inertial_bias_in: wp.array(dtype=vec6),
     body_f_in: wp.array(dtype=vec6),
     body_damping_in: wp.array2d(dtype=mat33),
+    dt: wp.Float,
     subtree_mass_out: wp.array(dtype=wp.Float),
     subtree_h_out: wp.array(dtype=vec3),
     subtree_J_out: wp.array(dtype=mat33),
     subtree_bias_out: wp.array(dtype=vec6),
     subtree_damping_out: wp.array2d(dtype=mat33),
+    dof_subtree_force_out: wp.array(dtype=vec6),
 ):
-    """Composite inertia, bias wrench and damping of body ``b``'s subtree (see
-    ``subtree_inertia_and_bias``)."""
+    """Composite inertia, bias wrench and damping of body ``b``'s subtree and the subtree
+    force columns of its joint's dofs (see ``subtree_inertia_and_bias``)."""
     j = body_joint[b]
     # accumulators start from constants: a loop-mutated variable must not feed an
     # expression outside the loop, whose adjoint would read the variable's final value
@@ -324,13 +351,10 @@ def subtree_sums(
     f_sum = spatial(zero3, zero3)
     for pos in range(joint_dfs_pos[j], joint_dfs_end[j]):
         d = joint_child[dfs_joint[pos]]
-        m = body_mass[d]
-        h, J = body_world_inertia(body_q_in[d], m, body_com[d], body_inertia[d], body_origin[d])
-        v = body_twist_in[d]
-        f_sum += inertia_times(m, h, J, body_bias_acc_in[d]) + force_cross(v, inertia_times(m, h, J, v)) - body_f_in[d]
-        m_sum += m
-        h_sum += h
-        J_sum += J
+        f_sum += body_inertial_bias_in[d] - body_f_in[d]
+        m_sum += body_mass[d]
+        h_sum += body_h_in[d]
+        J_sum += body_J_in[d]
         ww += body_damping_in[d, 0]
         wv += body_damping_in[d, 1]
         vv += body_damping_in[d, 2]
@@ -341,37 +365,52 @@ def subtree_sums(
     subtree_damping_out[b, 0] = ww
     subtree_damping_out[b, 1] = wv
     subtree_damping_out[b, 2] = vv
+    # the columns read the sums back from the arrays: a loop-mutated variable's adjoint
+    # outside its loop would see the variable's value before the loop
+    ds = joint_qd_start[j]
+    n_dof = dof_count(joint_type[j])
+    for k in range(6):  # constant trip count: unrolled
+        if k < n_dof:
+            s = dof_motion_in[ds + k]
+            inertia = inertia_times(subtree_mass_out[b], subtree_h_out[b], subtree_J_out[b], s)
+            damping = damping_times(subtree_damping_out[b, 0], subtree_damping_out[b, 1], subtree_damping_out[b, 2], s)
+            dof_subtree_force_out[ds + k] = inertia + damping * dt
 
 
 @kernel
 def subtree_inertia_and_bias(
     body_joint: wp.array(dtype=int),
+    joint_type: wp.array(dtype=int),
+    joint_qd_start: wp.array(dtype=int),
     joint_dfs_pos: wp.array(dtype=int),
     joint_dfs_end: wp.array(dtype=int),
     dfs_joint: wp.array(dtype=int),
     joint_child: wp.array(dtype=int),
     body_mass: wp.array(dtype=wp.Float),
-    body_com: wp.array(dtype=vec3),
-    body_inertia: wp.array(dtype=mat33),
-    body_origin: wp.array(dtype=vec3),
-    body_q_in: wp.array(dtype=transform),
-    body_twist_in: wp.array(dtype=vec6),
-    body_bias_acc_in: wp.array(dtype=vec6),
+    dof_motion_in: wp.array(dtype=vec6),
+    body_h_in: wp.array(dtype=vec3),
+    body_J_in: wp.array(dtype=mat33),
+    body_inertial_bias_in: wp.array(dtype=vec6),
     body_f_in: wp.array(dtype=vec6),
     body_damping_in: wp.array2d(dtype=mat33),
+    dt: wp.Float,
     subtree_mass_out: wp.array(dtype=wp.Float),
     subtree_h_out: wp.array(dtype=vec3),
     subtree_J_out: wp.array(dtype=mat33),
     subtree_bias_out: wp.array(dtype=vec6),
     subtree_damping_out: wp.array2d(dtype=mat33),
+    dof_subtree_force_out: wp.array(dtype=vec6),
 ):
     """One thread per body: the composite spatial inertia of the body's subtree, the sum
-    of its bodies' bias wrenches I a + v x* I v - f (gravity, velocity products, applied and
-    contact wrenches), i.e. the wrench the parent joint must transmit at zero acceleration,
-    and the sum of its bodies' contact damping blocks."""
-    subtree_sums(wp.tid(), body_joint, joint_dfs_pos, joint_dfs_end, dfs_joint, joint_child, body_mass, body_com,
-        body_inertia, body_origin, body_q_in, body_twist_in, body_bias_acc_in, body_f_in, body_damping_in,
-        subtree_mass_out, subtree_h_out, subtree_J_out, subtree_bias_out, subtree_damping_out)
+    of its bodies' inertial bias wrenches minus their applied and contact wrenches (the
+    wrench the parent joint must transmit at zero acceleration), the sum of its bodies'
+    contact damping blocks, and for each dof of the body's joint its subtree force column
+    (I_c + dt D_c) S (composite inertia I_c, damping D_c, motion column S), which the
+    joint-space rows dot with the other dofs' columns."""
+    subtree_sums(wp.tid(), body_joint, joint_type, joint_qd_start, joint_dfs_pos, joint_dfs_end, dfs_joint,
+        joint_child, body_mass, dof_motion_in, body_h_in, body_J_in, body_inertial_bias_in, body_f_in,
+        body_damping_in, dt, subtree_mass_out, subtree_h_out, subtree_J_out, subtree_bias_out, subtree_damping_out,
+        dof_subtree_force_out)
 
 
 @wp.func
@@ -453,11 +492,8 @@ def joint_space_row(
     joint_q_in: wp.array(dtype=wp.Float),
     joint_qd_in: wp.array(dtype=wp.Float),
     dof_motion_in: wp.array(dtype=vec6),
-    subtree_mass_in: wp.array(dtype=wp.Float),
-    subtree_h_in: wp.array(dtype=vec3),
-    subtree_J_in: wp.array(dtype=mat33),
+    dof_subtree_force_in: wp.array(dtype=vec6),
     subtree_bias_in: wp.array(dtype=vec6),
-    subtree_damping_in: wp.array2d(dtype=mat33),
     joint_f: wp.array(dtype=wp.Float),
     joint_target_q: wp.array(dtype=wp.Float),
     joint_target_qd: wp.array(dtype=wp.Float),
@@ -484,21 +520,15 @@ def joint_space_row(
     target = wp.clamp(joint_target_q[i], joint_target_lower[i], joint_target_upper[i])
     drive, drive_c = joint_drive(jtype, q, qd, target, joint_target_qd[i], joint_target_ke[i], joint_target_kd[i],
                                  joint_drive_force_limit[i])
+    force_i = dof_subtree_force_in[i]
     for k in range(d0, d0 + n):
         jk = dof_joint[k]
         pos_k = joint_dfs_pos[jk]
         value = s_i[0] * type(s_i[0])(0.0)
-        deeper = int(-1)
-        if pos_j <= pos_k and pos_k < joint_dfs_end[j]:
-            deeper = joint_child[jk]
-        elif pos_k <= pos_j and pos_j < joint_dfs_end[jk]:
-            deeper = joint_child[j]
-        if deeper >= 0:
-            s_k = dof_motion_in[k]
-            inertia = inertia_times(subtree_mass_in[deeper], subtree_h_in[deeper], subtree_J_in[deeper], s_k)
-            damping = damping_times(subtree_damping_in[deeper, 0], subtree_damping_in[deeper, 1],
-                                    subtree_damping_in[deeper, 2], s_k)
-            value = wp.dot(s_i, inertia + damping * dt)
+        if pos_j <= pos_k and pos_k < joint_dfs_end[j]:  # k's joint in j's subtree
+            value = wp.dot(s_i, dof_subtree_force_in[k])
+        elif pos_k <= pos_j and pos_j < joint_dfs_end[jk]:  # j's joint in k's subtree (I_c, D_c symmetric)
+            value = wp.dot(dof_motion_in[k], force_i)
         if k == i:
             value += joint_armature[i] + dt * (joint_damping[i] + drive_c + friction_slope + limit_c)
             value += dt * dt * limit_k
@@ -544,11 +574,8 @@ def assemble_joint_space(
     joint_q_in: wp.array(dtype=wp.Float),
     joint_qd_in: wp.array(dtype=wp.Float),
     dof_motion_in: wp.array(dtype=vec6),
-    subtree_mass_in: wp.array(dtype=wp.Float),
-    subtree_h_in: wp.array(dtype=vec3),
-    subtree_J_in: wp.array(dtype=mat33),
+    dof_subtree_force_in: wp.array(dtype=vec6),
     subtree_bias_in: wp.array(dtype=vec6),
-    subtree_damping_in: wp.array2d(dtype=mat33),
     joint_f: wp.array(dtype=wp.Float),
     joint_target_q: wp.array(dtype=wp.Float),
     joint_target_qd: wp.array(dtype=wp.Float),
@@ -560,7 +587,8 @@ def assemble_joint_space(
 ):
     """One thread per dof i: row i of the articulation's joint-space matrix
     H_ik = S_i^T (I_c + dt D_c) S_k (I_c: composite inertia, D_c: contact damping of the
-    deeper joint's subtree), plus armature, dt * (damping + drive kd while the drive is not
+    deeper joint's subtree: the dot of the shallower dof's motion column with the deeper
+    one's subtree force column), plus armature, dt * (damping + drive kd while the drive is not
     force-clamped) and, past a limit, dt * limit kd + dt^2 * limit ke on the diagonal,
     and the right-hand side tau_i - S_i^T (subtree bias wrench) with tau from the control
     (joint_f and joint_target_q clamped to their ranges, the drive force to its limit),
@@ -573,9 +601,9 @@ def assemble_joint_space(
         joint_child, joint_dfs_pos, joint_dfs_end, joint_q_start, joint_qd_start, joint_armature, joint_damping,
         joint_friction, joint_stiffness, joint_spring_ref, joint_target_ke, joint_target_kd, joint_limit_lower,
         joint_limit_upper, joint_limit_ke, joint_limit_kd, joint_f_lower, joint_f_upper, joint_target_lower,
-        joint_target_upper, joint_drive_force_limit, joint_q_in, joint_qd_in, dof_motion_in, subtree_mass_in,
-        subtree_h_in, subtree_J_in, subtree_bias_in, subtree_damping_in, joint_f, joint_target_q, joint_target_qd,
-        friction_smoothing, dt, mass_matrix_out, rhs_out, dof_inertia_out)
+        joint_target_upper, joint_drive_force_limit, joint_q_in, joint_qd_in, dof_motion_in, dof_subtree_force_in,
+        subtree_bias_in, joint_f, joint_target_q, joint_target_qd, friction_smoothing, dt, mass_matrix_out, rhs_out,
+        dof_inertia_out)
 
 
 @wp.func

@@ -1,4 +1,14 @@
-import warp as wp
+import os
+
+# The suite runs in two pytest-xdist workers on two cores: each worker (and every example it
+# starts in a subprocess, which inherits the environment) runs OpenMP/BLAS on one thread. With
+# the default of one thread per core the two workers' thread pools oversubscribe the cores and
+# small torch ops cost many times their arithmetic (test_mpc's 1000-epoch imitation fit: 127 s in
+# the suite, 11 s on one thread). Set before numpy (through warp) or torch loads.
+for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ.setdefault(_variable, "1")
+
+import warp as wp  # noqa: E402
 
 # Silence Warp's start-up banner and module-load messages (warnings still show).
 wp.config.log_level = wp.LOG_WARNING

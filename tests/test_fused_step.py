@@ -1,7 +1,8 @@
 """The fused articulation step (one launch per step, ``wpsim.solvers.fused_articulation``)
-against the staged launches: bitwise the same states, the same tape gradients (and central
-finite differences in float64), ``advance`` equal to stepping, results independent of the
-thread split, refusals named."""
+against the staged launches: bitwise the same states, the same tape gradients to round-off
+(and central finite differences in float64), the threaded backward the one-thread one,
+``advance`` equal to stepping, results independent of the thread split, refusals named,
+prepared launches (forward and adjoint) re-run on swapped arrays."""
 
 from pathlib import Path
 
@@ -122,13 +123,41 @@ def final_loss_gradients(model, fused: bool, steps: int = 60):
 
 @pytest.mark.parametrize("name", ["arm_7link.xml", "quadruped.xml"])
 def test_fused_tape_gradients_are_the_staged_ones(name):
+    """The fused step's backward (one generated adjoint per articulation) sums the staged
+    kernels' adjoint terms in another order: equal to round-off in float64."""
     model = robot(name, worlds=2, requires_grad=True)
     loss_staged, staged = final_loss_gradients(model, fused=False)
     loss_fused, fused = final_loss_gradients(model, fused=True)
     assert loss_staged == loss_fused
     for a, b in zip(staged, fused):
         assert np.abs(a).max() > 0.0
-        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(b, a, rtol=1.0e-11, atol=1.0e-14 * np.abs(a).max())
+
+
+def test_threaded_backward_equals_one_thread_with_shared_parameters():
+    """The backward split over threads (chunks of worlds) gives the one-thread gradients,
+    also of the parameters every chunk reads: gravity and the ground's contact stiffness and
+    friction (collected per thread, then added)."""
+    model = robot("quadruped.xml", worlds=40, requires_grad=True)
+    ground = int(np.flatnonzero(model.shape_body.numpy() < 0)[0])
+    results = []
+    for threads in (1, 3):
+        solver = SemiImplicitSolver(model, fused=True, threads=threads)
+        assert len(solver.fused._chunks) == threads
+        state = model.state(requires_grad=True)
+        tape = wp.Tape()
+        with tape:
+            final = simulate(solver, state, 250, DT)  # the feet touch down after ~150 steps
+            loss = joint_tracking_loss(final, wp.zeros(model.joint_coord_count, dtype=wp.float64, device="cpu"),
+                                       wp.ones(model.joint_coord_count, dtype=wp.float64, device="cpu"))
+        tape.backward(loss=loss)
+        results.append([model.gravity.grad.numpy().copy(), model.shape_ke.grad.numpy()[ground],
+                        model.shape_mu.grad.numpy()[ground], model.body_mass.grad.numpy().copy(),
+                        state.joint_q.grad.numpy().copy()])
+        tape.zero()
+    for one, split in zip(*results):
+        assert np.abs(one).max() > 0.0
+        np.testing.assert_allclose(split, one, rtol=1.0e-10, atol=1.0e-14 * np.abs(one).max())
 
 
 def test_fused_gradients_match_central_differences():
@@ -181,9 +210,35 @@ def count_into(values: wp.array(dtype=int), counter: int):
 
 def test_prepared_launch_reruns_with_its_counter_like_a_fresh_launch():
     values = wp.zeros(4, dtype=int, device="cpu")
-    launch = PreparedLaunch(count_into, 4, [values, 0], [], "cpu", counter_index=1)
+    launch = PreparedLaunch(count_into, 4, [values, 0], [], "cpu")
     for counter in (1, 2, 3):
-        launch.run(counter)
-    assert launch._block is not None  # the CPU fast path was taken after the first run
+        launch.set(1, counter)
+        launch.run()
+    assert launch._blocks is not None  # the CPU fast path was taken after the first run
+    np.testing.assert_array_equal(values.numpy(), [6, 6, 6, 6])
+    other = wp.zeros(4, dtype=int, device="cpu")
+    launch.retarget([other, 3], [])  # a swapped array goes into the prepared block
+    launch.run()
+    np.testing.assert_array_equal(other.numpy(), [3, 3, 3, 3])
     np.testing.assert_array_equal(values.numpy(), [6, 6, 6, 6])
     assert PREPARED_LAUNCHES >= 2
+
+
+@wp.kernel
+def square_into(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] * x[i]
+
+
+def test_prepared_adjoint_launch_retargeted_gives_each_arrays_adjoint():
+    """An adjoint PreparedLaunch re-run on other arrays accumulates into their gradients."""
+    tape = wp.Tape()
+    pairs = [(wp.array([1.0, 2.0], dtype=float, device="cpu", requires_grad=True),
+              wp.zeros(2, dtype=float, device="cpu", requires_grad=True)) for _ in range(3)]
+    launch = PreparedLaunch(square_into, 2, [pairs[0][0]], [pairs[0][1]], "cpu", tape=tape)
+    for k, (x, y) in enumerate(pairs):
+        y.grad.fill_(float(k + 1))
+        launch.retarget([x], [y])
+        launch.run()
+        np.testing.assert_allclose(x.grad.numpy(), 2.0 * (k + 1) * np.array([1.0, 2.0]))
+    assert launch._blocks is not None

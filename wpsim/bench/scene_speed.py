@@ -61,9 +61,9 @@ def count_launches(fn: Callable[[], object]) -> int:
         calls[0] += 0 if kwargs.get("record_cmd") else 1
         return original(*args, **kwargs)
 
-    def counting_run(self, counter):
+    def counting_run(self):
         calls[0] += 1
-        return original_run(self, counter)
+        return original_run(self)
 
     wp.launch, PreparedLaunch.run = counting, counting_run
     try:

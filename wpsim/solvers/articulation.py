@@ -72,8 +72,9 @@ class ArticulationStepper:
         model = self.model
         return KernelLaunch(
             for_precision(articulation.init_body_wrenches, model.dtype), model.body_count,
-            [model.body_com, model.body_origin, state_in.body_q, control.body_f_ext],
-            [state_in.body_f, scratch.body_damping],
+            [model.body_mass, model.body_com, model.body_inertia, model.body_origin, state_in.body_q,
+             scratch.body_twist, scratch.body_bias_acc, control.body_f_ext],
+            [state_in.body_f, scratch.body_damping, scratch.body_h, scratch.body_J, scratch.body_inertial_bias],
         )
 
     def contact_launch(self, solver, state_in, scratch, pairs, pair_count, dt: float) -> KernelLaunch:
@@ -90,17 +91,19 @@ class ArticulationStepper:
             [state_in.body_f, scratch.body_damping],
         )
 
-    def subtree_launch(self, state_in, scratch) -> KernelLaunch:
-        """Composite inertias, bias wrenches and damping of every body's subtree."""
+    def subtree_launch(self, state_in, scratch, dt: float) -> KernelLaunch:
+        """Composite inertias, bias wrenches and damping of every body's subtree, and every dof's
+        subtree force column."""
         model = self.model
         return KernelLaunch(
             for_precision(articulation.subtree_inertia_and_bias, model.dtype), model.body_count,
             [
-                model.body_joint, model.joint_dfs_pos, model.joint_dfs_end, model.dfs_joint, model.joint_child,
-                model.body_mass, model.body_com, model.body_inertia, model.body_origin, state_in.body_q,
-                scratch.body_twist, scratch.body_bias_acc, state_in.body_f, scratch.body_damping,
+                model.body_joint, model.joint_type, model.joint_qd_start, model.joint_dfs_pos, model.joint_dfs_end,
+                model.dfs_joint, model.joint_child, model.body_mass, scratch.dof_motion, scratch.body_h,
+                scratch.body_J, scratch.body_inertial_bias, state_in.body_f, scratch.body_damping, model.real(dt),
             ],
-            [scratch.subtree_mass, scratch.subtree_h, scratch.subtree_J, scratch.subtree_bias, scratch.subtree_damping],
+            [scratch.subtree_mass, scratch.subtree_h, scratch.subtree_J, scratch.subtree_bias, scratch.subtree_damping,
+             scratch.dof_subtree_force],
         )
 
     def assembly_launch(self, solver, state_in, control, scratch, dt: float) -> KernelLaunch:
@@ -117,8 +120,8 @@ class ArticulationStepper:
                 model.joint_target_kd, model.joint_limit_lower, model.joint_limit_upper, *self._limit_gains,
                 model.joint_f_lower, model.joint_f_upper, model.joint_target_lower, model.joint_target_upper,
                 model.joint_drive_force_limit,
-                state_in.joint_q, state_in.joint_qd, scratch.dof_motion, scratch.subtree_mass, scratch.subtree_h,
-                scratch.subtree_J, scratch.subtree_bias, scratch.subtree_damping, control.joint_f,
+                state_in.joint_q, state_in.joint_qd, scratch.dof_motion, scratch.dof_subtree_force,
+                scratch.subtree_bias, control.joint_f,
                 control.joint_target_q, control.joint_target_qd, solver._friction_smoothing, real(dt),
             ],
             [scratch.mass_matrix, scratch.rhs, scratch.dof_inertia],
@@ -190,7 +193,7 @@ class ArticulationStepper:
         model = self.model
         real, device = model.dtype, model.device
         scratch, tape = begun
-        self.subtree_launch(state_in, scratch).run(device)
+        self.subtree_launch(state_in, scratch, dt).run(device)
         self.assembly_launch(solver, state_in, control, scratch, dt).run(device)
         if model.coupling_count:
             wp.launch(

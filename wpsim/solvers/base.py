@@ -111,9 +111,8 @@ class SolverBase:
 
 
 class KernelLaunch(NamedTuple):
-    """One launch of a concrete kernel: what ``wp.launch`` takes, kept so that a path which
-    computes the same arrays another way (``FusedArticulationStep``) can put the launch's
-    backward on the tape without running its forward."""
+    """One launch of a concrete kernel: what ``wp.launch`` takes, kept so that it can be run
+    now or prepared for re-runs (``PreparedLaunch``)."""
 
     kernel: object
     dim: int | tuple
@@ -124,6 +123,3 @@ class KernelLaunch(NamedTuple):
         """Launch it (recorded on an active tape like any launch)."""
         wp.launch(self.kernel, dim=self.dim, inputs=self.inputs, outputs=self.outputs, device=device)
 
-    def record(self, tape, device):
-        """Put it on ``tape`` as if it had run: the tape's backward runs its adjoint."""
-        tape.record_launch(self.kernel, self.dim, 0, self.inputs, self.outputs, device)

@@ -1,20 +1,23 @@
 """The fused articulation step: one launch per step (``kernels.articulation_step``) instead of
-the staged pipeline's seven, several steps per launch for unrecorded runs, and the
-articulations split over CPU threads when nothing records."""
+the staged pipeline's seven, several steps per launch for unrecorded runs, a backward of
+three launches per recorded step, and the articulations split over CPU threads."""
 
 from __future__ import annotations
 
+import copy
 import os
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import warp as wp
 
 from wpsim.core.tape import active_tape
-from wpsim.kernels import articulation_step
+from wpsim.kernels import articulation, articulation_step
 from wpsim.kernels.generic import for_precision
-from wpsim.solvers.articulation import penalty_shape_fields, record_cholesky_backward
-from wpsim.solvers.kinematics import ArticulationScratch, kinematics_launch
+from wpsim.solvers.articulation import penalty_shape_fields
+from wpsim.solvers.base import KernelLaunch
+from wpsim.solvers.kinematics import ArticulationScratch
 from wpsim.solvers.prepared_launch import PreparedLaunch
 
 CUDA_MAX_DOFS = 16
@@ -85,10 +88,11 @@ class FusedArticulationStep:
     """Steps every articulation of a model with one ``articulation_steps`` launch.
 
     Its results are bitwise those of the staged ``ArticulationStepper`` on the CPU (the same
-    functions in the same order per articulation). While a ``wp.Tape`` records, the staged
-    launches are put on the tape without running (``KernelLaunch.record``), so the backward
-    pass and its gradients are the staged path's. ``advance`` runs several steps per launch in
-    place. On the CPU, unrecorded launches split the articulations over ``threads`` threads
+    functions in the same order per articulation). While a ``wp.Tape`` records, each step puts
+    one backward function on the tape (``_record``): the joint update's adjoint, the Cholesky
+    solve's and the generated adjoint of ``articulation_system`` per thread chunk; its
+    gradients equal the staged path's to round-off. ``advance`` runs several steps per launch
+    in place. On the CPU, unrecorded launches split the articulations over ``threads`` threads
     (ctypes releases the GIL while a kernel runs); every articulation's arithmetic is the same
     whatever the split.
     """
@@ -103,7 +107,7 @@ class FusedArticulationStep:
         self._pair_start = wp.array(start, dtype=int, device=device)
         self._pair_count = wp.array([len(pairs)], dtype=int, device=device)
         self.threads = (os.cpu_count() or 1) if threads is None else threads
-        """CPU threads of an unrecorded launch."""
+        """CPU threads of a launch (forward, advance or backward)."""
         self._chunks = thread_chunks(model, self.threads) if device.is_cpu else [(0, model.articulation_count)]
         self._pool = ThreadPoolExecutor(len(self._chunks)) if len(self._chunks) > 1 else None
         self._fields = [
@@ -120,6 +124,11 @@ class FusedArticulationStep:
         ]
         """The model arrays of the launch, read once: change Model fields in place (``assign``),
         as wpsim's optimisers do, not by replacing the arrays."""
+        self._shared = None
+        """The ``ArticulationScratch`` (with gradients) every recorded step shares, made at the first."""
+        self._shared_grads = []
+        self._launches = None
+        """The prepared launches of recorded steps on the latest tape (``_recorded_launches``)."""
         self._prepared = {}
         """Unrecorded ``PreparedLaunch``es by chunk, the identity of their state and control
         arrays and the values of their settings."""
@@ -127,37 +136,140 @@ class FusedArticulationStep:
     def step(self, solver, state_in, state_out, control, dt: float):
         """One step of ``dt`` s from ``state_in`` into ``state_out`` (``state_in.body_q``,
         ``body_qd`` and ``body_f`` filled as the staged step fills them)."""
-        model = self.model
         tape = active_tape()
-        stepper = self.stepper
         if tape is None or not state_in.joint_q.requires_grad:
             self._run_prepared(solver, state_in, state_out, control, dt, 1, 0)
             return
-        zero_damping = None if model.contact_pair_count else stepper._scratch
-        scratch = ArticulationScratch(model, True, zero_damping)
-        device = model.device
-        inputs, outputs = self._arguments(solver, state_in, state_out, control, scratch, dt, 1, 0)
-        wp.launch(self._kernel(), dim=model.articulation_count, inputs=inputs, outputs=outputs, device=device,
-                  record_tape=False)
-        kinematics_launch(model, state_in, scratch).record(tape, device)
-        stepper.wrench_launch(state_in, control, scratch).record(tape, device)
-        if model.contact_pair_count:
-            stepper.contact_launch(solver, state_in, scratch, model.contact_pair, stepper._all_pairs, dt).record(
-                tape, device)
-        stepper.subtree_launch(state_in, scratch).record(tape, device)
-        stepper.assembly_launch(solver, state_in, control, scratch, dt).record(tape, device)
-        starts = (model.articulation_dof_start, model.articulation_H_start)
-        record_cholesky_backward(model, starts, scratch.mass_matrix, scratch.rhs, scratch.qdd, scratch.factor,
-                                 scratch.adjoint, tape)
-        stepper.integration_launch(solver, state_in, state_out, scratch.qdd, dt).record(tape, device)
+        self._record(tape, solver, state_in, state_out, control, dt)
 
     def advance(self, solver, state, control, dt: float, steps: int):
         """``steps`` unrecorded steps of ``dt`` s in place on ``state``, in one launch (per
         thread); afterwards ``state.body_q``/``body_qd`` match its joint coordinates."""
         self._run_prepared(solver, state, state, control, dt, steps, 1)
 
+    def _record(self, tape, solver, state_in, state_out, control, dt: float):
+        """Run the step and put its backward on ``tape``: the joint update's adjoint, the
+        Cholesky solve's (``cholesky_solve_adjoint``) and ``articulation_system``'s, whose
+        adjoint kernel recomputes the step's intermediates itself. So a recorded step keeps
+        only its joint-space system (``mass_matrix``, ``rhs``, ``factor``, ``qdd``); the other
+        intermediates live in one scratch that every recorded step shares."""
+        model = self.model
+        if self._shared is None:
+            self._shared = ArticulationScratch(model, True)
+            self._shared_grads = [a.grad for a in vars(self._shared).values()
+                                  if isinstance(a, wp.array) and a.grad is not None]
+        scratch = copy.copy(self._shared)
+        entries, dofs = model.articulation_H_size, model.joint_dof_count
+        scratch.mass_matrix, scratch.rhs, scratch.qdd = (
+            wp.zeros(n, dtype=model.dtype, device=model.device, requires_grad=True) for n in (entries, dofs, dofs))
+        scratch.factor = wp.zeros(entries, dtype=model.dtype, device=model.device)
+        launches = self._recorded_launches(tape, solver, state_in, state_out, control, scratch, dt)
+        forward = self._arguments(solver, state_in, state_out, control, scratch, dt, 1, 0)
+        integration = self.stepper.integration_launch(solver, state_in, state_out, scratch.qdd, dt)
+        solve = self._solve_adjoint_arguments(scratch)
+        systems = [self._system_launch(solver, state_in, control, scratch, dt, first, count)
+                   for first, count in self._chunks]
+        for launch, (first, _) in zip(launches["forward"], self._chunks):
+            forward[0][len(self._fields) + 6] = first
+            launch.retarget(*forward)
+        self._run_chunks(launches["forward"])
+
+        def backward():
+            launches["integration"].retarget(integration.inputs, integration.outputs)
+            launches["integration"].run()
+            launches["solve"].retarget(*solve)
+            launches["solve"].run()
+            for grad in self._shared_grads:
+                grad.zero_()
+            for launch, system in zip(launches["systems"], systems):
+                launch.retarget(system.inputs, system.outputs)
+            self._run_chunks(launches["systems"])
+            for index, grads in launches["private"].items():
+                total = systems[0].inputs[index].grad.numpy()
+                for grad in grads:
+                    total += grad.numpy()
+                    grad.zero_()
+
+        arrays = [*integration.inputs, *integration.outputs, *systems[0].inputs, *systems[0].outputs]
+        tape.record_func(backward, list({id(a): a for a in arrays if isinstance(a, wp.array) and a.grad}.values()))
+
+    def _recorded_launches(self, tape, solver, state_in, state_out, control, scratch, dt: float) -> dict:
+        """The ``PreparedLaunch``es recorded steps on ``tape`` retarget: per chunk the forward and
+        the ``articulation_system`` adjoint, the joint update's and the solve's adjoints, and
+        ``private``: {input index: one zeroed adjoint per extra chunk} of the model arrays with
+        gradients that every chunk reads (gravity, the shape fields), added to the shared
+        adjoint after each step's backward."""
+        if self._launches is not None and self._launches["tape"]() is tape:
+            return self._launches
+        model = self.model
+        device = model.device
+        inputs, outputs = self._arguments(solver, state_in, state_out, control, scratch, dt, 1, 0)
+        forward = []
+        for first, count in self._chunks:
+            inputs[len(self._fields) + 6] = first
+            forward.append(PreparedLaunch(self._kernel(), count, list(inputs), outputs, device))
+        integration = self.stepper.integration_launch(solver, state_in, state_out, scratch.qdd, dt)
+        systems = [self._system_launch(solver, state_in, control, scratch, dt, first, count)
+                   for first, count in self._chunks]
+        shared = {id(a) for a in (model.gravity, *penalty_shape_fields(model))}
+        private = {k: [wp.zeros_like(a.grad) for _ in self._chunks[1:]] for k, a in enumerate(systems[0].inputs)
+                   if id(a) in shared and isinstance(a, wp.array) and a.grad is not None}
+        system_launches = []
+        for k, system in enumerate(systems):
+            launch = PreparedLaunch(system.kernel, system.dim, system.inputs, system.outputs, device, tape=tape)
+            for index, grads in private.items():
+                if k:
+                    launch.set(index, system.inputs[index], adjoint=grads[k - 1])
+            system_launches.append(launch)
+        self._launches = {
+            "tape": weakref.ref(tape), "forward": forward, "systems": system_launches, "private": private,
+            "integration": PreparedLaunch(integration.kernel, integration.dim, integration.inputs, integration.outputs,
+                                          device, tape=tape),
+            "solve": PreparedLaunch(for_precision(articulation.cholesky_solve_adjoint, model.dtype),
+                                    model.articulation_count, *self._solve_adjoint_arguments(scratch), device),
+        }
+        return self._launches
+
+    def _solve_adjoint_arguments(self, scratch) -> tuple:
+        """(inputs, outputs) of ``cholesky_solve_adjoint`` for a recorded step's system."""
+        model = self.model
+        return ([model.articulation_dof_start, model.articulation_H_start, scratch.factor, scratch.qdd,
+                 scratch.qdd.grad], [self._shared.adjoint, scratch.mass_matrix.grad, scratch.rhs.grad])
+
+    def _system_launch(self, solver, state_in, control, scratch, dt: float, first: int, count: int) -> KernelLaunch:
+        """``articulation_system`` of articulations ``first`` to ``first + count``."""
+        real = self.model.dtype
+        return KernelLaunch(
+            for_precision(articulation_step.articulation_system, real), count,
+            [*self._fields, *self._state_controls(state_in, control), first, solver._friction_smoothing,
+             real(self.model.contact_damping_depth), solver.contact_gradient_width, real(dt)],
+            [state_in.body_q, state_in.body_qd, state_in.body_f, *self._scratch_outputs(scratch)],
+        )
+
+    def _run_chunks(self, launches: list):
+        """Run the chunks' launches, from the thread pool when there are several."""
+        if len(launches) == 1:
+            launches[0].run()
+            return
+        for future in [self._pool.submit(launch.run) for launch in launches]:
+            future.result()
+
     def _kernel(self):
         return for_precision(articulation_step.articulation_steps, self.model.dtype)
+
+    @staticmethod
+    def _state_controls(state_in, control) -> list:
+        return [state_in.joint_q, state_in.joint_qd, control.body_f_ext, control.joint_f, control.joint_target_q,
+                control.joint_target_qd]
+
+    @staticmethod
+    def _scratch_outputs(scratch) -> list:
+        return [
+            scratch.body_twist, scratch.body_bias_acc, scratch.dof_motion, scratch.body_damping, scratch.body_h,
+            scratch.body_J, scratch.body_inertial_bias, scratch.subtree_mass, scratch.subtree_h, scratch.subtree_J,
+            scratch.subtree_bias, scratch.subtree_damping, scratch.dof_subtree_force, scratch.mass_matrix,
+            scratch.rhs, scratch.dof_inertia,
+        ]
 
     def _arguments(self, solver, state_in, state_out, control, scratch, dt: float, steps: int,
                    final_kinematics: int) -> tuple:
@@ -165,15 +277,12 @@ class FusedArticulationStep:
         velocities and wrenches go to ``state_in``'s arrays."""
         real = self.model.dtype
         inputs = [
-            *self._fields, state_in.joint_q, state_in.joint_qd,
-            control.body_f_ext, control.joint_f, control.joint_target_q, control.joint_target_qd,
+            *self._fields, *self._state_controls(state_in, control),
             0, steps, final_kinematics, solver._friction_smoothing, real(self.model.contact_damping_depth),
             solver.contact_gradient_width, real(dt), solver.step_count, solver.max_coordinate, solver.max_speed,
         ]
         outputs = [
-            state_in.body_q, state_in.body_qd, state_in.body_f, scratch.body_twist, scratch.body_bias_acc,
-            scratch.dof_motion, scratch.body_damping, scratch.subtree_mass, scratch.subtree_h, scratch.subtree_J,
-            scratch.subtree_bias, scratch.subtree_damping, scratch.mass_matrix, scratch.rhs, scratch.dof_inertia,
+            state_in.body_q, state_in.body_qd, state_in.body_f, *self._scratch_outputs(scratch),
             scratch.factor, scratch.qdd, state_out.joint_q, state_out.joint_qd, solver.world_fault_step,
         ]
         return inputs, outputs
@@ -198,11 +307,8 @@ class FusedArticulationStep:
             launches = []
             for start, count in self._chunks:
                 inputs[first] = start
-                launches.append(PreparedLaunch(self._kernel(), count, list(inputs), outputs, self.model.device,
-                                               first + 7))
+                launches.append(PreparedLaunch(self._kernel(), count, list(inputs), outputs, self.model.device))
             self._prepared[key] = launches
-        if len(launches) == 1:
-            launches[0].run(solver.step_count)
-            return
-        for future in [self._pool.submit(launch.run, solver.step_count) for launch in launches]:
-            future.result()
+        for launch in launches:
+            launch.set(len(self._fields) + 13, solver.step_count)
+        self._run_chunks(launches)

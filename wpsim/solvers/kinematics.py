@@ -15,8 +15,12 @@ class ArticulationScratch:
     body_twist (B,) spatial, rad/s and m/s -- twist at the articulation origin
     body_bias_acc (B,) spatial, rad/s^2 and m/s^2 -- velocity-product acceleration (base at -g)
     dof_motion (D,) spatial -- world motion column of each dof
+    body_h (B,) kg m, body_J (B,) kg m^2 -- each body's first moment and rotational inertia
+        about its articulation origin; body_inertial_bias (B,) spatial, N m and N -- I a + v x* I v
     subtree_mass (B,) kg, subtree_h (B,) kg m, subtree_J (B,) kg m^2 -- composite inertia
     subtree_bias (B,) spatial, N m and N -- subtree bias wrench
+    dof_subtree_force (D,) spatial, kg m^2 and kg m (per unit of the dof's rate) -- (I_c + dt D_c) S
+        of each dof: its subtree's composite inertia and damping applied to its motion column
     body_damping, subtree_damping (B, 3) mat33 -- contact damping blocks (ww N m s, wv N s,
         vv N s/m) of each body and summed over its subtree
     mass_matrix, factor (M,) -- dense joint-space mass matrix per articulation, its Cholesky factor
@@ -48,6 +52,10 @@ class ArticulationScratch:
         self.subtree_h = zeros(nb, wp.types.vector(3, real))
         self.subtree_J = zeros(nb, wp.types.matrix((3, 3), real))
         self.subtree_bias = zeros(nb, spatial)
+        self.body_h = zeros(nb, wp.types.vector(3, real))
+        self.body_J = zeros(nb, wp.types.matrix((3, 3), real))
+        self.body_inertial_bias = zeros(nb, spatial)
+        self.dof_subtree_force = zeros(nd, spatial)
         mat33 = wp.types.matrix((3, 3), real)
         if zero_damping is None:
             self.body_damping = zeros((nb, 3), mat33)

@@ -1,52 +1,105 @@
-"""A kernel launch prepared once and re-run many times with one changing integer argument."""
+"""A kernel launch, forward or adjoint, prepared once and re-run many times with some of its
+arguments changed."""
 
 from __future__ import annotations
 
 import ctypes
+import weakref
 
 import warp as wp
 
 
 class PreparedLaunch:
-    """``wp.launch(..., record_cmd=True)`` kept for re-running, with the argument at
-    ``counter_index`` (an int, e.g. a step number) changed per run.
+    """``wp.launch(..., record_cmd=True)`` kept for re-running; ``retarget`` swaps the
+    arguments that differ, ``run`` launches.
 
     On the CPU, Warp's ``Launch.launch`` refills a ctypes argument block of every argument per
-    run (about 1 us per argument); here the block is filled once, from the structure type Warp
-    builds on the first run, and only the counter is rewritten. Where that structure is not
-    found (another Warp version, CUDA, block launches), it re-runs through ``Launch.launch``.
+    run (about 1 us per argument, twice for an adjoint launch); here the blocks are filled
+    once, from the structure types Warp builds on the first run, and only changed arguments
+    are rewritten. Where those structures are not found (another Warp version, CUDA, block
+    launches), it re-runs through ``Launch.launch``.
+
+    Args:
+        kernel, dim, inputs, outputs, device: as for ``wp.launch``.
+        tape: for an adjoint launch, the ``wp.Tape`` whose adjoints (``get_adjoint``) of the
+            arguments it takes; None for a forward launch.
     """
 
-    def __init__(self, kernel, dim, inputs: list, outputs: list, device, counter_index: int):
-        self.arrays = (inputs, outputs)
-        """The launch's arguments, kept alive while it is."""
+    def __init__(self, kernel, dim, inputs: list, outputs: list, device, tape=None):
+        self.arguments = [*inputs, *outputs]
+        """The launch's current arguments, kept alive while it is."""
+        self._tape = None if tape is None else weakref.ref(tape)
+        """The tape (weakly: a prepared launch does not keep a finished tape's arrays alive)."""
+        adjoint = tape is not None
+        adjoints = {}
+        if adjoint:
+            adjoints = {"adj_inputs": [tape.get_adjoint(a) for a in inputs],
+                        "adj_outputs": [tape.get_adjoint(a) for a in outputs]}
         self.command = wp.launch(kernel, dim=dim, inputs=inputs, outputs=outputs, device=device, record_tape=False,
-                                 record_cmd=True)
-        self.counter_index = counter_index
-        self._block = None
-        self._counter_name = None
+                                 record_cmd=True, adjoint=adjoint, **adjoints)
+        self._blocks = None
+        self._names = None
 
-    def run(self, counter: int):
-        """Launch with the counter argument set to ``counter``."""
-        if self._block is not None:
-            setattr(self._block, self._counter_name, counter)
-            self.command.hooks.forward(ctypes.byref(self.command.params[0]), ctypes.byref(self._block))
+    def retarget(self, inputs: list, outputs: list):
+        """Use these arguments from the next run on (those of the same kernel launch for other
+        arrays); only those that differ from the current ones are rewritten."""
+        for index, new in enumerate([*inputs, *outputs]):
+            old = self.arguments[index]
+            if new is old or (not isinstance(new, wp.array) and type(new) is type(old) and new == old):
+                continue
+            self.set(index, new)
+
+    def set(self, index: int, value, adjoint=None):
+        """Set argument ``index`` (inputs then outputs) to ``value`` and, for an adjoint
+        launch, its adjoint to ``adjoint`` (default: the tape's)."""
+        self.arguments[index] = value
+        command = self.command
+        if self._tape is not None and adjoint is None:
+            adjoint = self._tape().get_adjoint(value)
+        if self._blocks is not None and isinstance(value, wp.array) and isinstance(adjoint, (wp.array, type(None))):
+            name = self._names[index]
+            setattr(self._blocks[0], name, value.__ctype__())
+            if self._tape is not None:
+                setattr(self._blocks[1], name, adjoint.__ctype__() if adjoint is not None else
+                        type(getattr(self._blocks[1], name))())
             return
-        self.command.set_param_at_index(self.counter_index, counter)
-        self.command.launch()
-        if self.command.device.is_cpu and self.command.block_dim <= 1:
-            self._prepare_block()
+        command.set_param_at_index(index, value)
+        if self._tape is not None:
+            command.set_param_at_index(index, adjoint, adjoint=True)
+        if self._blocks is not None:
+            setattr(self._blocks[0], self._names[index], command.params[1 + index])
+            if self._tape is not None:
+                setattr(self._blocks[1], self._names[index], command.params[1 + len(self.arguments) + index])
 
-    def _prepare_block(self):
-        """Build the ctypes argument block from the structure type of the launch just run."""
+    def run(self):
+        """Launch with the current arguments."""
+        command = self.command
+        if self._blocks is not None:
+            bounds = ctypes.byref(command.params[0])
+            if self._tape is None:
+                command.hooks.forward(bounds, ctypes.byref(self._blocks[0]))
+            else:
+                command.hooks.backward(bounds, ctypes.byref(self._blocks[0]), ctypes.byref(self._blocks[1]))
+            return
+        command.launch()
+        if command.device.is_cpu and command.block_dim <= 1:
+            self._prepare_blocks()
+
+    def _prepare_blocks(self):
+        """Build the ctypes argument blocks from the structure types of the launch just run."""
         command = self.command
         params = command.params
-        cached = getattr(command.kernel, "_invoke_cache", {}).get((tuple(type(p) for p in params[1:]), False))
-        if cached is None or len(cached) != 2:
+        adjoint = self._tape is not None
+        count = len(self.arguments)
+        cached = getattr(command.kernel, "_invoke_cache", {}).get((tuple(type(p) for p in params[1:]), adjoint))
+        if cached is None or len(cached) != (4 if adjoint else 2):
             return
-        structure, fields = cached
-        block = structure()
-        for k, (name, _) in enumerate(fields):
-            setattr(block, name, params[1 + k])
-        self._counter_name = fields[self.counter_index][0]
-        self._block = block
+        structures, fields = (cached[:2], cached[2:]) if adjoint else ((cached[0],), (cached[1],))
+        blocks = []
+        for k, (structure, names) in enumerate(zip(structures, fields)):
+            block = structure()
+            for i, (name, _) in enumerate(names):
+                setattr(block, name, params[1 + k * count + i])
+            blocks.append(block)
+        self._names = [name for name, _ in fields[0]]
+        self._blocks = blocks

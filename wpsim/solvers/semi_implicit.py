@@ -59,7 +59,7 @@ class SemiImplicitSolver(SolverBase):
             a ``ValueError`` says why a model does not allow it); False: the staged launches;
             None (default): fused wherever the model allows it (on CUDA only for articulations
             of at most ``CUDA_MAX_DOFS`` dofs).
-        threads: CPU threads of the fused step's unrecorded launches (default: every core).
+        threads: CPU threads of the fused step's launches, recorded or not (default: every core).
         **health_options: see ``SolverBase`` (raise_on_blowup, health_check_interval,
             max_coordinate, max_speed).
     """
