@@ -248,19 +248,21 @@ def cholesky_solve(model, matrix: wp.array, rhs: wp.array, out: wp.array, factor
         record_cholesky_backward(model, starts, matrix, rhs, out, factor, work, tape)
 
 
+def cholesky_adjoint_launch(model, starts: tuple, matrix: wp.array, rhs: wp.array, out: wp.array, factor: wp.array,
+                            work: wp.array) -> KernelLaunch:
+    """The backward of ``cholesky_solve`` as a launch: one transposed solve
+    (``cholesky_solve_adjoint``) from ``out.grad`` into ``matrix.grad`` and ``rhs.grad``."""
+    return KernelLaunch(for_precision(articulation.cholesky_solve_adjoint, model.dtype), starts[0].shape[0] - 1,
+                        [*starts, factor, out, out.grad], [work, matrix.grad, rhs.grad])
+
+
 def record_cholesky_backward(model, starts: tuple, matrix: wp.array, rhs: wp.array, out: wp.array, factor: wp.array,
                              work: wp.array, tape):
-    """Put the backward of ``cholesky_solve`` (one transposed solve, ``cholesky_solve_adjoint``)
-    on ``tape``."""
+    """Put the backward of ``cholesky_solve`` (``cholesky_adjoint_launch``) on ``tape``."""
+    launch = cholesky_adjoint_launch(model, starts, matrix, rhs, out, factor, work)
 
     def backward():
-        wp.launch(
-            for_precision(articulation.cholesky_solve_adjoint, model.dtype),
-            dim=starts[0].shape[0] - 1,
-            inputs=[*starts, factor, out, out.grad],
-            outputs=[work, matrix.grad, rhs.grad],
-            device=model.device,
-            record_tape=False,
-        )
+        wp.launch(launch.kernel, dim=launch.dim, inputs=launch.inputs, outputs=launch.outputs, device=model.device,
+                  record_tape=False)
 
     tape.record_func(backward=backward, arrays=[matrix, rhs, out])

@@ -13,9 +13,9 @@ import numpy as np
 import warp as wp
 
 from wpsim.core.tape import active_tape
-from wpsim.kernels import articulation, articulation_step
+from wpsim.kernels import articulation_step
 from wpsim.kernels.generic import for_precision
-from wpsim.solvers.articulation import penalty_shape_fields
+from wpsim.solvers.articulation import cholesky_adjoint_launch, penalty_shape_fields
 from wpsim.solvers.base import KernelLaunch
 from wpsim.solvers.kinematics import ArticulationScratch
 from wpsim.solvers.prepared_launch import PreparedLaunch
@@ -124,6 +124,9 @@ class FusedArticulationStep:
         ]
         """The model arrays of the launch, read once: change Model fields in place (``assign``),
         as wpsim's optimisers do, not by replacing the arrays."""
+        self._first_index = len(self._fields) + 6
+        """Index of ``first_articulation`` in the launches' inputs (after the fields, state and
+        controls)."""
         self._shared = None
         """The ``ArticulationScratch`` (with gradients) every recorded step shares, made at the first."""
         self._shared_grads = []
@@ -163,22 +166,23 @@ class FusedArticulationStep:
         scratch.mass_matrix, scratch.rhs, scratch.qdd = (
             wp.zeros(n, dtype=model.dtype, device=model.device, requires_grad=True) for n in (entries, dofs, dofs))
         scratch.factor = wp.zeros(entries, dtype=model.dtype, device=model.device)
-        launches = self._recorded_launches(tape, solver, state_in, state_out, control, scratch, dt)
         forward = self._arguments(solver, state_in, state_out, control, scratch, dt, 1, 0)
         integration = self.stepper.integration_launch(solver, state_in, state_out, scratch.qdd, dt)
-        solve = self._solve_adjoint_arguments(scratch)
+        solve = cholesky_adjoint_launch(model, (model.articulation_dof_start, model.articulation_H_start),
+                                        scratch.mass_matrix, scratch.rhs, scratch.qdd, scratch.factor,
+                                        self._shared.adjoint)
         systems = [self._system_launch(solver, state_in, control, scratch, dt, first, count)
                    for first, count in self._chunks]
+        launches = self._recorded_launches(tape, forward, integration, solve, systems)
         for launch, (first, _) in zip(launches["forward"], self._chunks):
-            forward[0][len(self._fields) + 6] = first
+            forward[0][self._first_index] = first
             launch.retarget(*forward)
         self._run_chunks(launches["forward"])
 
         def backward():
-            launches["integration"].retarget(integration.inputs, integration.outputs)
-            launches["integration"].run()
-            launches["solve"].retarget(*solve)
-            launches["solve"].run()
+            for name, launch in (("integration", integration), ("solve", solve)):
+                launches[name].retarget(launch.inputs, launch.outputs)
+                launches[name].run()
             for grad in self._shared_grads:
                 grad.zero_()
             for launch, system in zip(launches["systems"], systems):
@@ -193,48 +197,36 @@ class FusedArticulationStep:
         arrays = [*integration.inputs, *integration.outputs, *systems[0].inputs, *systems[0].outputs]
         tape.record_func(backward, list({id(a): a for a in arrays if isinstance(a, wp.array) and a.grad}.values()))
 
-    def _recorded_launches(self, tape, solver, state_in, state_out, control, scratch, dt: float) -> dict:
-        """The ``PreparedLaunch``es recorded steps on ``tape`` retarget: per chunk the forward and
-        the ``articulation_system`` adjoint, the joint update's and the solve's adjoints, and
-        ``private``: {input index: one zeroed adjoint per extra chunk} of the model arrays with
-        gradients that every chunk reads (gravity, the shape fields), added to the shared
-        adjoint after each step's backward."""
+    def _recorded_launches(self, tape, forward: tuple, integration: KernelLaunch, solve: KernelLaunch,
+                           systems: list) -> dict:
+        """The ``PreparedLaunch``es that recorded steps on ``tape`` retarget, made from the first
+        step's arguments: per chunk the forward (``forward``: inputs and outputs of
+        ``articulation_steps``) and the ``articulation_system`` adjoint, the joint update's and
+        the solve's, and ``private``: {input index: one zeroed adjoint per extra chunk} of the
+        model arrays with gradients that every chunk reads (gravity, the shape fields), added to
+        the shared adjoint after each step's backward."""
         if self._launches is not None and self._launches["tape"]() is tape:
             return self._launches
         model = self.model
         device = model.device
-        inputs, outputs = self._arguments(solver, state_in, state_out, control, scratch, dt, 1, 0)
-        forward = []
+        inputs, outputs = forward
+        chunk_forward = []
         for first, count in self._chunks:
-            inputs[len(self._fields) + 6] = first
-            forward.append(PreparedLaunch(self._kernel(), count, list(inputs), outputs, device))
-        integration = self.stepper.integration_launch(solver, state_in, state_out, scratch.qdd, dt)
-        systems = [self._system_launch(solver, state_in, control, scratch, dt, first, count)
-                   for first, count in self._chunks]
+            inputs[self._first_index] = first
+            chunk_forward.append(PreparedLaunch(self._kernel(), count, list(inputs), outputs, device))
         shared = {id(a) for a in (model.gravity, *penalty_shape_fields(model))}
         private = {k: [wp.zeros_like(a.grad) for _ in self._chunks[1:]] for k, a in enumerate(systems[0].inputs)
                    if id(a) in shared and isinstance(a, wp.array) and a.grad is not None}
-        system_launches = []
-        for k, system in enumerate(systems):
-            launch = PreparedLaunch(system.kernel, system.dim, system.inputs, system.outputs, device, tape=tape)
+        system_launches = [PreparedLaunch(*system, device, tape=tape) for system in systems]
+        for k, launch in enumerate(system_launches[1:]):
             for index, grads in private.items():
-                if k:
-                    launch.set(index, system.inputs[index], adjoint=grads[k - 1])
-            system_launches.append(launch)
+                launch.set(index, systems[k + 1].inputs[index], adjoint=grads[k])
         self._launches = {
-            "tape": weakref.ref(tape), "forward": forward, "systems": system_launches, "private": private,
-            "integration": PreparedLaunch(integration.kernel, integration.dim, integration.inputs, integration.outputs,
-                                          device, tape=tape),
-            "solve": PreparedLaunch(for_precision(articulation.cholesky_solve_adjoint, model.dtype),
-                                    model.articulation_count, *self._solve_adjoint_arguments(scratch), device),
+            "tape": weakref.ref(tape), "forward": chunk_forward, "systems": system_launches, "private": private,
+            "integration": PreparedLaunch(*integration, device, tape=tape),
+            "solve": PreparedLaunch(*solve, device),
         }
         return self._launches
-
-    def _solve_adjoint_arguments(self, scratch) -> tuple:
-        """(inputs, outputs) of ``cholesky_solve_adjoint`` for a recorded step's system."""
-        model = self.model
-        return ([model.articulation_dof_start, model.articulation_H_start, scratch.factor, scratch.qdd,
-                 scratch.qdd.grad], [self._shared.adjoint, scratch.mass_matrix.grad, scratch.rhs.grad])
 
     def _system_launch(self, solver, state_in, control, scratch, dt: float, first: int, count: int) -> KernelLaunch:
         """``articulation_system`` of articulations ``first`` to ``first + count``."""
@@ -303,12 +295,11 @@ class FusedArticulationStep:
                 self._prepared.clear()
             inputs, outputs = self._arguments(solver, state_in, state_out, control, self.stepper._scratch, dt, steps,
                                               final_kinematics)
-            first = len(self._fields) + 6
             launches = []
             for start, count in self._chunks:
-                inputs[first] = start
+                inputs[self._first_index] = start
                 launches.append(PreparedLaunch(self._kernel(), count, list(inputs), outputs, self.model.device))
             self._prepared[key] = launches
         for launch in launches:
-            launch.set(len(self._fields) + 13, solver.step_count)
+            launch.set(self._first_index + 7, solver.step_count)  # the step number
         self._run_chunks(launches)
