@@ -44,6 +44,13 @@ def vs_mujoco_suite(device=None, quick: bool = False) -> list[dict]:
     return run(device, quick)
 
 
+def vs_newton_suite(device=None, quick: bool = False) -> list[dict]:
+    """Suite ``vs_newton`` (``wpsim.bench.vs_newton``), imported when run; skipped without newton."""
+    from wpsim.bench.vs_newton import vs_newton_suite as run
+
+    return run(device, quick)
+
+
 def import_corpus_suite(device=None, quick: bool = False) -> list[dict]:
     """Suite ``import_corpus`` (``wpsim.bench.import_corpus``): the installed robot-file corpus."""
     from wpsim.bench.import_corpus import import_corpus_suite as run
@@ -63,6 +70,7 @@ SUITES: dict[str, Callable[..., list]] = {
     "torch": torch_suite,
     "distributed": distributed_suite,
     "vs_mujoco": vs_mujoco_suite,
+    "vs_newton": vs_newton_suite,
     "import_corpus": import_corpus_suite,
 }
 """Registered suites by name; each is ``(device, quick: bool) -> list[dict]`` of records."""
