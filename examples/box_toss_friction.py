@@ -101,7 +101,7 @@ def rms_mm(path: np.ndarray, measured: np.ndarray) -> float:
 def run(test: bool, out, device=None) -> dict:
     """Fit the friction (shorter horizon and fewer iterations with ``test``); write the outputs."""
     out = Path(out)
-    duration, iterations = (0.6, 12) if test else (0.8, 30)
+    duration, iterations = (0.6, 8) if test else (0.8, 30)
     toss = BoxToss(duration, device)
     initial = float(toss.model.shape_mu.numpy()[0])
     print(f"box_toss.csv: {len(toss.measured)} samples over {toss.times[-1]:.2f} s; file friction {initial:g}, "
@@ -160,7 +160,7 @@ def _plot(path, toss: BoxToss, paths: dict):
 
 
 def main(argv=None) -> int:
-    """Command line: --device, --out, --test (0.6 s, 12 iterations; friction within 3 %)."""
+    """Command line: --device, --out, --test (0.6 s, 8 iterations; friction within 3 %)."""
 
     def check(result):
         error = result["friction"]["relative_error"]

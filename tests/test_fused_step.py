@@ -242,3 +242,27 @@ def test_prepared_adjoint_launch_retargeted_gives_each_arrays_adjoint():
         launch.run()
         np.testing.assert_allclose(x.grad.numpy(), 2.0 * (k + 1) * np.array([1.0, 2.0]))
     assert launch._blocks is not None
+
+
+def test_prepared_adjoint_launch_copies_another_ones_arguments():
+    """copy_arguments takes another launch's arrays and adjoints (block copy once both ran,
+    argument by argument before); a later set changes only the copy."""
+    tape = wp.Tape()
+    x, y = wp.array([1.0, 2.0], dtype=float, device="cpu", requires_grad=True), wp.zeros(2, dtype=float, device="cpu",
+                                                                                     requires_grad=True)
+    spare = [wp.zeros(2, dtype=float, device="cpu", requires_grad=True) for _ in range(2)]
+    source = PreparedLaunch(square_into, 2, [x], [y], "cpu", tape=tape)
+    copy = PreparedLaunch(square_into, 2, [spare[0]], [spare[1]], "cpu", tape=tape)
+    for ran in (False, True):
+        copy.copy_arguments(source)
+        assert (copy._blocks is not None) == ran
+        for launch in (copy, source):  # the copy runs into x.grad, as the source does
+            y.grad.fill_(1.0)
+            launch.run()
+    np.testing.assert_allclose(x.grad.numpy(), 4 * 2.0 * np.array([1.0, 2.0]))
+    other = wp.array([3.0, 4.0], dtype=float, device="cpu", requires_grad=True)
+    copy.set(0, other)
+    y.grad.fill_(1.0)
+    copy.run()
+    np.testing.assert_allclose(other.grad.numpy(), 2.0 * np.array([3.0, 4.0]))
+    np.testing.assert_allclose(x.grad.numpy(), 4 * 2.0 * np.array([1.0, 2.0]))

@@ -68,6 +68,21 @@ def contact_pairs_by_articulation(model) -> tuple | None:
     return grouped, np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
 
 
+def gradients_in_one_buffer(arrays: list, device) -> wp.array:
+    """Give each of ``arrays`` (none holding a gradient yet) a zero gradient that is a view into
+    one byte buffer, which is returned: one ``zero_()`` of it zeroes them all."""
+    alignment = 16
+    offsets, size = [], 0
+    for a in arrays:
+        offsets.append(size)
+        size += -(-a.capacity // alignment) * alignment
+    buffer = wp.zeros(max(size, alignment), dtype=wp.uint8, device=device)
+    for a, offset in zip(arrays, offsets):
+        a.grad = (wp.zeros_like(a) if a.size == 0 else
+                  wp.array(ptr=buffer.ptr + offset, dtype=a.dtype, shape=a.shape, device=device))
+    return buffer
+
+
 def thread_chunks(model, threads: int) -> list:
     """(first articulation, count) of each thread's share: contiguous, split where the world
     changes when there are at least as many worlds as threads (a world's fault flag is then
@@ -109,7 +124,8 @@ class FusedArticulationStep:
         self.threads = (os.cpu_count() or 1) if threads is None else threads
         """CPU threads of a launch (forward, advance or backward)."""
         self._chunks = thread_chunks(model, self.threads) if device.is_cpu else [(0, model.articulation_count)]
-        self._pool = ThreadPoolExecutor(len(self._chunks)) if len(self._chunks) > 1 else None
+        self._pool = ThreadPoolExecutor(len(self._chunks) - 1) if len(self._chunks) > 1 else None
+        """Runs every chunk but the first, which the calling thread runs."""
         self._fields = [
             model.articulation_start, model.articulation_dof_start, model.articulation_H_start, model.dfs_joint,
             model.dof_joint, model.joint_type, model.joint_parent, model.joint_child, model.joint_articulation,
@@ -128,8 +144,10 @@ class FusedArticulationStep:
         """Index of ``first_articulation`` in the launches' inputs (after the fields, state and
         controls)."""
         self._shared = None
-        """The ``ArticulationScratch`` (with gradients) every recorded step shares, made at the first."""
-        self._shared_grads = []
+        """The ``ArticulationScratch`` every recorded step shares, made at the first; its gradients
+        are views into one buffer (``_shared_grad_buffer``), zeroed at once before each step's
+        backward."""
+        self._shared_grad_buffer = None
         self._launches = None
         """The prepared launches of recorded steps on the latest tape (``_recorded_launches``)."""
         self._prepared = {}
@@ -158,9 +176,9 @@ class FusedArticulationStep:
         intermediates live in one scratch that every recorded step shares."""
         model = self.model
         if self._shared is None:
-            self._shared = ArticulationScratch(model, True)
-            self._shared_grads = [a.grad for a in vars(self._shared).values()
-                                  if isinstance(a, wp.array) and a.grad is not None]
+            self._shared = ArticulationScratch(model, False)
+            self._shared_grad_buffer = gradients_in_one_buffer(
+                [a for a in vars(self._shared).values() if isinstance(a, wp.array)], model.device)
         scratch = copy.copy(self._shared)
         entries, dofs = model.articulation_H_size, model.joint_dof_count
         scratch.mass_matrix, scratch.rhs, scratch.qdd = (
@@ -171,66 +189,75 @@ class FusedArticulationStep:
         solve = cholesky_adjoint_launch(model, (model.articulation_dof_start, model.articulation_H_start),
                                         scratch.mass_matrix, scratch.rhs, scratch.qdd, scratch.factor,
                                         self._shared.adjoint)
-        systems = [self._system_launch(solver, state_in, control, scratch, dt, first, count)
-                   for first, count in self._chunks]
-        launches = self._recorded_launches(tape, forward, integration, solve, systems)
-        for launch, (first, _) in zip(launches["forward"], self._chunks):
-            forward[0][self._first_index] = first
-            launch.retarget(*forward)
-        self._run_chunks(launches["forward"])
+        system = self._system_launch(solver, state_in, control, scratch, dt)
+        launches = self._recorded_launches(tape, forward, integration, solve, system)
+        self._run_chunks(self._retargeted(launches["forward"], forward))
 
         def backward():
             for name, launch in (("integration", integration), ("solve", solve)):
                 launches[name].retarget(launch.inputs, launch.outputs)
                 launches[name].run()
-            for grad in self._shared_grads:
-                grad.zero_()
-            for launch, system in zip(launches["systems"], systems):
-                launch.retarget(system.inputs, system.outputs)
-            self._run_chunks(launches["systems"])
+            self._shared_grad_buffer.zero_()
+            self._run_chunks(self._retargeted(launches["systems"], (system.inputs, system.outputs), launches["private"]))
             for index, grads in launches["private"].items():
-                total = systems[0].inputs[index].grad.numpy()
+                total = system.inputs[index].grad.numpy()
                 for grad in grads:
                     total += grad.numpy()
                     grad.zero_()
 
-        arrays = [*integration.inputs, *integration.outputs, *systems[0].inputs, *systems[0].outputs]
-        tape.record_func(backward, list({id(a): a for a in arrays if isinstance(a, wp.array) and a.grad}.values()))
+        arrays = [*self._state_controls(state_in, control), state_in.body_q, state_in.body_qd, state_in.body_f,
+                  state_out.joint_q, state_out.joint_qd, scratch.mass_matrix, scratch.rhs, scratch.qdd]
+        tape.record_func(backward, [a for a in arrays if a.grad] + launches["model_arrays"])
+
+    def _retargeted(self, launches: list, arguments: tuple, private: dict | None = None) -> list:
+        """``launches`` (one per chunk) given ``arguments`` (inputs, outputs) with each chunk's
+        first articulation: the first retargets, the others copy its arguments; ``private``:
+        {input index: per extra chunk its own adjoint} for adjoint launches."""
+        first, *others = launches
+        first.retarget(*arguments)
+        for k, (launch, (start, _)) in enumerate(zip(others, self._chunks[1:])):
+            launch.copy_arguments(first)
+            launch.set(self._first_index, start)
+            for index, grads in (private or {}).items():
+                launch.set(index, arguments[0][index], adjoint=grads[k])
+        return launches
 
     def _recorded_launches(self, tape, forward: tuple, integration: KernelLaunch, solve: KernelLaunch,
-                           systems: list) -> dict:
+                           system: KernelLaunch) -> dict:
         """The ``PreparedLaunch``es that recorded steps on ``tape`` retarget, made from the first
         step's arguments: per chunk the forward (``forward``: inputs and outputs of
-        ``articulation_steps``) and the ``articulation_system`` adjoint, the joint update's and
-        the solve's, and ``private``: {input index: one zeroed adjoint per extra chunk} of the
-        model arrays with gradients that every chunk reads (gravity, the shape fields), added to
-        the shared adjoint after each step's backward."""
+        ``articulation_steps``) and the ``articulation_system`` adjoint (``system``: the first
+        chunk's), the joint update's and the solve's; ``private``: {input index: one zeroed
+        adjoint per extra chunk} of the model arrays with gradients that every chunk reads
+        (gravity, the shape fields), added to the shared adjoint after each step's backward;
+        ``model_arrays``: the model arrays with gradients (for ``tape.zero``)."""
         if self._launches is not None and self._launches["tape"]() is tape:
             return self._launches
         model = self.model
         device = model.device
-        inputs, outputs = forward
-        chunk_forward = []
-        for first, count in self._chunks:
-            inputs[self._first_index] = first
-            chunk_forward.append(PreparedLaunch(self._kernel(), count, list(inputs), outputs, device))
         shared = {id(a) for a in (model.gravity, *penalty_shape_fields(model))}
-        private = {k: [wp.zeros_like(a.grad) for _ in self._chunks[1:]] for k, a in enumerate(systems[0].inputs)
+        private = {k: [wp.zeros_like(a.grad) for _ in self._chunks[1:]] for k, a in enumerate(system.inputs)
                    if id(a) in shared and isinstance(a, wp.array) and a.grad is not None}
-        system_launches = [PreparedLaunch(*system, device, tape=tape) for system in systems]
-        for k, launch in enumerate(system_launches[1:]):
-            for index, grads in private.items():
-                launch.set(index, systems[k + 1].inputs[index], adjoint=grads[k])
+        chunk_forward, chunk_systems = [], []
+        for first, count in self._chunks:
+            for launch, chunks, recording in ((forward, chunk_forward, None), (system, chunk_systems, tape)):
+                inputs, outputs = launch[-2:]
+                inputs[self._first_index] = first
+                chunks.append(PreparedLaunch(self._kernel() if recording is None else system.kernel, count,
+                                             list(inputs), outputs, device, tape=recording))
+        forward[0][self._first_index] = system.inputs[self._first_index] = self._chunks[0][0]
         self._launches = {
-            "tape": weakref.ref(tape), "forward": chunk_forward, "systems": system_launches, "private": private,
+            "tape": weakref.ref(tape), "forward": chunk_forward, "systems": chunk_systems, "private": private,
             "integration": PreparedLaunch(*integration, device, tape=tape),
             "solve": PreparedLaunch(*solve, device),
+            "model_arrays": [a for a in self._fields if a.grad],
         }
         return self._launches
 
-    def _system_launch(self, solver, state_in, control, scratch, dt: float, first: int, count: int) -> KernelLaunch:
-        """``articulation_system`` of articulations ``first`` to ``first + count``."""
+    def _system_launch(self, solver, state_in, control, scratch, dt: float) -> KernelLaunch:
+        """``articulation_system`` of the first thread chunk."""
         real = self.model.dtype
+        first, count = self._chunks[0]
         return KernelLaunch(
             for_precision(articulation_step.articulation_system, real), count,
             [*self._fields, *self._state_controls(state_in, control), first, solver._friction_smoothing,
@@ -239,11 +266,10 @@ class FusedArticulationStep:
         )
 
     def _run_chunks(self, launches: list):
-        """Run the chunks' launches, from the thread pool when there are several."""
-        if len(launches) == 1:
-            launches[0].run()
-            return
-        for future in [self._pool.submit(launch.run) for launch in launches]:
+        """Run the chunks' launches: the first on this thread, the others from the pool."""
+        futures = [self._pool.submit(launch.run) for launch in launches[1:]]
+        launches[0].run()
+        for future in futures:
             future.result()
 
     def _kernel(self):

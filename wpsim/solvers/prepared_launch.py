@@ -49,6 +49,18 @@ class PreparedLaunch:
                 continue
             self.set(index, new)
 
+    def copy_arguments(self, other: PreparedLaunch):
+        """Take every argument (and adjoint) of ``other``, a launch of the same kernel: a copy of
+        its argument blocks where both have them, else argument by argument."""
+        if self._blocks is None or other._blocks is None:
+            for index, value in enumerate(other.arguments):
+                if value is not self.arguments[index]:
+                    self.set(index, value)
+            return
+        self.arguments = list(other.arguments)
+        for mine, theirs in zip(self._blocks, other._blocks):
+            ctypes.memmove(ctypes.addressof(mine), ctypes.addressof(theirs), ctypes.sizeof(mine))
+
     def set(self, index: int, value, adjoint=None):
         """Set argument ``index`` (inputs then outputs) to ``value`` and, for an adjoint
         launch, its adjoint to ``adjoint`` (default: the tape's)."""
