@@ -89,6 +89,24 @@ def test_advance_is_bitwise_stepping_whatever_the_thread_split(name):
         np.testing.assert_array_equal(threaded.joint_q.numpy(), reference.joint_q.numpy())
 
 
+def test_fresh_states_every_step_reuse_the_prepared_launches():
+    """Stepping into a new state every step (as the torch bridge does) keeps at most
+    PREPARED_LAUNCHES launch sets, retargeted, and gives the ping-pong states bitwise."""
+    model = robot("arm_7link.xml", worlds=40)
+    control = drive(model, 3)
+    steps = 3 * PREPARED_LAUNCHES
+    reference = stepped(model, SemiImplicitSolver(model, fused=True, threads=2), control, steps)
+    solver = SemiImplicitSolver(model, fused=True, threads=2)
+    state = model.state(requires_grad=False)
+    for _ in range(steps):
+        following = model.state(requires_grad=False)
+        solver.step(state, following, control, DT)
+        state = following
+        assert len(solver.fused._prepared) <= PREPARED_LAUNCHES
+    for field in ("joint_q", "joint_qd"):
+        np.testing.assert_array_equal(getattr(state, field).numpy(), getattr(reference, field).numpy(), err_msg=field)
+
+
 def test_thread_chunks_cut_between_worlds_and_cover_every_articulation():
     model = robot("arm_7link.xml", worlds=40)
     assert thread_chunks(model, 3) == [(0, 13), (13, 14), (27, 13)]
@@ -232,10 +250,9 @@ def square_into(x: wp.array(dtype=float), y: wp.array(dtype=float)):
 
 def test_prepared_adjoint_launch_retargeted_gives_each_arrays_adjoint():
     """An adjoint PreparedLaunch re-run on other arrays accumulates into their gradients."""
-    tape = wp.Tape()
     pairs = [(wp.array([1.0, 2.0], dtype=float, device="cpu", requires_grad=True),
               wp.zeros(2, dtype=float, device="cpu", requires_grad=True)) for _ in range(3)]
-    launch = PreparedLaunch(square_into, 2, [pairs[0][0]], [pairs[0][1]], "cpu", tape=tape)
+    launch = PreparedLaunch(square_into, 2, [pairs[0][0]], [pairs[0][1]], "cpu", adjoint=True)
     for k, (x, y) in enumerate(pairs):
         y.grad.fill_(float(k + 1))
         launch.retarget([x], [y])
@@ -247,12 +264,11 @@ def test_prepared_adjoint_launch_retargeted_gives_each_arrays_adjoint():
 def test_prepared_adjoint_launch_copies_another_ones_arguments():
     """copy_arguments takes another launch's arrays and adjoints (block copy once both ran,
     argument by argument before); a later set changes only the copy."""
-    tape = wp.Tape()
     x, y = wp.array([1.0, 2.0], dtype=float, device="cpu", requires_grad=True), wp.zeros(2, dtype=float, device="cpu",
                                                                                      requires_grad=True)
     spare = [wp.zeros(2, dtype=float, device="cpu", requires_grad=True) for _ in range(2)]
-    source = PreparedLaunch(square_into, 2, [x], [y], "cpu", tape=tape)
-    copy = PreparedLaunch(square_into, 2, [spare[0]], [spare[1]], "cpu", tape=tape)
+    source = PreparedLaunch(square_into, 2, [x], [y], "cpu", adjoint=True)
+    copy = PreparedLaunch(square_into, 2, [spare[0]], [spare[1]], "cpu", adjoint=True)
     for ran in (False, True):
         copy.copy_arguments(source)
         assert (copy._blocks is not None) == ran

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import os
-import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -149,10 +148,10 @@ class FusedArticulationStep:
         backward."""
         self._shared_grad_buffer = None
         self._launches = None
-        """The prepared launches of recorded steps on the latest tape (``_recorded_launches``)."""
+        """The prepared launches that recorded steps retarget (``_recorded_launches``)."""
         self._prepared = {}
-        """Unrecorded ``PreparedLaunch``es by chunk, the identity of their state and control
-        arrays and the values of their settings."""
+        """Unrecorded ``PreparedLaunch``es by chunk, by (the identity of their state and control
+        arrays, the values of their settings)."""
 
     def step(self, solver, state_in, state_out, control, dt: float):
         """One step of ``dt`` s from ``state_in`` into ``state_out`` (``state_in.body_q``,
@@ -190,7 +189,7 @@ class FusedArticulationStep:
                                         scratch.mass_matrix, scratch.rhs, scratch.qdd, scratch.factor,
                                         self._shared.adjoint)
         system = self._system_launch(solver, state_in, control, scratch, dt)
-        launches = self._recorded_launches(tape, forward, integration, solve, system)
+        launches = self._recorded_launches(forward, integration, solve, system)
         self._run_chunks(self._retargeted(launches["forward"], forward))
 
         def backward():
@@ -222,16 +221,16 @@ class FusedArticulationStep:
                 launch.set(index, arguments[0][index], adjoint=grads[k])
         return launches
 
-    def _recorded_launches(self, tape, forward: tuple, integration: KernelLaunch, solve: KernelLaunch,
+    def _recorded_launches(self, forward: tuple, integration: KernelLaunch, solve: KernelLaunch,
                            system: KernelLaunch) -> dict:
-        """The ``PreparedLaunch``es that recorded steps on ``tape`` retarget, made from the first
+        """The ``PreparedLaunch``es that recorded steps retarget (on any tape), made from the first
         step's arguments: per chunk the forward (``forward``: inputs and outputs of
         ``articulation_steps``) and the ``articulation_system`` adjoint (``system``: the first
         chunk's), the joint update's and the solve's; ``private``: {input index: one zeroed
         adjoint per extra chunk} of the model arrays with gradients that every chunk reads
         (gravity, the shape fields), added to the shared adjoint after each step's backward;
         ``model_arrays``: the model arrays with gradients (for ``tape.zero``)."""
-        if self._launches is not None and self._launches["tape"]() is tape:
+        if self._launches is not None:
             return self._launches
         model = self.model
         device = model.device
@@ -240,15 +239,15 @@ class FusedArticulationStep:
                    if id(a) in shared and isinstance(a, wp.array) and a.grad is not None}
         chunk_forward, chunk_systems = [], []
         for first, count in self._chunks:
-            for launch, chunks, recording in ((forward, chunk_forward, None), (system, chunk_systems, tape)):
+            for launch, chunks, adjoint in ((forward, chunk_forward, False), (system, chunk_systems, True)):
                 inputs, outputs = launch[-2:]
                 inputs[self._first_index] = first
-                chunks.append(PreparedLaunch(self._kernel() if recording is None else system.kernel, count,
-                                             list(inputs), outputs, device, tape=recording))
+                chunks.append(PreparedLaunch(system.kernel if adjoint else self._kernel(), count, list(inputs),
+                                             outputs, device, adjoint=adjoint))
         forward[0][self._first_index] = system.inputs[self._first_index] = self._chunks[0][0]
         self._launches = {
-            "tape": weakref.ref(tape), "forward": chunk_forward, "systems": chunk_systems, "private": private,
-            "integration": PreparedLaunch(*integration, device, tape=tape),
+            "forward": chunk_forward, "systems": chunk_systems, "private": private,
+            "integration": PreparedLaunch(*integration, device, adjoint=True),
             "solve": PreparedLaunch(*solve, device),
             "model_arrays": [a for a in self._fields if a.grad],
         }
@@ -306,26 +305,33 @@ class FusedArticulationStep:
         return inputs, outputs
 
     def _run_prepared(self, solver, state_in, state_out, control, dt: float, steps: int, final_kinematics: int):
-        """Unrecorded launches, one per thread chunk, through ``PreparedLaunch``es kept for
-        the same states, control and settings."""
-        key = (
+        """Unrecorded launches, one per thread chunk, through ``PreparedLaunch``es kept for the
+        same states, control and settings; once ``PREPARED_LAUNCHES`` sets are kept, a set of the
+        same settings is retargeted to new arrays (callers that step fresh states every time)."""
+        arrays = (
             id(state_in.joint_q), id(state_in.joint_qd), id(state_in.body_q), id(state_in.body_qd),
             id(state_in.body_f), id(state_out.joint_q), id(state_out.joint_qd), id(control.body_f_ext),
-            id(control.joint_f), id(control.joint_target_q), id(control.joint_target_qd), float(dt), steps,
-            final_kinematics, float(solver._friction_smoothing), float(solver.contact_gradient_width),
-            float(solver.max_coordinate), float(solver.max_speed),
+            id(control.joint_f), id(control.joint_target_q), id(control.joint_target_qd),
         )
-        launches = self._prepared.get(key)
+        settings = (float(dt), steps, final_kinematics, float(solver._friction_smoothing),
+                    float(solver.contact_gradient_width), float(solver.max_coordinate), float(solver.max_speed))
+        launches = self._prepared.get((arrays, settings))
         if launches is None:
-            if len(self._prepared) >= PREPARED_LAUNCHES:
-                self._prepared.clear()
-            inputs, outputs = self._arguments(solver, state_in, state_out, control, self.stepper._scratch, dt, steps,
-                                              final_kinematics)
-            launches = []
-            for start, count in self._chunks:
-                inputs[self._first_index] = start
-                launches.append(PreparedLaunch(self._kernel(), count, list(inputs), outputs, self.model.device))
-            self._prepared[key] = launches
+            arguments = self._arguments(solver, state_in, state_out, control, self.stepper._scratch, dt, steps,
+                                        final_kinematics)
+            full = len(self._prepared) >= PREPARED_LAUNCHES
+            spare = next((key for key in self._prepared if key[1] == settings), None) if full else None
+            if spare is not None:
+                launches = self._retargeted(self._prepared.pop(spare), arguments)
+            else:
+                if full:
+                    self._prepared.clear()
+                inputs, outputs = arguments
+                launches = []
+                for start, count in self._chunks:
+                    inputs[self._first_index] = start
+                    launches.append(PreparedLaunch(self._kernel(), count, list(inputs), outputs, self.model.device))
+            self._prepared[(arrays, settings)] = launches
         for launch in launches:
             launch.set(self._first_index + 7, solver.step_count)  # the step number
         self._run_chunks(launches)

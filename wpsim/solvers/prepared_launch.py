@@ -4,9 +4,14 @@ arguments changed."""
 from __future__ import annotations
 
 import ctypes
-import weakref
 
 import warp as wp
+
+
+def adjoint_of(value):
+    """The adjoint an adjoint launch takes for argument ``value``, as ``wp.Tape.get_adjoint``
+    gives it for wpsim's arguments but without a tape: an array's gradient, else None."""
+    return value.grad if isinstance(value, wp.array) and value.grad else None
 
 
 class PreparedLaunch:
@@ -21,20 +26,17 @@ class PreparedLaunch:
 
     Args:
         kernel, dim, inputs, outputs, device: as for ``wp.launch``.
-        tape: for an adjoint launch, the ``wp.Tape`` whose adjoints (``get_adjoint``) of the
-            arguments it takes; None for a forward launch.
+        adjoint: an adjoint launch, into the arguments' gradients (``adjoint_of``); the caller
+            hands those arrays to the tape (``wp.Tape.record_func``) for ``tape.zero()``.
     """
 
-    def __init__(self, kernel, dim, inputs: list, outputs: list, device, tape=None):
+    def __init__(self, kernel, dim, inputs: list, outputs: list, device, adjoint: bool = False):
         self.arguments = [*inputs, *outputs]
         """The launch's current arguments, kept alive while it is."""
-        self._tape = None if tape is None else weakref.ref(tape)
-        """The tape (weakly: a prepared launch does not keep a finished tape's arrays alive)."""
-        adjoint = tape is not None
+        self.adjoint = adjoint
         adjoints = {}
         if adjoint:
-            adjoints = {"adj_inputs": [tape.get_adjoint(a) for a in inputs],
-                        "adj_outputs": [tape.get_adjoint(a) for a in outputs]}
+            adjoints = {"adj_inputs": [adjoint_of(a) for a in inputs], "adj_outputs": [adjoint_of(a) for a in outputs]}
         self.command = wp.launch(kernel, dim=dim, inputs=inputs, outputs=outputs, device=device, record_tape=False,
                                  record_cmd=True, adjoint=adjoint, **adjoints)
         self._blocks = None
@@ -63,24 +65,24 @@ class PreparedLaunch:
 
     def set(self, index: int, value, adjoint=None):
         """Set argument ``index`` (inputs then outputs) to ``value`` and, for an adjoint
-        launch, its adjoint to ``adjoint`` (default: the tape's)."""
+        launch, its adjoint to ``adjoint`` (default: ``adjoint_of(value)``)."""
         self.arguments[index] = value
         command = self.command
-        if self._tape is not None and adjoint is None:
-            adjoint = self._tape().get_adjoint(value)
+        if self.adjoint and adjoint is None:
+            adjoint = adjoint_of(value)
         if self._blocks is not None and isinstance(value, wp.array) and isinstance(adjoint, (wp.array, type(None))):
             name = self._names[index]
             setattr(self._blocks[0], name, value.__ctype__())
-            if self._tape is not None:
+            if self.adjoint:
                 setattr(self._blocks[1], name, adjoint.__ctype__() if adjoint is not None else
                         type(getattr(self._blocks[1], name))())
             return
         command.set_param_at_index(index, value)
-        if self._tape is not None:
+        if self.adjoint:
             command.set_param_at_index(index, adjoint, adjoint=True)
         if self._blocks is not None:
             setattr(self._blocks[0], self._names[index], command.params[1 + index])
-            if self._tape is not None:
+            if self.adjoint:
                 setattr(self._blocks[1], self._names[index], command.params[1 + len(self.arguments) + index])
 
     def run(self):
@@ -88,7 +90,7 @@ class PreparedLaunch:
         command = self.command
         if self._blocks is not None:
             bounds = ctypes.byref(command.params[0])
-            if self._tape is None:
+            if not self.adjoint:
                 command.hooks.forward(bounds, ctypes.byref(self._blocks[0]))
             else:
                 command.hooks.backward(bounds, ctypes.byref(self._blocks[0]), ctypes.byref(self._blocks[1]))
@@ -101,7 +103,7 @@ class PreparedLaunch:
         """Build the ctypes argument blocks from the structure types of the launch just run."""
         command = self.command
         params = command.params
-        adjoint = self._tape is not None
+        adjoint = self.adjoint
         count = len(self.arguments)
         cached = getattr(command.kernel, "_invoke_cache", {}).get((tuple(type(p) for p in params[1:]), adjoint))
         if cached is None or len(cached) != (4 if adjoint else 2):
