@@ -44,7 +44,7 @@ def test_example(script, tmp_path):
     (opened here with pxr) and result.json."""
     proc = subprocess.run(
         [sys.executable, str(script), "--test", "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=900,  # box_toss_friction --test: 671 s alone on 2 cores
+        capture_output=True, text=True, timeout=900,  # the slowest, box_toss_friction --test: 60 s alone
     )
     assert proc.returncode == 0, f"{script.name} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     for name in OUTPUTS.get(script.stem, []):
