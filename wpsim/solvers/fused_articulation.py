@@ -67,18 +67,27 @@ def contact_pairs_by_articulation(model) -> tuple | None:
     return grouped, np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
 
 
-def gradients_in_one_buffer(arrays: list, device) -> wp.array:
-    """Give each of ``arrays`` (none holding a gradient yet) a zero gradient that is a view into
-    one byte buffer, which is returned: one ``zero_()`` of it zeroes them all."""
+def arrays_in_one_buffer(likes: list, device) -> tuple:
+    """(buffer, views): one zeroed byte buffer and, for each of ``likes``, an array of its dtype
+    and shape that is a view into it, so that one ``zero_()`` of the buffer zeroes them all."""
     alignment = 16
     offsets, size = [], 0
-    for a in arrays:
+    for a in likes:
         offsets.append(size)
         size += -(-a.capacity // alignment) * alignment
     buffer = wp.zeros(max(size, alignment), dtype=wp.uint8, device=device)
-    for a, offset in zip(arrays, offsets):
-        a.grad = (wp.zeros_like(a) if a.size == 0 else
-                  wp.array(ptr=buffer.ptr + offset, dtype=a.dtype, shape=a.shape, device=device))
+    views = [wp.zeros_like(a) if a.size == 0 else
+             wp.array(ptr=buffer.ptr + offset, dtype=a.dtype, shape=a.shape, device=device)
+             for a, offset in zip(likes, offsets)]
+    return buffer, views
+
+
+def gradients_in_one_buffer(arrays: list, device) -> wp.array:
+    """Give each of ``arrays`` (none holding a gradient yet) a zero gradient that is a view into
+    one byte buffer (``arrays_in_one_buffer``), which is returned."""
+    buffer, views = arrays_in_one_buffer(arrays, device)
+    for a, view in zip(arrays, views):
+        a.grad = view
     return buffer
 
 
@@ -198,11 +207,10 @@ class FusedArticulationStep:
                 launches[name].run()
             self._shared_grad_buffer.zero_()
             self._run_chunks(self._retargeted(launches["systems"], (system.inputs, system.outputs), launches["private"]))
-            for index, grads in launches["private"].items():
-                total = system.inputs[index].grad.numpy()
-                for grad in grads:
-                    total += grad.numpy()
-                    grad.zero_()
+            for total, parts in launches["private_sums"]:
+                for part in parts:
+                    total += part
+            launches["private_buffer"].zero_()
 
         arrays = [*self._state_controls(state_in, control), state_in.body_q, state_in.body_qd, state_in.body_f,
                   state_out.joint_q, state_out.joint_qd, scratch.mass_matrix, scratch.rhs, scratch.qdd]
@@ -228,15 +236,18 @@ class FusedArticulationStep:
         ``articulation_steps``) and the ``articulation_system`` adjoint (``system``: the first
         chunk's), the joint update's and the solve's; ``private``: {input index: one zeroed
         adjoint per extra chunk} of the model arrays with gradients that every chunk reads
-        (gravity, the shape fields), added to the shared adjoint after each step's backward;
-        ``model_arrays``: the model arrays with gradients (for ``tape.zero``)."""
+        (gravity, the shape fields), views into ``private_buffer``, added to the shared adjoint
+        after each step's backward (``private_sums``: numpy views, (shared, [private])) and then
+        zeroed; ``model_arrays``: the model arrays with gradients (for ``tape.zero``)."""
         if self._launches is not None:
             return self._launches
         model = self.model
         device = model.device
         shared = {id(a) for a in (model.gravity, *penalty_shape_fields(model))}
-        private = {k: [wp.zeros_like(a.grad) for _ in self._chunks[1:]] for k, a in enumerate(system.inputs)
-                   if id(a) in shared and isinstance(a, wp.array) and a.grad is not None}
+        indices = [k for k, a in enumerate(system.inputs) if id(a) in shared and isinstance(a, wp.array) and a.grad]
+        extra = len(self._chunks) - 1
+        buffer, views = arrays_in_one_buffer([system.inputs[k].grad for k in indices for _ in range(extra)], device)
+        private = {k: views[n * extra:(n + 1) * extra] for n, k in enumerate(indices)}
         chunk_forward, chunk_systems = [], []
         for first, count in self._chunks:
             for launch, chunks, adjoint in ((forward, chunk_forward, False), (system, chunk_systems, True)):
@@ -246,7 +257,9 @@ class FusedArticulationStep:
                                              outputs, device, adjoint=adjoint))
         forward[0][self._first_index] = system.inputs[self._first_index] = self._chunks[0][0]
         self._launches = {
-            "forward": chunk_forward, "systems": chunk_systems, "private": private,
+            "forward": chunk_forward, "systems": chunk_systems, "private": private, "private_buffer": buffer,
+            "private_sums": [(system.inputs[k].grad.numpy(), [v.numpy() for v in private[k]])
+                             for k in indices] if extra else [],
             "integration": PreparedLaunch(*integration, device, adjoint=True),
             "solve": PreparedLaunch(*solve, device),
             "model_arrays": [a for a in self._fields if a.grad],
