@@ -9,6 +9,7 @@ size, horizon, mode, device and precision, and metric names are shared across su
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from typing import Callable
@@ -47,6 +48,20 @@ def timed(fn: Callable[[], object], device) -> tuple[float, object]:
     result = fn()
     wp.synchronize_device(device)
     return time.perf_counter() - start, result
+
+
+def best_time(fn: Callable[[], object], repeats: int, device=None) -> tuple[float, object]:
+    """(best wall time (s) of ``repeats`` timed runs of ``fn()``, the result of the untimed
+    warm-up run before them (kernel loading, thread pools))."""
+    result = fn()
+    return min(timed(fn, device)[0] for _ in range(repeats)), result
+
+
+def skipped_record(suite: str, device, reason: str) -> list[dict]:
+    """The one record of a suite that could not run (``value`` 0), saying why."""
+    params = {"skipped": True, "reason": reason, "cores": os.cpu_count(), "device": str(device),
+              "precision": "float32"}
+    return [record(suite, "skipped", params, "wall_s", 0.0)]
 
 
 def progress(line: str):

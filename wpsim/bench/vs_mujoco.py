@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import warp as wp
 
-from wpsim.bench.records import progress, record, timed
+from wpsim.bench.records import best_time, progress, record, skipped_record, timed
 
 SUITE = "vs_mujoco"
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
@@ -233,11 +233,6 @@ class WpsimSide:
 
 
 # ---------------------------------------------------------------------------- measurements
-def _best(fn, repeats: int, device=None) -> float:
-    fn()  # warm-up (kernel loading, thread pools)
-    return min(timed(fn, device)[0] for _ in range(repeats))
-
-
 def _finite(state) -> bool:
     return bool(np.isfinite(state.joint_q.numpy()).all())
 
@@ -247,8 +242,8 @@ def measure_steps(ws: WpsimSide, device, worlds: int, steps: int, repeats: int, 
     model, solver = ws.model(device, worlds, variant=variant)
     run, launches = ws.step_runner(model, solver)
     final = run(steps)
-    wp_s = _best(lambda: run(steps), repeats, device)
-    mj_s = _best(mujoco_run, repeats)
+    wp_s = best_time(lambda: run(steps), repeats, device)[0]
+    mj_s = best_time(mujoco_run, repeats)[0]
     return {"wpsim_s": wp_s, "mujoco_s": mj_s, "launches": launches, "finite": _finite(final),
             "fused": solver.fused is not None}
 
@@ -274,13 +269,6 @@ def measure_gradient(ws: WpsimSide, mjs: MujocoSide, device, worlds: int, steps:
 
 
 # ---------------------------------------------------------------------------- the suite
-def skipped(device, reason: str) -> list[dict]:
-    """The one record of a skipped run (``value`` 0)."""
-    params = {"skipped": True, "reason": reason, "cores": os.cpu_count(), "device": str(device),
-              "precision": "float32"}
-    return [record(SUITE, "skipped", params, "wall_s", 0.0)]
-
-
 def vs_mujoco_suite(device=None, quick: bool = False, robots: dict | None = None) -> list[dict]:
     """Suite ``vs_mujoco`` (see the module docstring); ``robots``: as ``ROBOTS`` (default: it)."""
     device = wp.get_device(device)
@@ -289,7 +277,7 @@ def vs_mujoco_suite(device=None, quick: bool = False, robots: dict | None = None
         import mujoco.rollout  # noqa: F401
     except ImportError as error:
         progress(f"{SUITE}: skipped ({error})")
-        return skipped(device, f"mujoco is not installed ({error})")
+        return skipped_record(SUITE, device, f"mujoco is not installed ({error})")
     config = suite_config(quick, device.is_cuda)
     repeats = config["repeats"]
     records = []

@@ -73,7 +73,7 @@ import numpy as np
 import warp as wp
 
 from wpsim.apps import scene_library
-from wpsim.bench.records import progress, record, timed
+from wpsim.bench.records import best_time, progress, record, skipped_record
 from wpsim.core.builder import ModelBuilder
 from wpsim.core.geometry import grid_points, grid_triangles
 from wpsim.kernels.enums import JOINT_REVOLUTE, SHAPE_PLANE
@@ -270,13 +270,6 @@ def wpsim_robot_model(path: Path, hinge_start: float | None, device):
 
 
 # ---------------------------------------------------------------------------- measurements
-def _best_s(run, steps: int, repeats: int, device) -> tuple[float, object]:
-    """Best wall time (s) of ``run(steps)`` over ``repeats`` after one warm-up, and the final state."""
-    final = run(steps)
-    best = min(timed(lambda: run(steps), device)[0] for _ in range(repeats))
-    return best, final
-
-
 def _finite(*arrays) -> bool:
     return all(bool(np.isfinite(a.numpy()).all()) for a in arrays if a is not None and a.size)
 
@@ -286,8 +279,8 @@ def compare(wps: WpsimRunner, nwt: NewtonRunner, steps: int, repeats: int, devic
     difference of their final particle positions (m; robots: joint coordinates, m or rad)."""
     from wpsim.bench.scene_speed import count_launches
 
-    wp_s, wp_final = _best_s(wps.run, steps, repeats, device)
-    nw_s, nw_final = _best_s(nwt.run, steps, repeats, device)
+    wp_s, wp_final = best_time(lambda: wps.run(steps), repeats, device)
+    nw_s, nw_final = best_time(lambda: nwt.run(steps), repeats, device)
     wp_q = wp_final.particle_q if wps.model.particle_count else wp_final.joint_q
     nw_q = nw_final.particle_q if wps.model.particle_count else nw_final.joint_q
     diff = float(np.abs(wp_q.numpy() - nw_q.numpy()).max())
@@ -299,13 +292,6 @@ def compare(wps: WpsimRunner, nwt: NewtonRunner, steps: int, repeats: int, devic
 
 
 # ---------------------------------------------------------------------------- the suite
-def skipped(device, reason: str) -> list[dict]:
-    """The one record of a skipped run (``value`` 0)."""
-    params = {"skipped": True, "reason": reason, "cores": os.cpu_count(), "device": str(device),
-              "precision": "float32"}
-    return [record(SUITE, "skipped", params, "wall_s", 0.0)]
-
-
 def _records(case: str, found: dict, steps: int, params: dict) -> list[dict]:
     """The records of one compared scene."""
     base = {**params, "steps": steps, "wpsim_finite": found["wpsim_finite"], "newton_finite": found["newton_finite"],
@@ -326,7 +312,7 @@ def vs_newton_suite(device=None, quick: bool = False) -> list[dict]:
         import newton
     except ImportError as error:
         progress(f"{SUITE}: skipped ({error})")
-        return skipped(device, f"newton is not installed ({error})")
+        return skipped_record(SUITE, device, f"newton is not installed ({error})")
     from wpsim.solvers import SemiImplicitSolver
 
     config = suite_config(quick)

@@ -248,16 +248,10 @@ class FusedArticulationStep:
         extra = len(self._chunks) - 1
         buffer, views = arrays_in_one_buffer([system.inputs[k].grad for k in indices for _ in range(extra)], device)
         private = {k: views[n * extra:(n + 1) * extra] for n, k in enumerate(indices)}
-        chunk_forward, chunk_systems = [], []
-        for first, count in self._chunks:
-            for launch, chunks, adjoint in ((forward, chunk_forward, False), (system, chunk_systems, True)):
-                inputs, outputs = launch[-2:]
-                inputs[self._first_index] = first
-                chunks.append(PreparedLaunch(system.kernel if adjoint else self._kernel(), count, list(inputs),
-                                             outputs, device, adjoint=adjoint))
-        forward[0][self._first_index] = system.inputs[self._first_index] = self._chunks[0][0]
         self._launches = {
-            "forward": chunk_forward, "systems": chunk_systems, "private": private, "private_buffer": buffer,
+            "forward": self._chunk_launches(self._kernel(), *forward),
+            "systems": self._chunk_launches(system.kernel, system.inputs, system.outputs, adjoint=True),
+            "private": private, "private_buffer": buffer,
             "private_sums": [(system.inputs[k].grad.numpy(), [v.numpy() for v in private[k]])
                              for k in indices] if extra else [],
             "integration": PreparedLaunch(*integration, device, adjoint=True),
@@ -265,6 +259,16 @@ class FusedArticulationStep:
             "model_arrays": [a for a in self._fields if a.grad],
         }
         return self._launches
+
+    def _chunk_launches(self, kernel, inputs: list, outputs: list, adjoint: bool = False) -> list:
+        """One ``PreparedLaunch`` of ``kernel`` per thread chunk, each with its chunk's first
+        articulation in place of ``inputs``' one."""
+        launches = []
+        for first, count in self._chunks:
+            chunk_inputs = list(inputs)
+            chunk_inputs[self._first_index] = first
+            launches.append(PreparedLaunch(kernel, count, chunk_inputs, outputs, self.model.device, adjoint=adjoint))
+        return launches
 
     def _system_launch(self, solver, state_in, control, scratch, dt: float) -> KernelLaunch:
         """``articulation_system`` of the first thread chunk."""
@@ -339,11 +343,7 @@ class FusedArticulationStep:
             else:
                 if full:
                     self._prepared.clear()
-                inputs, outputs = arguments
-                launches = []
-                for start, count in self._chunks:
-                    inputs[self._first_index] = start
-                    launches.append(PreparedLaunch(self._kernel(), count, list(inputs), outputs, self.model.device))
+                launches = self._chunk_launches(self._kernel(), *arguments)
             self._prepared[(arrays, settings)] = launches
         for launch in launches:
             launch.set(self._first_index + 7, solver.step_count)  # the step number
