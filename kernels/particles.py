@@ -207,7 +207,7 @@ def build_neighbor_lists(
     overflow_out: wp.array(dtype=int),
 ):
     """Broad phase (not differentiated): list the same-world particles within ``margin`` (m)
-    of touching particle i."""
+    of touching particle i, in increasing index order (the first K found when more are near)."""
     i = wp.tid()
     x = particle_q_in[i]
     r = particle_radius[i]
@@ -220,8 +220,30 @@ def build_neighbor_lists(
         if j != i and particle_world[j] == world:
             if wp.length(x - particle_q_in[j]) < r + particle_radius[j] + margin:
                 if count < capacity:
-                    neighbor_index_out[i, count] = j
+                    slot = count
+                    while slot > 0 and neighbor_index_out[i, slot - 1] > j:
+                        neighbor_index_out[i, slot] = neighbor_index_out[i, slot - 1]
+                        slot -= 1
+                    neighbor_index_out[i, slot] = j
                     count += 1
                 else:
                     wp.atomic_max(overflow_out, 0, i + 1)
     neighbor_count_out[i] = count
+
+
+
+@kernel(enable_backward=False)
+def flag_moved_particles(
+    particle_anchor_in: wp.array(dtype=int),
+    particle_q_in: wp.array(dtype=vec3),
+    reference_q_in: wp.array(dtype=vec3),
+    distance: wp.Float,
+    moved_out: wp.array(dtype=int),
+):
+    """Set moved_out[0] to 1 when a particle's displacement from its reference position, relative to
+    that of its anchor particle, is longer than ``distance`` (m) or not finite."""
+    i = wp.tid()
+    a = particle_anchor_in[i]
+    moved = (particle_q_in[i] - reference_q_in[i]) - (particle_q_in[a] - reference_q_in[a])
+    if not (wp.length(moved) <= distance):
+        moved_out[0] = 1

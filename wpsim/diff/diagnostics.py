@@ -12,7 +12,7 @@ import warp as wp
 from wpsim.core.model import Control, Model, State
 from wpsim.kernels import cloth, diagnostics, fem, springs
 from wpsim.kernels.generic import for_precision
-from wpsim.solvers.forces import SmoothingScratch, launch_smoothed_strain
+from wpsim.solvers.forces import SmoothingScratch, smoothed_strain_launch
 
 
 def elastic_energy(model: Model, state: State, control: Control | None = None) -> wp.array:
@@ -49,7 +49,7 @@ def elastic_energy(model: Model, state: State, control: Control | None = None) -
         )
     if model.domain_count:
         strain, weight, _ = SmoothingScratch(model).arrays(q)
-        launch_smoothed_strain(model, q, control, strain, weight)
+        smoothed_strain_launch(model, q, control, strain, weight).run(model.device)
         wp.launch(
             for_precision(fem.smoothing_domain_energy, model.dtype), dim=model.domain_count,
             inputs=[model.domain_tets, model.tet_mu, model.tet_lambda, model.tet_indices, model.particle_world,

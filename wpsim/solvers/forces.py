@@ -8,6 +8,7 @@ from wpsim.core.fields import warp_dtype
 from wpsim.core.tape import active_tape
 from wpsim.kernels import cloth, fem, particles, springs
 from wpsim.kernels.generic import for_precision
+from wpsim.solvers.base import KernelLaunch
 
 
 class SmoothingScratch:
@@ -36,34 +37,40 @@ class SmoothingScratch:
         return self._reused
 
 
-def launch_smoothed_strain(model, q: wp.array, control, strain: wp.array, weight: wp.array):
+def smoothed_strain_launch(model, q: wp.array, control, strain: wp.array, weight: wp.array) -> KernelLaunch:
     """Write every tet's elastic deformation and domain weight (``fem.tet_elastic_strain``)."""
-    wp.launch(
-        for_precision(fem.tet_elastic_strain, model.dtype), dim=model.tet_count,
-        inputs=[model.tet_indices, model.tet_rest_inv, model.tet_rest_volume, model.tet_fiber, q,
-                control.tet_activation],
-        outputs=[strain, weight], device=model.device,
+    return KernelLaunch(
+        for_precision(fem.tet_elastic_strain, model.dtype), model.tet_count,
+        [model.tet_indices, model.tet_rest_inv, model.tet_rest_volume, model.tet_fiber, q, control.tet_activation],
+        [strain, weight],
     )
 
 
 def launch_forces(model, q: wp.array, qd: wp.array, control, friction_dt: float, friction_smoothing, state_in,
                   f: wp.array, smoothing: SmoothingScratch | None = None, gradient_width=0.0):
-    """Write into ``f`` (N, shape (P,)) the forces on particles at positions ``q`` (m) and
-    velocities ``qd`` (m/s): drag, external force and contact first (overwriting ``f``),
-    then springs, membranes, bending hinges and tetrahedra (accumulated). Gravity is not
-    included. ``friction_dt`` (s) is the time step that bounds the friction slope for an
-    explicit step (0: no bound). From ``state_in`` it reads the contact neighbour lists and
-    the body poses and velocities, and adds contact reactions into its ``body_f``.
+    """Run ``force_launches`` (same arguments)."""
+    for launch in force_launches(model, q, qd, control, friction_dt, friction_smoothing, state_in, f, smoothing,
+                                 gradient_width):
+        launch.run(model.device)
+
+
+def force_launches(model, q: wp.array, qd: wp.array, control, friction_dt: float, friction_smoothing, state_in,
+                   f: wp.array, smoothing: SmoothingScratch | None = None, gradient_width=0.0) -> list:
+    """The ``KernelLaunch``es that write into ``f`` (N, shape (P,)) the forces on particles at
+    positions ``q`` (m) and velocities ``qd`` (m/s): drag, external force and contact first
+    (overwriting ``f``), then springs, membranes, bending hinges and tetrahedra (accumulated).
+    Gravity is not included. ``friction_dt`` (s) is the time step that bounds the friction slope
+    for an explicit step (0: no bound). From ``state_in`` they read the contact neighbour lists
+    and the body poses and velocities, and add contact reactions into its ``body_f``.
     ``model`` is read by attribute, so a proxy with the same arrays works too. Launch kinds
-    without elements are skipped. ``smoothing``: the solver's scratch, needed when the model
+    without elements are left out. ``smoothing``: the solver's scratch, needed when the model
     has strain-smoothed tets. ``gradient_width`` (m): the smoothed contact gradient of
     ``SemiImplicitSolver``; the contact damping ramps in over ``model.contact_damping_depth``.
     """
-    real, device = model.dtype, model.device
-    wp.launch(
-        for_precision(particles.eval_particle_forces, real),
-        dim=model.particle_count,
-        inputs=[
+    real = model.dtype
+    launches = [KernelLaunch(
+        for_precision(particles.eval_particle_forces, real), model.particle_count,
+        [
             model.particle_mass, model.particle_radius, model.particle_drag, model.particle_world,
             model.shape_kind, model.shape_body, model.shape_world, model.shape_transform, model.shape_size,
             model.shape_ke, model.shape_kd, model.shape_mu, model.pair_ke, model.pair_kd, model.pair_mu,
@@ -71,55 +78,44 @@ def launch_forces(model, q: wp.array, qd: wp.array, control, friction_dt: float,
             state_in.body_qd, control.particle_f_ext, friction_smoothing, real(model.contact_damping_depth),
             real(gradient_width), real(friction_dt),
         ],
-        outputs=[f, state_in.body_f],
-        device=device,
-    )
+        [f, state_in.body_f],
+    )]
     if model.spring_count:
-        wp.launch(
-            for_precision(springs.eval_springs, real),
-            dim=model.spring_count,
-            inputs=[model.spring_indices, model.spring_ke, model.spring_kd, model.spring_rest_length, q, qd,
-                    control.spring_activation],
-            outputs=[f],
-            device=device,
-        )
+        launches.append(KernelLaunch(
+            for_precision(springs.eval_springs, real), model.spring_count,
+            [model.spring_indices, model.spring_ke, model.spring_kd, model.spring_rest_length, q, qd,
+             control.spring_activation],
+            [f],
+        ))
     if model.tri_count:
-        wp.launch(
-            for_precision(cloth.eval_triangles, real),
-            dim=model.tri_count,
-            inputs=[
-                model.tri_indices, model.tri_rest_inv, model.tri_rest_area,
-                model.tri_mu, model.tri_lambda, model.tri_kd, q, qd,
-            ],
-            outputs=[f],
-            device=device,
-        )
+        launches.append(KernelLaunch(
+            for_precision(cloth.eval_triangles, real), model.tri_count,
+            [model.tri_indices, model.tri_rest_inv, model.tri_rest_area, model.tri_mu, model.tri_lambda,
+             model.tri_kd, q, qd],
+            [f],
+        ))
     if model.bend_count:
-        wp.launch(
-            for_precision(cloth.eval_bending, real),
-            dim=model.bend_count,
-            inputs=[model.bend_indices, model.bend_rest_angle, model.bend_ke, model.bend_kd, q, qd],
-            outputs=[f],
-            device=device,
-        )
+        launches.append(KernelLaunch(
+            for_precision(cloth.eval_bending, real), model.bend_count,
+            [model.bend_indices, model.bend_rest_angle, model.bend_ke, model.bend_kd, q, qd],
+            [f],
+        ))
     if model.tet_count:
         domain_stress = model.tet_rest_inv[:0]
         if model.domain_count:
             strain, weight, domain_stress = smoothing.arrays(q)
-            launch_smoothed_strain(model, q, control, strain, weight)
-            wp.launch(
-                for_precision(fem.smoothing_domain_stress, real), dim=model.domain_count,
-                inputs=[model.domain_tets, model.tet_mu, model.tet_lambda, strain, weight],
-                outputs=[domain_stress], device=device,
-            )
-        wp.launch(
-            for_precision(fem.eval_tetrahedra, real),
-            dim=model.tet_count,
-            inputs=[
+            launches.append(smoothed_strain_launch(model, q, control, strain, weight))
+            launches.append(KernelLaunch(
+                for_precision(fem.smoothing_domain_stress, real), model.domain_count,
+                [model.domain_tets, model.tet_mu, model.tet_lambda, strain, weight], [domain_stress],
+            ))
+        launches.append(KernelLaunch(
+            for_precision(fem.eval_tetrahedra, real), model.tet_count,
+            [
                 model.tet_indices, model.tet_rest_inv, model.tet_rest_volume, model.tet_mu,
                 model.tet_lambda, model.tet_kd, model.tet_fiber, model.tet_face_domain, q, qd, domain_stress,
                 control.tet_activation,
             ],
-            outputs=[f],
-            device=device,
-        )
+            [f],
+        ))
+    return launches

@@ -17,15 +17,12 @@ from wpsim.kernels.generic import for_precision
 from wpsim.solvers.articulation import cholesky_adjoint_launch, penalty_shape_fields
 from wpsim.solvers.base import KernelLaunch
 from wpsim.solvers.kinematics import ArticulationScratch
-from wpsim.solvers.prepared_launch import PreparedLaunch
+from wpsim.solvers.prepared_launch import PREPARED_LAUNCHES, PreparedLaunch
 
 CUDA_MAX_DOFS = 16
 """On CUDA the fused step is chosen automatically only for articulations of at most this many
 dofs (one thread walks a whole tree; the staged kernels spread larger trees over threads).
 Not yet measured on a GPU."""
-PREPARED_LAUNCHES = 8
-"""Prepared unrecorded launch sets kept (a ping-pong of two states under one control needs
-two)."""
 MIN_ARTICULATIONS_PER_THREAD = 8
 """Unrecorded CPU launches are split over threads only when every thread gets at least this
 many articulations (handing a launch to a thread costs about as much as stepping a few)."""

@@ -7,6 +7,10 @@ import ctypes
 
 import warp as wp
 
+PREPARED_LAUNCHES = 8
+"""Launch sets a cache of prepared launches keeps (ping-pong stepping needs two); beyond it a kept
+set of the same kernels is retargeted to the new arguments."""
+
 
 def adjoint_of(value):
     """The adjoint an adjoint launch takes for argument ``value``, as ``wp.Tape.get_adjoint``
@@ -117,3 +121,59 @@ class PreparedLaunch:
             blocks.append(block)
         self._names = [name for name, _ in fields[0]]
         self._blocks = blocks
+
+
+class PreparedLaunchSets:
+    """Unrecorded launch sequences prepared once (``PreparedLaunch``) and kept by their arguments,
+    so that re-running the same sequence on the same arrays (a solver's steps between the same
+    states) skips ``wp.launch``'s argument packing. A sequence is a list of ``KernelLaunch``;
+    arguments named in ``varying`` change on every run (a step number) and are set each time.
+    Once ``capacity`` sets are kept, a kept set of the same kernels is retargeted to a new
+    sequence's arguments (callers that step fresh states every time)."""
+
+    def __init__(self, device, capacity: int = PREPARED_LAUNCHES):
+        self.device = device
+        self.capacity = capacity
+        self._sets = {}
+
+    def __len__(self) -> int:
+        return len(self._sets)
+
+    def run(self, launches: list, varying: tuple = ()):
+        """Launch ``launches`` in order; ``varying``: (launch position, argument index) pairs left
+        out of the lookup key (the current values are set before the run)."""
+        kernels = tuple((launch.kernel, launch.dim) for launch in launches)
+        skipped = set(varying)
+        key = (kernels, tuple(
+            id(value) if isinstance(value, wp.array) else (type(value), value)
+            for position, launch in enumerate(launches)
+            for index, value in enumerate((*launch.inputs, *launch.outputs)) if (position, index) not in skipped
+        ))
+        prepared = self._sets.pop(key, None)
+        if prepared is None:
+            prepared = self._spare(kernels)
+            if prepared is None:
+                prepared = [PreparedLaunch(launch.kernel, launch.dim, launch.inputs, launch.outputs, self.device)
+                            for launch in launches]
+            else:
+                for kept, launch in zip(prepared, launches):
+                    kept.retarget(launch.inputs, launch.outputs)
+        self._sets[key] = prepared
+        for position, index in varying:
+            launch = launches[position]
+            value = (*launch.inputs, *launch.outputs)[index]
+            if prepared[position].arguments[index] != value:
+                prepared[position].set(index, value)
+        for kept in prepared:
+            kept.run()
+
+    def _spare(self, kernels: tuple):
+        """Once the cache is full: remove and return the oldest kept set of these kernels (None
+        if there is none; the oldest set of all is dropped to make room)."""
+        if len(self._sets) < self.capacity:
+            return None
+        spare = next((key for key in self._sets if key[0] == kernels), None)
+        if spare is None:
+            self._sets.pop(next(iter(self._sets)))
+            return None
+        return self._sets.pop(spare)

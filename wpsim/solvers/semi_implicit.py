@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import numpy as np
-import warp as wp
 
 from wpsim.core.model import Control, Model, State
+from wpsim.core.tape import active_tape
 from wpsim.kernels import contact, impacts, particles
 from wpsim.kernels.generic import for_precision
 from wpsim.solvers.articulation import ArticulationStepper
-from wpsim.solvers.base import SolverBase
+from wpsim.solvers.base import KernelLaunch, SolverBase
 from wpsim.solvers.broad_phase import rigid_broad_phase
 from wpsim.solvers.fused_articulation import CUDA_MAX_DOFS, FusedArticulationStep, fused_step_unsuitable
 from wpsim.solvers.kinematics import eval_fk
-from wpsim.solvers.forces import SmoothingScratch, launch_forces
+from wpsim.solvers.neighbor_lists import SKIN_PER_RADIUS, ParticleNeighborLists
+from wpsim.solvers.prepared_launch import PreparedLaunchSets
+from wpsim.solvers.forces import SmoothingScratch, force_launches
 from wpsim.solvers.soft_contact import SoftContact, SoftContactOptions
 
 
@@ -21,7 +22,7 @@ class SemiImplicitSolver(SolverBase):
     """Explicit force evaluation followed by a symplectic Euler update.
 
     Particles take at most seven launches: broad phase (only with particle-particle contact,
-    not recorded on the tape), particle forces (drag, external, contact), springs,
+    not recorded on the tape; see ``neighbor_skin``), particle forces (drag, external, contact), springs,
     triangles, bending hinges, tetrahedra, integration (with impacts cut at their time of
     impact when the model has ``particle_impacts``). Launches of absent element kinds
     are skipped. Forces of the step are written into ``state_in.particle_f``, the contact
@@ -60,13 +61,17 @@ class SemiImplicitSolver(SolverBase):
             None (default): fused wherever the model allows it (on CUDA only for articulations
             of at most ``CUDA_MAX_DOFS`` dofs).
         threads: CPU threads of the fused step's launches, recorded or not (default: every core).
+        neighbor_skin: with particle-particle contact, the skin (m) of the neighbour lists
+            (``ParticleNeighborLists``): lists are rebuilt only when a particle has moved more
+            than half of it, results are unchanged. Default: ``SKIN_PER_RADIUS`` particle radii
+            on the CPU; 0 on CUDA (a build every step, no read-back, so steps can be captured).
         **health_options: see ``SolverBase`` (raise_on_blowup, health_check_interval,
             max_coordinate, max_speed).
     """
 
     def __init__(self, model: Model, contact_gradient_width: float = 0.0, soft_contact: SoftContactOptions | None = None,
                  broad_phase: bool | None = None, contact_pair_capacity: int | None = None, fused: bool | None = None,
-                 threads: int | None = None, **health_options):
+                 threads: int | None = None, neighbor_skin: float | None = None, **health_options):
         super().__init__(model, **health_options)
         if not contact_gradient_width >= 0.0:
             raise ValueError(f"contact_gradient_width must be >= 0 m, got {contact_gradient_width}")
@@ -81,10 +86,16 @@ class SemiImplicitSolver(SolverBase):
         """The per-step ``RigidBroadPhase`` of rigid contact (its ``tested`` pairs per step,
         ``capacity``), or None: every candidate pair each step."""
         self._smoothing = SmoothingScratch(model)
-        self._grid = None
+        self._prepared = PreparedLaunchSets(model.device)
+        self.neighbors = None
+        """The ``ParticleNeighborLists`` of particle-particle contact (its ``builds``), or None."""
         if model.particle_max_neighbors > 0:
-            dim = int(np.clip(2 * round(model.particle_count ** (1.0 / 3.0)), 8, 128))
-            self._grid = wp.HashGrid(dim, dim, dim, device=model.device, dtype=model.dtype)
+            if neighbor_skin is None:
+                neighbor_skin = SKIN_PER_RADIUS * model.particle_max_radius if model.device.is_cpu else 0.0
+            if not neighbor_skin >= 0.0:
+                raise ValueError(f"neighbor_skin must be >= 0 m, got {neighbor_skin}")
+            self.neighbors = ParticleNeighborLists(model, self._neighbor_margin(), neighbor_skin,
+                                                   self.neighbor_overflow)
 
     def _fused_step(self, fused: bool | None, threads: int | None):
         """The fused step the options ask for, or None."""
@@ -123,8 +134,8 @@ class SemiImplicitSolver(SolverBase):
             self.fused.step(self, state_in, state_out, control, dt)
             self._step_done()
             return
-        if self._grid is not None:
-            self._find_neighbors(state_in)
+        if self.neighbors is not None:
+            self.neighbors.prepare(state_in)
         bodies = None
         if self._articulations is not None:
             bodies = self._articulations.begin(self, state_in, control, dt)
@@ -132,6 +143,8 @@ class SemiImplicitSolver(SolverBase):
             self._step_particles(state_in, state_out, control, dt)
         if bodies is not None:
             self._articulations.finish(self, bodies, state_in, state_out, control, dt)
+        if self.neighbors is not None:
+            self.neighbors.carry(state_in, state_out)
         self._step_done()
 
     def advance(self, state: State, control: Control | None, dt: float, steps: int) -> State:
@@ -147,53 +160,35 @@ class SemiImplicitSolver(SolverBase):
         return state
 
     def _step_particles(self, state_in: State, state_out: State, control: Control, dt: float):
-        """Particle forces (with reactions on bodies) and the symplectic Euler update."""
+        """Particle forces (with reactions on bodies) and the symplectic Euler update. Off the tape
+        the launches are prepared once per states and control (``PreparedLaunchSets``)."""
         model = self.model
-        launch_forces(
+        launches = force_launches(
             model, state_in.particle_q, state_in.particle_qd, control, dt, self._friction_smoothing, state_in,
             state_in.particle_f, self._smoothing, self.contact_gradient_width,
         )
         settings = [model.real(dt), self.step_count, self.max_coordinate, self.max_speed]
         outputs = [state_out.particle_q, state_out.particle_qd, self.world_fault_step]
         if model.particle_impacts:
-            wp.launch(
-                for_precision(impacts.integrate_particles_with_impacts, model.dtype),
-                dim=model.particle_count,
-                inputs=[
-                    model.particle_mass, model.particle_radius, model.particle_world, model.shape_kind,
-                    model.shape_body, model.shape_world, model.shape_transform, model.shape_size, model.shape_mu,
-                    model.pair_mu, model.impact_restitution, model.gravity, state_in.particle_q,
-                    state_in.particle_qd, state_in.particle_f, state_in.neighbor_count, state_in.neighbor_index,
-                    self._friction_smoothing, *settings,
-                ],
-                outputs=outputs, device=model.device,
-            )
+            inputs = [
+                model.particle_mass, model.particle_radius, model.particle_world, model.shape_kind, model.shape_body,
+                model.shape_world, model.shape_transform, model.shape_size, model.shape_mu, model.pair_mu,
+                model.impact_restitution, model.gravity, state_in.particle_q, state_in.particle_qd,
+                state_in.particle_f, state_in.neighbor_count, state_in.neighbor_index, self._friction_smoothing,
+                *settings,
+            ]
+            integrate = impacts.integrate_particles_with_impacts
+        else:
+            inputs = [model.particle_mass, model.particle_world, model.gravity, state_in.particle_q,
+                      state_in.particle_qd, state_in.particle_f, *settings]
+            integrate = particles.integrate_particles
+        launches.append(KernelLaunch(for_precision(integrate, model.dtype), model.particle_count, inputs, outputs))
+        if active_tape() is not None:
+            for launch in launches:
+                launch.run(model.device)
             return
-        wp.launch(
-            for_precision(particles.integrate_particles, model.dtype),
-            dim=model.particle_count,
-            inputs=[
-                model.particle_mass, model.particle_world, model.gravity, state_in.particle_q, state_in.particle_qd,
-                state_in.particle_f, *settings,
-            ],
-            outputs=outputs, device=model.device,
-        )
-
-    def _find_neighbors(self, state: State):
-        """Broad phase for particle-particle contact (not differentiated, not on the tape)."""
-        model = self.model
-        margin = self._neighbor_margin()
-        cell = 2.0 * model.particle_max_radius + margin
-        self._grid.build(state.particle_q, cell)
-        wp.launch(
-            for_precision(particles.build_neighbor_lists, model.dtype),
-            dim=model.particle_count,
-            inputs=[model.particle_radius, model.particle_world, state.particle_q, wp.uint64(self._grid.id),
-                    model.real(cell), model.real(margin)],
-            outputs=[state.neighbor_count, state.neighbor_index, self.neighbor_overflow],
-            device=model.device,
-            record_tape=False,
-        )
+        step_argument = (len(launches) - 1, len(inputs) - len(settings) + 1)  # the step number changes every step
+        self._prepared.run(launches, varying=(step_argument,))
 
     def _neighbor_margin(self) -> float:
         """Gap (m) within which particle pairs are listed: ``GRADIENT_REACH`` gradient widths for
