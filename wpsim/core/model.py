@@ -63,7 +63,7 @@ def _field_shape(model: Model, spec: FieldSpec) -> tuple:
 
 
 def _state_storage(model: Model, count: int, requires_grad: bool) -> dict:
-    """Per state field, an indexable of ``count`` arrays. Without particle contact the
+    """Per state field, a list of ``count`` arrays (rows of one allocation). Without particle contact the
     (unused) neighbour arrays are shared by all states, as are empty arrays (e.g. the
     particle fields of a model without particles)."""
     storage = {}
@@ -75,8 +75,23 @@ def _state_storage(model: Model, count: int, requires_grad: bool) -> dict:
         if count == 1 or shared or shape[0] == 0:
             storage[spec.name] = [wp.zeros(shape, dtype=dtype, device=model.device, requires_grad=grad)] * count
         else:
-            storage[spec.name] = wp.zeros((count, *shape), dtype=dtype, device=model.device, requires_grad=grad)
+            storage[spec.name] = row_views(wp.zeros((count, *shape), dtype=dtype, device=model.device,
+                                                    requires_grad=grad))
     return storage
+
+
+def row_views(batch: wp.array) -> list:
+    """The rows ``batch[0]``, ``batch[1]``, ... of a contiguous array as arrays (their gradients:
+    the rows of ``batch.grad``), made from pointers, which costs about half of indexing per row.
+    Each row keeps ``batch`` alive (its ``block``)."""
+    grads = row_views(batch.grad) if batch.grad is not None else [None] * batch.shape[0]
+    rows = []
+    for k, grad in enumerate(grads):
+        row = wp.array(ptr=batch.ptr + k * batch.strides[0], dtype=batch.dtype, shape=batch.shape[1:],
+                       device=batch.device, grad=grad)
+        row.block = batch
+        rows.append(row)
+    return rows
 
 
 class Control:

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import warp as wp
 
+from wpsim.core.model import row_views
 from wpsim.core.tape import active_tape
 from wpsim.kernels import articulation_step
 from wpsim.kernels.generic import for_precision
@@ -23,6 +24,9 @@ CUDA_MAX_DOFS = 16
 """On CUDA the fused step is chosen automatically only for articulations of at most this many
 dofs (one thread walks a whole tree; the staged kernels spread larger trees over threads).
 Not yet measured on a GPU."""
+SYSTEM_BLOCK_BYTES = 4 << 20
+SYSTEM_BLOCK_STEPS = 64
+"""Recorded steps' joint-space systems are allocated for up to this many steps (and bytes) at once."""
 MIN_ARTICULATIONS_PER_THREAD = 8
 """Unrecorded CPU launches are split over threads only when every thread gets at least this
 many articulations (handing a launch to a thread costs about as much as stepping a few)."""
@@ -153,6 +157,8 @@ class FusedArticulationStep:
         are views into one buffer (``_shared_grad_buffer``), zeroed at once before each step's
         backward."""
         self._shared_grad_buffer = None
+        self._system_rows = []
+        """Unused per-step systems of the current block (``_step_system``), last first."""
         self._launches = None
         """The prepared launches that recorded steps retarget (``_recorded_launches``)."""
         self._prepared = {}
@@ -185,10 +191,7 @@ class FusedArticulationStep:
             self._shared_grad_buffer = gradients_in_one_buffer(
                 [a for a in vars(self._shared).values() if isinstance(a, wp.array)], model.device)
         scratch = copy.copy(self._shared)
-        entries, dofs = model.articulation_H_size, model.joint_dof_count
-        scratch.mass_matrix, scratch.rhs, scratch.qdd = (
-            wp.zeros(n, dtype=model.dtype, device=model.device, requires_grad=True) for n in (entries, dofs, dofs))
-        scratch.factor = wp.zeros(entries, dtype=model.dtype, device=model.device)
+        scratch.mass_matrix, scratch.rhs, scratch.qdd, scratch.factor = self._step_system()
         forward = self._arguments(solver, state_in, state_out, control, scratch, dt, 1, 0)
         integration = self.stepper.integration_launch(solver, state_in, state_out, scratch.qdd, dt)
         solve = cholesky_adjoint_launch(model, (model.articulation_dof_start, model.articulation_H_start),
@@ -212,6 +215,21 @@ class FusedArticulationStep:
         arrays = [*self._state_controls(state_in, control), state_in.body_q, state_in.body_qd, state_in.body_f,
                   state_out.joint_q, state_out.joint_qd, scratch.mass_matrix, scratch.rhs, scratch.qdd]
         tape.record_func(backward, [a for a in arrays if a.grad] + launches["model_arrays"])
+
+    def _step_system(self) -> tuple:
+        """A recorded step's own (mass_matrix, rhs, qdd, factor), zeroed, the first three with
+        gradients: rows of blocks allocated for ``SYSTEM_BLOCK_BYTES`` at a time (one allocation
+        per step and array cost more than the step's launch at one world)."""
+        if not self._system_rows:
+            model = self.model
+            entries, dofs = model.articulation_H_size, model.joint_dof_count
+            sizes = ((entries, True), (dofs, True), (dofs, True), (entries, False))
+            step_bytes = sum(n * (2 if grad else 1) for n, grad in sizes) * wp.types.type_size_in_bytes(model.dtype)
+            steps = int(np.clip(SYSTEM_BLOCK_BYTES // max(step_bytes, 1), 1, SYSTEM_BLOCK_STEPS))
+            blocks = [wp.zeros((steps, n), dtype=model.dtype, device=model.device, requires_grad=grad)
+                      for n, grad in sizes]
+            self._system_rows = list(zip(*(row_views(block) for block in blocks)))[::-1]
+        return self._system_rows.pop()
 
     def _retargeted(self, launches: list, arguments: tuple, private: dict | None = None) -> list:
         """``launches`` (one per chunk) given ``arguments`` (inputs, outputs) with each chunk's
