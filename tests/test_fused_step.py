@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 import warp as wp
 
+from wpsim.core.model import row_views
 from wpsim.diff.losses import joint_tracking_loss
 from wpsim.io.mjcf import import_mjcf
-from wpsim.solvers import SemiImplicitSolver, SoftContactOptions
+from wpsim.solvers import SemiImplicitSolver, SoftContactOptions, fused_articulation
 from wpsim.solvers.fused_articulation import PREPARED_LAUNCHES, thread_chunks
 from wpsim.solvers.kinematics import eval_fk
 from wpsim.solvers.prepared_launch import PreparedLaunch
@@ -282,3 +283,26 @@ def test_prepared_adjoint_launch_copies_another_ones_arguments():
     copy.run()
     np.testing.assert_allclose(other.grad.numpy(), 2.0 * np.array([3.0, 4.0]))
     np.testing.assert_allclose(x.grad.numpy(), 4 * 2.0 * np.array([1.0, 2.0]))
+
+
+def test_recorded_systems_from_several_blocks_give_the_same_gradients(monkeypatch):
+    """Recorded steps take their joint-space systems from blocks of rows; blocks of 7 steps (9
+    blocks over 60 steps) give the gradients of one block bitwise."""
+    model = robot("arm_7link.xml", worlds=2, requires_grad=True)
+    loss_one, one_block = final_loss_gradients(model, fused=True)
+    monkeypatch.setattr(fused_articulation, "SYSTEM_BLOCK_STEPS", 7)
+    loss_many, many_blocks = final_loss_gradients(model, fused=True)
+    assert loss_one == loss_many
+    for a, b in zip(one_block, many_blocks):
+        assert np.array_equal(a, b)
+
+
+def test_row_views_share_the_block_and_its_gradient():
+    block = wp.zeros((3, 4), dtype=wp.vec3d, device="cpu", requires_grad=True)
+    rows = row_views(block)
+    rows[1].assign(np.ones((4, 3)))
+    rows[2].grad.fill_(2.0)
+    assert np.array_equal(block.numpy()[1], np.ones((4, 3))) and not block.numpy()[[0, 2]].any()
+    assert np.array_equal(block.grad.numpy()[2], np.full((4, 3), 2.0)) and not block.grad.numpy()[:2].any()
+    del block
+    assert rows[0].block.shape == (3, 4) and rows[2].shape == (4,) and rows[2].requires_grad

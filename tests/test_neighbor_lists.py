@@ -1,5 +1,5 @@
-"""Particle neighbour lists with a skin (``ParticleNeighborLists``) and the prepared launches of
-unrecorded particle steps (``PreparedLaunchSets``): fewer list builds and less launch work,
+"""Particle neighbour lists with a skin (``ParticleNeighborLists``) and the cached prepared
+launches of unrecorded steps (``PreparedLaunchCache``): fewer list builds and less launch work,
 with the same results bitwise as a build and plain launches every step."""
 
 import numpy as np
@@ -9,7 +9,7 @@ import warp as wp
 import wpsim
 from wpsim.apps import scene_library
 from wpsim.bench.vs_newton import pinned_cloth
-from wpsim.solvers.prepared_launch import PREPARED_LAUNCHES
+from wpsim.solvers.prepared_launch import CACHED_LAUNCHES, PreparedLaunchCache
 
 DT = 1.0e-3
 
@@ -124,9 +124,10 @@ def test_neighbor_skin_is_checked():
 
 
 @pytest.mark.parametrize("fresh", [False, True])
-def test_unrecorded_prepared_cloth_steps_equal_recorded_ones(fresh):
-    """Off the tape the particle launches are prepared and re-run (ping-pong states, or fresh
-    states every step, which retarget kept sets); the states equal recorded steps bitwise."""
+def test_unrecorded_cached_cloth_steps_equal_recorded_ones(fresh):
+    """Off the tape a solver's CPU launches run from its cache of prepared launches (ping-pong
+    states hit it; fresh states every step fill it, then retarget kept launches); the states
+    equal those of recorded steps (plain launches) bitwise."""
     model = pinned_cloth(6).finalize(dtype=wp.float64)
     steps, dt = 24, 5.0e-4
     recording = wpsim.SemiImplicitSolver(model)
@@ -135,7 +136,6 @@ def test_unrecorded_prepared_cloth_steps_equal_recorded_ones(fresh):
         for _ in range(steps):
             states.append(model.state())
             recording.step(states[-2], states[-1], None, dt)
-    assert len(recording._prepared) == 0
     solver = wpsim.SemiImplicitSolver(model)
     a, b = model.state(requires_grad=False), model.state(requires_grad=False)
     for _ in range(steps):
@@ -143,7 +143,31 @@ def test_unrecorded_prepared_cloth_steps_equal_recorded_ones(fresh):
             b = model.state(requires_grad=False)
         solver.step(a, b, None, dt)
         a, b = b, a
-    assert 1 <= len(solver._prepared) <= (PREPARED_LAUNCHES if fresh else 2)
+    assert len(recording._launches) == 0
+    assert 4 <= len(solver._launches) <= CACHED_LAUNCHES
     assert np.array_equal(a.particle_q.numpy(), states[-1].particle_q.numpy())
     assert np.array_equal(a.particle_qd.numpy(), states[-1].particle_qd.numpy())
     assert not np.array_equal(a.particle_q.numpy(), model.particle_q.numpy())
+
+
+@wp.kernel
+def _scaled_sum(a: wp.array(dtype=float), scale: float, step: int, out: wp.array(dtype=float)):
+    i = wp.tid()
+    out[i] = out[i] + scale * a[i] + float(step)
+
+
+def test_launch_cache_keys_on_arrays_retargets_values_and_spares():
+    cache = PreparedLaunchCache(capacity=2)
+    a, b, c = (wp.array(np.full(4, v, dtype=np.float32), device="cpu") for v in (1.0, 2.0, 3.0))
+    out = wp.zeros(4, dtype=float, device="cpu")
+    cache.run(_scaled_sum, 4, [a, 1.0, 0], [out], "cpu")
+    cache.run(_scaled_sum, 4, [a, 2.0, 5], [out], "cpu")  # same arrays: one kept launch, new values
+    assert len(cache) == 1 and np.allclose(out.numpy(), 1.0 + 2.0 + 5.0)
+    cache.run(_scaled_sum, 4, [b, 1.0, 0], [out], "cpu")
+    cache.run(_scaled_sum, 4, [c, 1.0, 0], [out], "cpu")  # full: the oldest (a's) is retargeted to c
+    assert len(cache) == 2 and np.allclose(out.numpy(), 8.0 + 2.0 + 3.0)
+    cache.run(_scaled_sum, 4, [b, -1.0, 1], [out], "cpu")
+    assert np.allclose(out.numpy(), 13.0 - 2.0 + 1.0)
+    short = wp.zeros(2, dtype=float, device="cpu")
+    cache.run(_scaled_sum, 2, [a, 1.0, 0], [short], "cpu")  # another dim: never a retargeted 4-thread launch
+    assert len(cache) == 2 and np.allclose(short.numpy(), 1.0) and np.allclose(out.numpy(), 12.0)

@@ -11,6 +11,7 @@ from wpsim.kernels.generic import for_precision
 from wpsim.solvers.base import KernelLaunch
 from wpsim.solvers.broad_phase import RigidBroadPhase, contact_margin
 from wpsim.solvers.kinematics import ArticulationScratch, launch_kinematics
+from wpsim.solvers.prepared_launch import launch_unrecorded
 
 
 class ArticulationStepper:
@@ -236,14 +237,8 @@ def cholesky_solve(model, matrix: wp.array, rhs: wp.array, out: wp.array, factor
     scratch). ``blocks``: other (dof_start, H_start) block layouts, e.g. contact islands. On
     ``tape`` its backward is one transposed solve (``cholesky_solve_adjoint``)."""
     starts = (model.articulation_dof_start, model.articulation_H_start) if blocks is None else blocks
-    wp.launch(
-        for_precision(articulation.cholesky_solve, model.dtype),
-        dim=starts[0].shape[0] - 1,
-        inputs=[*starts, matrix, rhs],
-        outputs=[factor, out],
-        device=model.device,
-        record_tape=False,
-    )
+    launch_unrecorded(for_precision(articulation.cholesky_solve, model.dtype), starts[0].shape[0] - 1,
+                      [*starts, matrix, rhs], [factor, out], model.device)
     if tape is not None:
         record_cholesky_backward(model, starts, matrix, rhs, out, factor, work, tape)
 

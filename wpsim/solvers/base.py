@@ -9,6 +9,7 @@ import warp as wp
 from wpsim.core.health import NO_FAULT, HealthReport, SimulationBlowUp, SimulationError
 from wpsim.core.model import Model
 from wpsim.core.tape import active_tape
+from wpsim.solvers.prepared_launch import PreparedLaunchCache, launch_unrecorded
 
 
 def start_rollout(solver):
@@ -53,6 +54,8 @@ class SolverBase:
         self.world_fault_step = wp.full(model.num_worlds, NO_FAULT, dtype=wp.int32, device=model.device)
         self.neighbor_overflow = wp.zeros(1, dtype=wp.int32, device=model.device)
         self._zero_control = model.control(requires_grad=False)
+        self._launches = PreparedLaunchCache()
+        """The unrecorded CPU launches of this solver's steps, prepared once (``caching_launches``)."""
 
     def _step_done(self):
         """Count the step; with ``raise_on_blowup``, check health every interval."""
@@ -120,6 +123,10 @@ class KernelLaunch(NamedTuple):
     outputs: list
 
     def run(self, device):
-        """Launch it (recorded on an active tape like any launch)."""
+        """Launch it: recorded on an active tape like any launch; without one, through
+        ``launch_unrecorded`` (in a solver's step on the CPU: its cache of prepared launches)."""
+        if active_tape() is None:
+            launch_unrecorded(self.kernel, self.dim, self.inputs, self.outputs, device)
+            return
         wp.launch(self.kernel, dim=self.dim, inputs=self.inputs, outputs=self.outputs, device=device)
 

@@ -26,7 +26,8 @@ dofs (one thread walks a whole tree; the staged kernels spread larger trees over
 Not yet measured on a GPU."""
 SYSTEM_BLOCK_BYTES = 4 << 20
 SYSTEM_BLOCK_STEPS = 64
-"""Recorded steps' joint-space systems are allocated for up to this many steps (and bytes) at once."""
+"""Recorded steps' joint-space systems are allocated for up to this many steps (and bytes) at
+once (``FusedArticulationStep._step_system``)."""
 MIN_ARTICULATIONS_PER_THREAD = 8
 """Unrecorded CPU launches are split over threads only when every thread gets at least this
 many articulations (handing a launch to a thread costs about as much as stepping a few)."""
@@ -159,6 +160,8 @@ class FusedArticulationStep:
         self._shared_grad_buffer = None
         self._system_rows = []
         """Unused per-step systems of the current block (``_step_system``), last first."""
+        self._system_block_steps = 0
+        """Steps of the last block of per-step systems allocated."""
         self._launches = None
         """The prepared launches that recorded steps retarget (``_recorded_launches``)."""
         self._prepared = {}
@@ -218,16 +221,19 @@ class FusedArticulationStep:
 
     def _step_system(self) -> tuple:
         """A recorded step's own (mass_matrix, rhs, qdd, factor), zeroed, the first three with
-        gradients: rows of blocks allocated for ``SYSTEM_BLOCK_BYTES`` at a time (one allocation
-        per step and array cost more than the step's launch at one world)."""
+        gradients: rows of blocks (one allocation per step and array cost more than the step's
+        launch at one world). Each block is twice the steps of the last, up to
+        ``SYSTEM_BLOCK_STEPS`` and ``SYSTEM_BLOCK_BYTES``, so a short rollout allocates little more
+        than it uses."""
         if not self._system_rows:
             model = self.model
             entries, dofs = model.articulation_H_size, model.joint_dof_count
             sizes = ((entries, True), (dofs, True), (dofs, True), (entries, False))
             step_bytes = sum(n * (2 if grad else 1) for n, grad in sizes) * wp.types.type_size_in_bytes(model.dtype)
-            steps = int(np.clip(SYSTEM_BLOCK_BYTES // max(step_bytes, 1), 1, SYSTEM_BLOCK_STEPS))
-            blocks = [wp.zeros((steps, n), dtype=model.dtype, device=model.device, requires_grad=grad)
-                      for n, grad in sizes]
+            most = int(np.clip(SYSTEM_BLOCK_BYTES // max(step_bytes, 1), 1, SYSTEM_BLOCK_STEPS))
+            self._system_block_steps = min(2 * self._system_block_steps, most) if self._system_block_steps else 1
+            blocks = [wp.zeros((self._system_block_steps, n), dtype=model.dtype, device=model.device,
+                               requires_grad=grad) for n, grad in sizes]
             self._system_rows = list(zip(*(row_views(block) for block in blocks)))[::-1]
         return self._system_rows.pop()
 

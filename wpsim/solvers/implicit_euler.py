@@ -46,6 +46,7 @@ from wpsim.kernels.generic import for_precision
 from wpsim.solvers.base import SolverBase
 from wpsim.solvers.forces import SmoothingScratch, launch_forces
 from wpsim.solvers.krylov import Workspace, bicgstab
+from wpsim.solvers.prepared_launch import caching_launches
 
 ADJOINT_MODES = ("implicit", "unrolled")
 
@@ -188,7 +189,7 @@ class ImplicitEulerSolver(SolverBase):
             self._solve(model, state_in, state_out, control, dt,
                         Workspace(model.particle_count, model.dtype, model.device, reuse=False))
         else:
-            with tape_paused() as tape:
+            with tape_paused() as tape, caching_launches(self._launches):
                 self._solve(model, state_in, state_out, control, dt, self._forward_ws)
             if tape is not None and state_out.particle_q.requires_grad:
                 self._record_adjoint(tape, state_in, state_out, control, dt)

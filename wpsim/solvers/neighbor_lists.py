@@ -7,6 +7,7 @@ import warp as wp
 
 from wpsim.kernels import particles
 from wpsim.kernels.generic import for_precision
+from wpsim.solvers.prepared_launch import launch_unrecorded
 
 SKIN_PER_RADIUS = 0.5
 """Default skin on the CPU, in units of the largest particle radius: lists also hold the pairs
@@ -50,7 +51,7 @@ class ParticleNeighborLists:
         self._built_from = wp.empty_like(model.particle_q, requires_grad=False)
         """Positions (m, (P,)) the reusable lists were built from."""
         world = model.particle_world.numpy()
-        first = np.full(world.max() + 2, -1)
+        first = np.full(world.max(initial=-1) + 2, -1)
         first[world[::-1] + 1] = np.arange(len(world))[::-1]
         self._anchor = wp.array(first[world + 1], dtype=int, device=model.device)
         """Per particle, the first particle of its world (index, (P,))."""
@@ -83,14 +84,12 @@ class ParticleNeighborLists:
     def _moved(self, state) -> bool:
         """Whether the lists' pairs may have closed by more than the skin since the build
         (synchronises). Pair distances do not change under a common translation, so each particle's
-        displacement is taken relative to that of its world's first particle (``particle_anchor``):
+        displacement is taken relative to that of its world's first particle (``_anchor``):
         a pile that falls or slides as a whole keeps its lists."""
         self._flag.zero_()
-        wp.launch(
-            for_precision(particles.flag_moved_particles, self.model.dtype), dim=self.model.particle_count,
-            inputs=[self._anchor, state.particle_q, self._built_from, self.model.real(0.5 * self.skin)],
-            outputs=[self._flag], device=self.model.device, record_tape=False,
-        )
+        launch_unrecorded(for_precision(particles.flag_moved_particles, self.model.dtype), self.model.particle_count,
+                          [self._anchor, state.particle_q, self._built_from, self.model.real(0.5 * self.skin)],
+                          [self._flag], self.model.device)
         return int(self._flag.numpy()[0]) != 0
 
     def _build(self, state, skin: float, overflow: wp.array):

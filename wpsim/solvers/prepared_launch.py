@@ -3,13 +3,18 @@ arguments changed."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import threading
 
 import warp as wp
 
 PREPARED_LAUNCHES = 8
-"""Launch sets a cache of prepared launches keeps (ping-pong stepping needs two); beyond it a kept
-set of the same kernels is retargeted to the new arguments."""
+"""Prepared unrecorded launch sets a fused articulation step keeps (a ping-pong of two states
+under one control needs two)."""
+CACHED_LAUNCHES = 64
+"""Unrecorded launches a solver's ``PreparedLaunchCache`` keeps (a staged robot step with
+soft-constraint contact makes about 20 distinct launches per pair of states)."""
 
 
 def adjoint_of(value):
@@ -123,57 +128,66 @@ class PreparedLaunch:
         self._blocks = blocks
 
 
-class PreparedLaunchSets:
-    """Unrecorded launch sequences prepared once (``PreparedLaunch``) and kept by their arguments,
-    so that re-running the same sequence on the same arrays (a solver's steps between the same
-    states) skips ``wp.launch``'s argument packing. A sequence is a list of ``KernelLaunch``;
-    arguments named in ``varying`` change on every run (a step number) and are set each time.
-    Once ``capacity`` sets are kept, a kept set of the same kernels is retargeted to a new
-    sequence's arguments (callers that step fresh states every time)."""
+class PreparedLaunchCache:
+    """Unrecorded launches prepared once (``PreparedLaunch``) and kept by kernel, dim and the
+    identity of their array arguments, so that the same launch on the same arrays again (a
+    solver's steps between the same states) skips ``wp.launch``'s argument packing; its other
+    arguments (a step number, a time step) are retargeted on every run. Once ``capacity``
+    launches are kept, the oldest kept launch of the same kernel and dim is retargeted to a new
+    one's arrays (callers that step fresh states every time), else the oldest of all is dropped."""
 
-    def __init__(self, device, capacity: int = PREPARED_LAUNCHES):
-        self.device = device
+    def __init__(self, capacity: int = CACHED_LAUNCHES):
         self.capacity = capacity
-        self._sets = {}
+        self._kept = {}
 
     def __len__(self) -> int:
-        return len(self._sets)
+        return len(self._kept)
 
-    def run(self, launches: list, varying: tuple = ()):
-        """Launch ``launches`` in order; ``varying``: (launch position, argument index) pairs left
-        out of the lookup key (the current values are set before the run)."""
-        kernels = tuple((launch.kernel, launch.dim) for launch in launches)
-        skipped = set(varying)
-        key = (kernels, tuple(
-            id(value) if isinstance(value, wp.array) else (type(value), value)
-            for position, launch in enumerate(launches)
-            for index, value in enumerate((*launch.inputs, *launch.outputs)) if (position, index) not in skipped
-        ))
-        prepared = self._sets.pop(key, None)
-        if prepared is None:
-            prepared = self._spare(kernels)
-            if prepared is None:
-                prepared = [PreparedLaunch(launch.kernel, launch.dim, launch.inputs, launch.outputs, self.device)
-                            for launch in launches]
-            else:
-                for kept, launch in zip(prepared, launches):
-                    kept.retarget(launch.inputs, launch.outputs)
-        self._sets[key] = prepared
-        for position, index in varying:
-            launch = launches[position]
-            value = (*launch.inputs, *launch.outputs)[index]
-            if prepared[position].arguments[index] != value:
-                prepared[position].set(index, value)
-        for kept in prepared:
-            kept.run()
+    def run(self, kernel, dim, inputs: list, outputs: list, device):
+        """Launch ``kernel`` (as ``wp.launch(..., record_tape=False)``)."""
+        arguments = (*inputs, *outputs)
+        key = (kernel, dim if isinstance(dim, int) else tuple(dim),
+               *[id(value) for value in arguments if isinstance(value, wp.array)])
+        launch = self._kept.pop(key, None) or self._spare(key[:2])
+        if launch is None:
+            launch = PreparedLaunch(kernel, dim, inputs, outputs, device)
+        else:
+            launch.retarget(inputs, outputs)
+        self._kept[key] = launch
+        launch.run()
 
-    def _spare(self, kernels: tuple):
-        """Once the cache is full: remove and return the oldest kept set of these kernels (None
-        if there is none; the oldest set of all is dropped to make room)."""
-        if len(self._sets) < self.capacity:
+    def _spare(self, launch: tuple):
+        """Once the cache is full: remove and return the oldest kept launch of this (kernel, dim)
+        (None if there is none; the oldest launch of all is dropped to make room)."""
+        if len(self._kept) < self.capacity:
             return None
-        spare = next((key for key in self._sets if key[0] == kernels), None)
+        spare = next((key for key in self._kept if key[:2] == launch), None)
         if spare is None:
-            self._sets.pop(next(iter(self._sets)))
+            self._kept.pop(next(iter(self._kept)))
             return None
-        return self._sets.pop(spare)
+        return self._kept.pop(spare)
+
+
+_THREAD = threading.local()
+
+
+@contextlib.contextmanager
+def caching_launches(cache: PreparedLaunchCache):
+    """Within the block, ``launch_unrecorded`` on the CPU runs through ``cache`` on this thread
+    (a solver's step: the launches it keeps then live as long as the solver)."""
+    previous = getattr(_THREAD, "cache", None)
+    _THREAD.cache = cache
+    try:
+        yield
+    finally:
+        _THREAD.cache = previous
+
+
+def launch_unrecorded(kernel, dim, inputs: list, outputs: list, device):
+    """``wp.launch(..., record_tape=False)``; on the CPU within ``caching_launches``, through its cache."""
+    cache = getattr(_THREAD, "cache", None)
+    device = wp.get_device(device)
+    if cache is None or not device.is_cpu:
+        wp.launch(kernel, dim=dim, inputs=inputs, outputs=outputs, device=device, record_tape=False)
+        return
+    cache.run(kernel, dim, inputs, outputs, device)

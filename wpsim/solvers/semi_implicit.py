@@ -4,7 +4,6 @@ from __future__ import annotations
 
 
 from wpsim.core.model import Control, Model, State
-from wpsim.core.tape import active_tape
 from wpsim.kernels import contact, impacts, particles
 from wpsim.kernels.generic import for_precision
 from wpsim.solvers.articulation import ArticulationStepper
@@ -13,7 +12,7 @@ from wpsim.solvers.broad_phase import rigid_broad_phase
 from wpsim.solvers.fused_articulation import CUDA_MAX_DOFS, FusedArticulationStep, fused_step_unsuitable
 from wpsim.solvers.kinematics import eval_fk
 from wpsim.solvers.neighbor_lists import SKIN_PER_RADIUS, ParticleNeighborLists
-from wpsim.solvers.prepared_launch import PreparedLaunchSets
+from wpsim.solvers.prepared_launch import caching_launches
 from wpsim.solvers.forces import SmoothingScratch, force_launches
 from wpsim.solvers.soft_contact import SoftContact, SoftContactOptions
 
@@ -86,7 +85,6 @@ class SemiImplicitSolver(SolverBase):
         """The per-step ``RigidBroadPhase`` of rigid contact (its ``tested`` pairs per step,
         ``capacity``), or None: every candidate pair each step."""
         self._smoothing = SmoothingScratch(model)
-        self._prepared = PreparedLaunchSets(model.device)
         self.neighbors = None
         """The ``ParticleNeighborLists`` of particle-particle contact (its ``builds``), or None."""
         if model.particle_max_neighbors > 0:
@@ -134,17 +132,18 @@ class SemiImplicitSolver(SolverBase):
             self.fused.step(self, state_in, state_out, control, dt)
             self._step_done()
             return
-        if self.neighbors is not None:
-            self.neighbors.prepare(state_in)
-        bodies = None
-        if self._articulations is not None:
-            bodies = self._articulations.begin(self, state_in, control, dt)
-        if model.particle_count:
-            self._step_particles(state_in, state_out, control, dt)
-        if bodies is not None:
-            self._articulations.finish(self, bodies, state_in, state_out, control, dt)
-        if self.neighbors is not None:
-            self.neighbors.carry(state_in, state_out)
+        with caching_launches(self._launches):
+            if self.neighbors is not None:
+                self.neighbors.prepare(state_in)
+            bodies = None
+            if self._articulations is not None:
+                bodies = self._articulations.begin(self, state_in, control, dt)
+            if model.particle_count:
+                self._step_particles(state_in, state_out, control, dt)
+            if bodies is not None:
+                self._articulations.finish(self, bodies, state_in, state_out, control, dt)
+            if self.neighbors is not None:
+                self.neighbors.carry(state_in, state_out)
         self._step_done()
 
     def advance(self, state: State, control: Control | None, dt: float, steps: int) -> State:
@@ -160,8 +159,7 @@ class SemiImplicitSolver(SolverBase):
         return state
 
     def _step_particles(self, state_in: State, state_out: State, control: Control, dt: float):
-        """Particle forces (with reactions on bodies) and the symplectic Euler update. Off the tape
-        the launches are prepared once per states and control (``PreparedLaunchSets``)."""
+        """Particle forces (with reactions on bodies) and the symplectic Euler update."""
         model = self.model
         launches = force_launches(
             model, state_in.particle_q, state_in.particle_qd, control, dt, self._friction_smoothing, state_in,
@@ -183,12 +181,8 @@ class SemiImplicitSolver(SolverBase):
                       state_in.particle_qd, state_in.particle_f, *settings]
             integrate = particles.integrate_particles
         launches.append(KernelLaunch(for_precision(integrate, model.dtype), model.particle_count, inputs, outputs))
-        if active_tape() is not None:
-            for launch in launches:
-                launch.run(model.device)
-            return
-        step_argument = (len(launches) - 1, len(inputs) - len(settings) + 1)  # the step number changes every step
-        self._prepared.run(launches, varying=(step_argument,))
+        for launch in launches:
+            launch.run(model.device)
 
     def _neighbor_margin(self) -> float:
         """Gap (m) within which particle pairs are listed: ``GRADIENT_REACH`` gradient widths for

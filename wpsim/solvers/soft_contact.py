@@ -10,9 +10,10 @@ from dataclasses import dataclass
 import numpy as np
 import warp as wp
 
-from wpsim.core.tape import tape_paused
+from wpsim.core.tape import active_tape, tape_paused
 from wpsim.kernels import rigid_contact, soft_contact
 from wpsim.kernels.generic import for_precision
+from wpsim.solvers.prepared_launch import launch_unrecorded
 
 ADJOINTS = ("implicit", "unrolled")
 
@@ -355,8 +356,12 @@ class SoftContact:
 
     # ------------------------------------------------------------------ launches
     def _launch(self, kernel, dim, inputs, outputs, record: bool = True):
-        wp.launch(for_precision(kernel, self.model.dtype), dim=dim, inputs=inputs, outputs=outputs,
-                  device=self.model.device, record_tape=record)
+        """Launch ``kernel`` in the model's precision; recorded on an active tape if ``record``."""
+        if record and active_tape() is not None:
+            wp.launch(for_precision(kernel, self.model.dtype), dim=dim, inputs=inputs, outputs=outputs,
+                      device=self.model.device)
+            return
+        launch_unrecorded(for_precision(kernel, self.model.dtype), dim, inputs, outputs, self.model.device)
 
     def _reorder(self, kernel, values: wp.array, islands: Islands, name: str, grad: bool, record: bool = True):
         """``values`` (D,) into or out of the islands' dof order (``to_island_order`` or
@@ -430,16 +435,16 @@ class SoftContact:
         m = self.model
         alpha = (wp.zeros(islands.count, dtype=m.dtype, device=m.device) if fresh
                  else self._array("alpha", islands.count, False))
-        wp.launch(for_precision(soft_contact.soft_contact_line_search, m.dtype), dim=islands.count,
-                  inputs=[m.dof_joint, m.articulation_dof_start, m.articulation_H_start, m.joint_type, m.joint_q_start,
-                          m.joint_limit_lower, m.joint_limit_upper, m.joint_friction, islands.dof_start,
-                          islands.articulation_start, islands.articulations, pairs.articulation_pair_start,
-                          pairs.articulation_pairs, pairs.pair_articulation, pairs.pair_row_start, pairs.pair_dof,
-                          pairs.pair_dof_count,
-                          scratch.mass_matrix, scratch.qdd, rows["jacobian"], rows["weight"], violation,
-                          state_in.joint_q, state_in.joint_qd, accel, step, self.side_column, *self._dof_row_flags,
-                          *self._params, m.real(self._tolerance)],
-                  outputs=[alpha], device=m.device, record_tape=False)
+        self._launch(soft_contact.soft_contact_line_search, islands.count,
+                     [m.dof_joint, m.articulation_dof_start, m.articulation_H_start, m.joint_type, m.joint_q_start,
+                     m.joint_limit_lower, m.joint_limit_upper, m.joint_friction, islands.dof_start,
+                     islands.articulation_start, islands.articulations, pairs.articulation_pair_start,
+                     pairs.articulation_pairs, pairs.pair_articulation, pairs.pair_row_start, pairs.pair_dof,
+                     pairs.pair_dof_count,
+                     scratch.mass_matrix, scratch.qdd, rows["jacobian"], rows["weight"], violation,
+                     state_in.joint_q, state_in.joint_qd, accel, step, self.side_column, *self._dof_row_flags,
+                     *self._params, m.real(self._tolerance)],
+                     [alpha], record=False)
         return alpha
 
     def _newton_step(self, scratch, state_in, pairs: PairRows, rows, accel, islands: Islands, tape, out_name: str):
