@@ -43,9 +43,11 @@ class PreparedLaunch:
         self.arguments = [*inputs, *outputs]
         """The launch's current arguments, kept alive while it is."""
         self.adjoint = adjoint
+        self.adjoints = [adjoint_of(a) for a in self.arguments] if adjoint else None
+        """An adjoint launch's current adjoints of its arguments (kept alive)."""
         adjoints = {}
         if adjoint:
-            adjoints = {"adj_inputs": [adjoint_of(a) for a in inputs], "adj_outputs": [adjoint_of(a) for a in outputs]}
+            adjoints = {"adj_inputs": self.adjoints[:len(inputs)], "adj_outputs": self.adjoints[len(inputs):]}
         self.command = wp.launch(kernel, dim=dim, inputs=inputs, outputs=outputs, device=device, record_tape=False,
                                  record_cmd=True, adjoint=adjoint, **adjoints)
         self._blocks = None
@@ -69,22 +71,28 @@ class PreparedLaunch:
                     self.set(index, value)
             return
         self.arguments = list(other.arguments)
+        self.adjoints = None if other.adjoints is None else list(other.adjoints)
         for mine, theirs in zip(self._blocks, other._blocks):
             ctypes.memmove(ctypes.addressof(mine), ctypes.addressof(theirs), ctypes.sizeof(mine))
 
     def set(self, index: int, value, adjoint=None):
         """Set argument ``index`` (inputs then outputs) to ``value`` and, for an adjoint
         launch, its adjoint to ``adjoint`` (default: ``adjoint_of(value)``)."""
+        previous = self.arguments[index]
         self.arguments[index] = value
         command = self.command
-        if self.adjoint and adjoint is None:
-            adjoint = adjoint_of(value)
+        if self.adjoint:
+            if adjoint is None:
+                adjoint = adjoint_of(value)
+            previous_adjoint, self.adjoints[index] = self.adjoints[index], adjoint
         if self._blocks is not None and isinstance(value, wp.array) and isinstance(adjoint, (wp.array, type(None))):
             name = self._names[index]
-            setattr(self._blocks[0], name, value.__ctype__())
+            _point(self._blocks[0], name, previous, value)
             if self.adjoint:
-                setattr(self._blocks[1], name, adjoint.__ctype__() if adjoint is not None else
-                        type(getattr(self._blocks[1], name))())
+                if adjoint is None:
+                    setattr(self._blocks[1], name, type(getattr(self._blocks[1], name))())
+                else:
+                    _point(self._blocks[1], name, previous_adjoint, adjoint)
             return
         command.set_param_at_index(index, value)
         if self.adjoint:
@@ -126,6 +134,20 @@ class PreparedLaunch:
             blocks.append(block)
         self._names = [name for name, _ in fields[0]]
         self._blocks = blocks
+
+
+def _point(block, name: str, previous, array: wp.array):
+    """Make argument block ``block``'s array field ``name`` (which describes ``previous``) describe
+    ``array``: where both have the same shape, strides and flags only its data and gradient
+    pointers are written (building a new array's ctypes descriptor costs several times more),
+    else its whole descriptor."""
+    if (isinstance(previous, wp.array) and previous.shape == array.shape and previous.strides == array.strides
+            and getattr(previous, "_retain_grad", False) == getattr(array, "_retain_grad", False)):
+        field = getattr(block, name)
+        field.data = array.ptr or 0
+        field.grad = (array.grad.ptr or 0) if array.grad is not None else 0
+        return
+    setattr(block, name, array.__ctype__())
 
 
 class PreparedLaunchCache:
