@@ -306,3 +306,24 @@ def test_row_views_share_the_block_and_its_gradient():
     assert np.array_equal(block.grad.numpy()[2], np.full((4, 3), 2.0)) and not block.grad.numpy()[:2].any()
     del block
     assert rows[0].block.shape == (3, 4) and rows[2].shape == (4,) and rows[2].requires_grad
+
+
+def test_prepared_adjoint_launch_retargeted_to_another_layout_reads_it_right():
+    """Retargeting writes only the pointers of an array with the previous one's layout, and the
+    whole descriptor otherwise: a strided view and a view without gradient read their own elements."""
+    x, y = wp.array([1.0, 2.0], dtype=float, device="cpu", requires_grad=True), wp.zeros(2, dtype=float, device="cpu",
+                                                                                     requires_grad=True)
+    launch = PreparedLaunch(square_into, 2, [x], [y], "cpu", adjoint=True)
+    launch.run()
+    wide = wp.array([3.0, -9.0, 4.0, -9.0], dtype=float, device="cpu", requires_grad=True)
+    strided = wide[::2]
+    y.grad.fill_(1.0)
+    launch.retarget([strided], [y])
+    launch.run()
+    np.testing.assert_allclose(wide.grad.numpy(), [6.0, 0.0, 8.0, 0.0])
+    forward = PreparedLaunch(square_into, 2, [strided], [y], "cpu")
+    forward.run()
+    plain = wp.array([5.0, 6.0], dtype=float, device="cpu")
+    forward.retarget([plain], [y])
+    forward.run()
+    np.testing.assert_allclose(y.numpy(), [25.0, 36.0])
