@@ -1,6 +1,7 @@
-"""The ``wpsim`` console script: gradcheck, demo, bench and run, as a user runs them."""
+"""The ``wpsim`` console script: gradcheck, demo, bench, run and build-kernels, as a user runs them."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -395,3 +396,21 @@ def test_run_strain_smoothing_reaches_the_soft_body(tmp_path):
         ends.append(np.array(UsdGeom.Mesh(stage.GetPrimAtPath("/World/world_0/soft")).GetPointsAttr().Get(
             stage.GetEndTimeCode())))
     assert np.isfinite(ends[1]).all() and np.abs(ends[1] - ends[0]).max() > 1e-5
+
+
+def test_build_kernels_writes_cuda_binaries_without_a_gpu(tmp_path):
+    """``--arch`` compiles with the NVRTC inside Warp: sm_90 binaries into the kernel cache that
+    ``WARP_CACHE_PATH`` names, on a machine without a GPU."""
+    env = {**os.environ, "WARP_CACHE_PATH": str(tmp_path)}
+    proc = run(["build-kernels", "--arch", "90", "--module", "wpsim.kernels.markers", "--processes", "1"], env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "wpsim.kernels.markers" in proc.stdout and "built in" in proc.stdout
+    binaries = list(tmp_path.rglob("wp_wpsim.kernels.markers_*.sm90.cubin"))
+    assert len(binaries) == 1 and binaries[0].stat().st_size > 1000
+
+
+def test_build_kernels_refuses_an_unknown_module_or_arch():
+    proc = run(["build-kernels", "--module", "wpsim.kernels.no_such_module"])
+    assert proc.returncode == 2 and "wpsim.kernels.no_such_module" in proc.stderr
+    proc = run(["build-kernels", "--arch", "9"])
+    assert proc.returncode == 2 and "compute capability" in proc.stderr

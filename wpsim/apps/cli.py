@@ -1,4 +1,4 @@
-"""The ``wpsim`` command line: demo, gradcheck, bench, run, render, sysid."""
+"""The ``wpsim`` command line: demo, gradcheck, bench, run, render, sysid, build-kernels."""
 
 from __future__ import annotations
 
@@ -80,6 +80,22 @@ def cmd_bench(args) -> int:
 
     records = bench.run_suites(args.suite, device=args.device, quick=args.quick)
     print(json.dumps(records, indent=2) if args.json else bench.format_table(records))
+    return 0
+
+
+def cmd_build_kernels(args) -> int:
+    """Build every wpsim kernel module into Warp's kernel cache (see ``wpsim.apps.build_kernels``)."""
+    import os
+
+    from wpsim.apps.build_kernels import build_kernel_modules, kernel_module_sizes
+
+    _quiet_warp()
+    processes = args.processes or os.cpu_count() or 1
+    target = f"CUDA sm_{args.arch} (ahead of time, no GPU needed)" if args.arch else args.device
+    count = len(args.module) if args.module else len(kernel_module_sizes())
+    print(f"building {count} kernel modules for {target} in {processes} processes", flush=True)
+    seconds = build_kernel_modules(args.device, processes, args.arch, verbose=True, names=args.module)
+    print(f"built in {seconds:.1f} s")
     return 0
 
 
@@ -328,6 +344,15 @@ def build_parser() -> argparse.ArgumentParser:
     sysid.add_argument("--quiet", action="store_true", help="no progress bar")
     sysid.add_argument("--device", default=None, help="Warp device, e.g. cpu or cuda:0")
     sysid.set_defaults(func=cmd_sysid)
+    build = sub.add_parser("build-kernels", help="compile every kernel module into Warp's kernel cache ahead of the "
+                                                 "first run (in parallel; --arch: CUDA binaries without a GPU)")
+    build.add_argument("--device", default="cpu", help="Warp device to build for (default: %(default)s)")
+    build.add_argument("--arch", type=int, default=None,
+                       help="CUDA compute capability to build for without a GPU, e.g. 90 for sm_90 (Hopper)")
+    build.add_argument("--processes", type=int, default=None, help="build processes (default: one per core)")
+    build.add_argument("--module", action="append", default=None,
+                       help="build only this module, e.g. wpsim.kernels.particles (repeatable; default: all)")
+    build.set_defaults(func=cmd_build_kernels)
     return parser
 
 

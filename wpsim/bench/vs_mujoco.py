@@ -49,19 +49,30 @@ gradients, hence its 0.3 rad and 0.1 N m. The quadruped keeps zero targets (its 
 upper limit is 0 rad): its feet touch down after ~150 steps, so the 200-step loss is not
 trivial."""
 FD_EPS = 1.0e-6
-VARIANTS = {"soft": "wpsim", "fused": "wpsim_fused"}
+VARIANTS = {"soft": "wpsim", "fused": "wpsim_fused", "staged": "wpsim_staged"}
 """How wpsim steps the robots -> the name its records' modes carry: ``soft`` as ``wpsim run``
 does (soft-constraint contact and joint limits, staged launches); ``fused``: penalty contact
-and limit springs, the fused articulation step (``advance`` for unrecorded runs). Each is
-compared with the MuJoCo run measured beside it."""
+and limit springs, the fused articulation step (``advance`` for unrecorded runs); ``staged``:
+the same penalty model in the staged launches (on CUDA only: it measures where one thread per
+articulation stops paying, ``CUDA_MAX_DOFS``). Each is compared with the MuJoCo run measured
+beside it."""
 
 
 def suite_config(quick: bool, cuda: bool = False) -> dict:
-    """Horizons, world counts and repeats of a suite run (on CUDA up to 16,384 worlds)."""
+    """Horizons, repeats, and by variant the world counts of the speed comparisons
+    (``worlds``) and of the gradient comparisons (``grad_worlds``). On CUDA the fused and
+    staged steps go up to 16,384 worlds; the soft variant stops at 64 (its staged step reads
+    each step's contact islands back to the host, so large batches measure that read-back)."""
     if quick:
-        return {"steps": 20, "worlds": (1, 64), "grad_steps": 10, "grad_worlds": (1, 64), "repeats": 1}
-    worlds = (1, 64, 4096, 16384) if cuda else (1, 64, 256, 1024)
-    return {"steps": 200, "worlds": worlds, "grad_steps": 200, "grad_worlds": (1, 64), "repeats": 3}
+        return {"steps": 20, "worlds": {"fused": (1, 64), "soft": (1, 64)}, "grad_steps": 10,
+                "grad_worlds": {"fused": (1, 64), "soft": (1, 64)}, "repeats": 1}
+    if cuda:
+        many = (1, 64, 4096, 16384)
+        worlds = {"fused": many, "staged": many, "soft": (1, 64)}
+    else:
+        worlds = {"fused": (1, 64, 256, 1024), "soft": (1, 64, 256, 1024)}
+    return {"steps": 200, "worlds": worlds, "grad_steps": 200, "grad_worlds": {"fused": (1, 64), "soft": (1, 64)},
+            "repeats": 3}
 
 
 # ---------------------------------------------------------------------------- both sides
@@ -172,9 +183,9 @@ class WpsimSide:
         q = model.joint_q.numpy().reshape(worlds, nq)
         q[:, self.mjs.copied_qpos] = self.mjs.start_qpos[self.mjs.copied_qpos]
         model.joint_q.assign(q.reshape(-1))
-        if variant == "fused":
-            return model, SemiImplicitSolver(model, fused=True)
-        return model, SemiImplicitSolver(model, soft_contact=SoftContactOptions())
+        if variant == "soft":
+            return model, SemiImplicitSolver(model, soft_contact=SoftContactOptions())
+        return model, SemiImplicitSolver(model, fused=variant == "fused")
 
     def step_runner(self, model, solver):
         """(run(n): n unrecorded steps from the start state -- one ``advance`` with the fused
@@ -292,7 +303,8 @@ def vs_mujoco_suite(device=None, quick: bool = False, robots: dict | None = None
         def rec(metric, value, **params):
             records.append(record(SUITE, case, {**base, **params}, metric, value))
 
-        for variant, name in VARIANTS.items():
+        for variant, world_counts in config["worlds"].items():
+            name = VARIANTS[variant]
             steps = config["steps"]
             found = measure_steps(ws, device, 1, steps, repeats, lambda: mjs.step_loop(steps), variant)
             common = {"worlds": 1, "steps": steps, "wpsim_finite": found["finite"], "fused": found["fused"]}
@@ -302,7 +314,7 @@ def vs_mujoco_suite(device=None, quick: bool = False, robots: dict | None = None
             rec("launches_per_step", found["launches"], mode=f"{name}_single", **common)
             progress(f"{SUITE}/{case} single: {name} {steps / found['wpsim_s']:.0f} steps/s, mj_step "
                      f"{steps / found['mujoco_s']:.0f} steps/s")
-            for worlds in config["worlds"]:
+            for worlds in world_counts:
                 found = measure_steps(ws, device, worlds, steps, repeats, mjs.rollout_runner(worlds, steps), variant)
                 common = {"worlds": worlds, "steps": steps, "wpsim_finite": found["finite"],
                           "mujoco_threads": os.cpu_count(), "fused": found["fused"]}
@@ -314,7 +326,7 @@ def vs_mujoco_suite(device=None, quick: bool = False, robots: dict | None = None
                 progress(f"{SUITE}/{case} W={worlds}: {name} {worlds * steps / found['wpsim_s']:.0f}, rollout "
                          f"{worlds * steps / found['mujoco_s']:.0f} world-steps/s")
             steps = config["grad_steps"]
-            for worlds in config["grad_worlds"]:
+            for worlds in config["grad_worlds"].get(variant, ()):
                 found = measure_gradient(ws, mjs, device, worlds, steps, repeats, control, variant)
                 common = {"worlds": worlds, "steps": steps, "wpsim_finite": found["finite"], "loss": found["loss"],
                           "grad_diff_vs_mujoco": found["max_abs_diff_over_max"], "worlds_agree": found["worlds_agree"],
