@@ -7,6 +7,9 @@ paths agree bitwise on the CPU), and optionally several steps in a row.
 For articulations whose penalty contact pairs each touch that articulation alone (the
 other shape static); without joint couplings, body connections or soft-constraint contact
 (``wpsim.solvers.fused_articulation`` checks this).
+
+Each kernel is a Warp module of its own (``.steps``, ``.system``): NVRTC takes minutes over
+``articulation_system``'s generated adjoint, which unrecorded runs never launch.
 """
 
 import warp as wp
@@ -151,7 +154,7 @@ def articulation_dynamics(
                         mass_matrix_out, rhs_out, dof_inertia_out)
 
 
-@kernel(enable_backward=False)
+@kernel(enable_backward=False, module=f"{__name__}.steps")
 def articulation_steps(
     articulation_start: wp.array(dtype=int),
     articulation_dof_start: wp.array(dtype=int),
@@ -291,7 +294,7 @@ def articulation_steps(
                         body_q_out, body_qd_out, body_twist_out, body_bias_acc_out, dof_motion_out)
 
 
-@kernel
+@kernel(module=f"{__name__}.system")
 def articulation_system(
     articulation_start: wp.array(dtype=int),
     articulation_dof_start: wp.array(dtype=int),

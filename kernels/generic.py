@@ -46,17 +46,20 @@ def concretize(annotation, real):
     raise TypeError(f"cannot instantiate generic type {annotation} for {real}")
 
 
-def kernel(func=None, *, enable_backward=True):
+def kernel(func=None, *, enable_backward=True, module: str | None = None):
     """Decorator: a ``wp.kernel`` instantiated for every scalar type in ``PRECISIONS``.
 
     The concrete instances are kept in ``kernel.precision_overloads``; launching one of
     them (see ``for_precision``) skips Warp's per-launch argument type inference, which
-    costs several times the launch itself on the CPU.
+    costs several times the launch itself on the CPU. ``module``: the Warp module (one
+    compiler run) the kernel is built in, by default its Python module's; a kernel whose
+    generated code is large gets a module of its own, so that it is compiled beside the
+    others (in parallel) and only by programs that launch it.
     """
 
     def build(f):
-        module = wp.get_module(f.__module__)
-        k = wp.kernel(f, enable_backward=enable_backward, module=module)
+        warp_module = wp.get_module(f.__module__ if module is None else module)
+        k = wp.kernel(f, enable_backward=enable_backward, module=warp_module)
         k.precision_overloads = {
             real: wp.overload(k, [concretize(arg.type, real) for arg in k.adj.args]) for real in PRECISIONS
         }

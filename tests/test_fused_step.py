@@ -2,7 +2,8 @@
 against the staged launches: bitwise the same states, the same tape gradients to round-off
 (and central finite differences in float64), the threaded backward the one-thread one,
 ``advance`` equal to stepping, results independent of the thread split, refusals named,
-prepared launches (forward and adjoint) re-run on swapped arrays."""
+prepared launches (forward and adjoint) re-run on swapped arrays, unrecorded runs built
+without the adjoint's module."""
 
 from pathlib import Path
 
@@ -327,3 +328,30 @@ def test_prepared_adjoint_launch_retargeted_to_another_layout_reads_it_right():
     forward.retarget([plain], [y])
     forward.run()
     np.testing.assert_allclose(y.numpy(), [25.0, 36.0])
+
+
+def test_unrecorded_runs_never_build_the_adjoint_module():
+    """The forward kernel and the adjoint of recorded steps are Warp modules of their own, so a
+    program that only steps unrecorded builds (and loads) the forward alone: NVRTC takes minutes
+    over the adjoint. Checked in a fresh process, as other tests load both."""
+    import subprocess
+    import sys
+
+    script = f"""
+import warp as wp
+wp.config.log_level = wp.LOG_WARNING
+from wpsim.io.mjcf import import_mjcf
+from wpsim.solvers import SemiImplicitSolver
+builder, _ = import_mjcf({str(ASSETS / "arm_7link.xml")!r})
+model = builder.finalize(device="cpu")
+solver = SemiImplicitSolver(model)
+assert solver.fused is not None
+solver.advance(model.state(), None, 1e-3, 5)
+a, b = model.state(), model.state()
+solver.step(a, b, None, 1e-3)
+print(sorted(name for name in ("steps", "system")
+             if wp.get_module("wpsim.kernels.articulation_step." + name).execs))
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == "['steps']"

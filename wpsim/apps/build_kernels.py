@@ -21,55 +21,60 @@ _BUILD_SCRIPT = """
 import importlib, sys, time
 import warp as wp
 wp.config.log_level = wp.LOG_WARNING
-device, arch, names = sys.argv[1], sys.argv[2], sys.argv[3:]
-for name in names:
+device, arch, targets = sys.argv[1], sys.argv[2], sys.argv[3:]
+for target in targets:
+    python_module, warp_module = target.split("=")
     start = time.perf_counter()
-    module = importlib.import_module(name)
+    importlib.import_module(python_module)
     if arch:
-        wp.compile_aot_module(module, arch=int(arch))
+        wp.compile_aot_module(warp_module, arch=int(arch))
     else:
-        wp.load_module(module, device=device)
-    print(f"  {name}: {time.perf_counter() - start:.1f} s", flush=True)
+        wp.load_module(warp_module, device=device)
+    print(f"  {warp_module}: {time.perf_counter() - start:.1f} s", flush=True)
 """
 
 
-def kernel_module_sizes() -> dict[str, int]:
-    """Source size (bytes) of every ``wpsim.kernels`` module that defines Warp kernels, by
-    module name, largest first (modules of functions alone are compiled into their callers')."""
+def kernel_module_sizes() -> dict[str, tuple[str, int]]:
+    """Every Warp module holding wpsim kernels (a Python module of ``wpsim.kernels``, or a
+    module of its own that a large kernel is built in), largest first: Warp module name ->
+    (the Python module defining its kernels, that module's source size in bytes). Modules of
+    functions alone are compiled into their callers'."""
     import warp as wp
 
     import wpsim.kernels as kernels
 
-    def has_kernels(module) -> bool:
-        return any(isinstance(v, wp.Kernel) and v.module.name == module.__name__
-                   for v in vars(module).values())
-
-    modules = [getattr(kernels, name) for name in kernels.__all__]
-    sizes = {m.__name__: Path(m.__file__).stat().st_size for m in modules if has_kernels(m)}
-    return dict(sorted(sizes.items(), key=lambda item: -item[1]))
+    found = {}
+    for name in kernels.__all__:
+        module = getattr(kernels, name)
+        size = Path(module.__file__).stat().st_size
+        for value in vars(module).values():
+            if isinstance(value, wp.Kernel) and value.module.name.startswith(module.__name__):
+                found[value.module.name] = (module.__name__, size)
+    return dict(sorted(found.items(), key=lambda item: -item[1][1]))
 
 
 def build_kernel_modules(device: str = "cpu", processes: int = 1, arch: int | None = None,
                          verbose: bool = False, names: list[str] | None = None) -> float:
-    """Build (or find in Warp's kernel cache) the wpsim kernel modules ``names`` (default: all of
-    ``kernel_module_sizes``) for ``device``, or for the CUDA architecture ``arch`` without a GPU,
-    in ``processes`` processes (largest sources shared out first); returns the wall time in s.
+    """Build (or find in Warp's kernel cache) the Warp modules ``names`` of wpsim's kernels
+    (default: all of ``kernel_module_sizes``) for ``device``, or for the CUDA architecture
+    ``arch`` without a GPU, in ``processes`` processes (largest sources shared out first);
+    returns the wall time in s.
     Raises ``RuntimeError`` naming the modules of a process that failed."""
     if processes < 1:
         raise ValueError(f"processes must be at least 1, got {processes}")
     if arch is not None and arch < 50:
         raise ValueError(f"arch is a CUDA compute capability such as 90 (sm_90), got {arch}")
-    sizes = kernel_module_sizes()
+    modules = kernel_module_sizes()
     if names is not None:
-        unknown = sorted(set(names) - set(sizes))
+        unknown = sorted(set(names) - set(modules))
         if unknown:
-            raise ValueError(f"not wpsim kernel modules: {unknown}; known: {sorted(sizes)}")
-        sizes = {name: size for name, size in sizes.items() if name in names}
-    shares: list[list[str]] = [[] for _ in range(min(processes, len(sizes)))]
+            raise ValueError(f"not wpsim kernel modules: {unknown}; known: {sorted(modules)}")
+        modules = {name: found for name, found in modules.items() if name in names}
+    shares: list[list[str]] = [[] for _ in range(min(processes, len(modules)))]
     loads = [0] * len(shares)
-    for name, size in sizes.items():  # largest first, each to the least loaded process
+    for name, (python_module, size) in modules.items():  # largest first, each to the least loaded process
         k = loads.index(min(loads))
-        shares[k].append(name)
+        shares[k].append(f"{python_module}={name}")
         loads[k] += size
     start = time.perf_counter()
     output = None if verbose else subprocess.DEVNULL

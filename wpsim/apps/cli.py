@@ -351,7 +351,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="CUDA compute capability to build for without a GPU, e.g. 90 for sm_90 (Hopper)")
     build.add_argument("--processes", type=int, default=None, help="build processes (default: one per core)")
     build.add_argument("--module", action="append", default=None,
-                       help="build only this module, e.g. wpsim.kernels.particles (repeatable; default: all)")
+                       help="build only this Warp module, e.g. wpsim.kernels.particles or "
+                            "wpsim.kernels.articulation_step.steps (repeatable; default: all)")
     build.set_defaults(func=cmd_build_kernels)
     return parser
 
