@@ -34,7 +34,7 @@ for target in targets:
 """
 
 
-def kernel_module_sizes() -> dict[str, tuple[str, int]]:
+def kernel_modules() -> dict[str, tuple[str, int]]:
     """Every Warp module holding wpsim kernels (a Python module of ``wpsim.kernels``, or a
     module of its own that a large kernel is built in), largest first: Warp module name ->
     (the Python module defining its kernels, that module's source size in bytes). Modules of
@@ -56,15 +56,15 @@ def kernel_module_sizes() -> dict[str, tuple[str, int]]:
 def build_kernel_modules(device: str = "cpu", processes: int = 1, arch: int | None = None,
                          verbose: bool = False, names: list[str] | None = None) -> float:
     """Build (or find in Warp's kernel cache) the Warp modules ``names`` of wpsim's kernels
-    (default: all of ``kernel_module_sizes``) for ``device``, or for the CUDA architecture
+    (default: all of ``kernel_modules``) for ``device``, or for the CUDA architecture
     ``arch`` without a GPU, in ``processes`` processes (largest sources shared out first);
-    returns the wall time in s.
-    Raises ``RuntimeError`` naming the modules of a process that failed."""
+    returns the wall time in s. Raises ``RuntimeError`` naming the modules of a process that
+    failed (its compiler errors are on stderr)."""
     if processes < 1:
         raise ValueError(f"processes must be at least 1, got {processes}")
     if arch is not None and arch < 50:
         raise ValueError(f"arch is a CUDA compute capability such as 90 (sm_90), got {arch}")
-    modules = kernel_module_sizes()
+    modules = kernel_modules()
     if names is not None:
         unknown = sorted(set(names) - set(modules))
         if unknown:
@@ -82,6 +82,6 @@ def build_kernel_modules(device: str = "cpu", processes: int = 1, arch: int | No
                                      stdout=output)) for share in shares]
     failed = [share for share, job in jobs if job.wait()]
     if failed:
-        raise RuntimeError(f"building wpsim's kernel modules failed for {failed} (see the output above)")
+        raise RuntimeError(f"building wpsim's kernel modules failed in the processes building {failed}")
     return time.perf_counter() - start
 

@@ -87,14 +87,18 @@ def cmd_build_kernels(args) -> int:
     """Build every wpsim kernel module into Warp's kernel cache (see ``wpsim.apps.build_kernels``)."""
     import os
 
-    from wpsim.apps.build_kernels import build_kernel_modules, kernel_module_sizes
+    from wpsim.apps.build_kernels import build_kernel_modules, kernel_modules
 
     _quiet_warp()
     processes = args.processes or os.cpu_count() or 1
     target = f"CUDA sm_{args.arch} (ahead of time, no GPU needed)" if args.arch else args.device
-    count = len(args.module) if args.module else len(kernel_module_sizes())
+    count = len(args.module) if args.module else len(kernel_modules())
     print(f"building {count} kernel modules for {target} in {processes} processes", flush=True)
-    seconds = build_kernel_modules(args.device, processes, args.arch, verbose=True, names=args.module)
+    try:
+        seconds = build_kernel_modules(args.device, processes, args.arch, verbose=True, names=args.module)
+    except RuntimeError as error:  # a compiler failed: its messages are above
+        print(f"wpsim build-kernels: {error}", file=sys.stderr)
+        return 1
     print(f"built in {seconds:.1f} s")
     return 0
 
