@@ -48,8 +48,11 @@ def kernel_modules() -> dict[str, tuple[str, int]]:
         module = getattr(kernels, name)
         size = Path(module.__file__).stat().st_size
         for value in vars(module).values():
-            if isinstance(value, wp.Kernel) and value.module.name.startswith(module.__name__):
-                found[value.module.name] = (module.__name__, size)
+            if not isinstance(value, wp.Kernel):
+                continue
+            name = value.module.name
+            if name == module.__name__ or name.startswith(module.__name__ + "."):  # not kernels it imports
+                found[name] = (module.__name__, size)
     return dict(sorted(found.items(), key=lambda item: -item[1][1]))
 
 
@@ -84,4 +87,3 @@ def build_kernel_modules(device: str = "cpu", processes: int = 1, arch: int | No
     if failed:
         raise RuntimeError(f"building wpsim's kernel modules failed in the processes building {failed}")
     return time.perf_counter() - start
-

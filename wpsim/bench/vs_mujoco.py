@@ -63,16 +63,15 @@ def suite_config(quick: bool, cuda: bool = False) -> dict:
     (``worlds``) and of the gradient comparisons (``grad_worlds``). On CUDA the fused and
     staged steps go up to 16,384 worlds; the soft variant stops at 64 (its staged step reads
     each step's contact islands back to the host, so large batches measure that read-back)."""
+    one_and_64 = {"fused": (1, 64), "soft": (1, 64)}
     if quick:
-        return {"steps": 20, "worlds": {"fused": (1, 64), "soft": (1, 64)}, "grad_steps": 10,
-                "grad_worlds": {"fused": (1, 64), "soft": (1, 64)}, "repeats": 1}
+        return {"steps": 20, "worlds": one_and_64, "grad_steps": 10, "grad_worlds": one_and_64, "repeats": 1}
     if cuda:
         many = (1, 64, 4096, 16384)
         worlds = {"fused": many, "staged": many, "soft": (1, 64)}
     else:
         worlds = {"fused": (1, 64, 256, 1024), "soft": (1, 64, 256, 1024)}
-    return {"steps": 200, "worlds": worlds, "grad_steps": 200, "grad_worlds": {"fused": (1, 64), "soft": (1, 64)},
-            "repeats": 3}
+    return {"steps": 200, "worlds": worlds, "grad_steps": 200, "grad_worlds": one_and_64, "repeats": 3}
 
 
 # ---------------------------------------------------------------------------- both sides
