@@ -38,7 +38,11 @@ def active_deformation_inverse(activation: wp.Float, fiber: vec3):
     identity = wp.identity(3, dtype=type(activation))
     if wp.dot(fiber, fiber) > type(activation)(0.0):
         return identity - wp.outer(fiber, fiber) * (a / (one + a)), one + a
-    return identity * wp.pow(one + a, type(activation)(-1.0) / type(activation)(3.0)), one + a
+    third = type(activation)(1.0) / type(activation)(3.0)
+    if a == type(activation)(0.0):
+        # a passive tet skips pow: 1 - a/3 has the value and the first derivative of (1 + a)^(-1/3) at a = 0
+        return identity * (one - a * third), one + a
+    return identity * wp.pow(one + a, -third), one + a
 
 
 @wp.func

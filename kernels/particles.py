@@ -231,7 +231,6 @@ def build_neighbor_lists(
     neighbor_count_out[i] = count
 
 
-
 @kernel(enable_backward=False)
 def flag_moved_particles(
     particle_anchor_in: wp.array(dtype=int),
@@ -247,3 +246,16 @@ def flag_moved_particles(
     moved = (particle_q_in[i] - reference_q_in[i]) - (particle_q_in[a] - reference_q_in[a])
     if not (wp.length(moved) <= distance):
         moved_out[0] = 1
+
+
+@kernel(enable_backward=False)
+def add_force_rows(share_f_out: wp.array2d(dtype=vec3), particle_f_out: wp.array(dtype=vec3)):
+    """Add each row of ``share_f_out`` (K, P) (N; the element forces of one thread's share) into
+    particle_f_out (P,), in row order, and zero the rows for the next step (unrecorded steps only)."""
+    i = wp.tid()
+    f = particle_f_out[i]
+    zero = type(f[0])(0.0)
+    for k in range(share_f_out.shape[0]):
+        f = f + share_f_out[k, i]
+        share_f_out[k, i] = wp.vector(zero, zero, zero)
+    particle_f_out[i] = f

@@ -9,7 +9,7 @@ import warp as wp
 import wpsim
 from wpsim.apps import scene_library
 from wpsim.bench.vs_newton import pinned_cloth
-from wpsim.solvers.prepared_launch import CACHED_LAUNCHES, PreparedLaunchCache
+from wpsim.solvers.prepared_launch import PREPARED_LAUNCHES, PreparedLaunchCache
 
 DT = 1.0e-3
 
@@ -125,9 +125,9 @@ def test_neighbor_skin_is_checked():
 
 @pytest.mark.parametrize("fresh", [False, True])
 def test_unrecorded_cached_cloth_steps_equal_recorded_ones(fresh):
-    """Off the tape a solver's CPU launches run from its cache of prepared launches (ping-pong
-    states hit it; fresh states every step fill it, then retarget kept launches); the states
-    equal those of recorded steps (plain launches) bitwise."""
+    """Off the tape a solver's CPU particle steps re-run launches prepared for their arrays
+    (ping-pong states hit them; fresh states every step fill the kept plans, then retarget
+    them); the states equal those of recorded steps (plain launches) bitwise."""
     model = pinned_cloth(6).finalize(dtype=wp.float64)
     steps, dt = 24, 5.0e-4
     recording = wpsim.SemiImplicitSolver(model)
@@ -143,8 +143,8 @@ def test_unrecorded_cached_cloth_steps_equal_recorded_ones(fresh):
             b = model.state(requires_grad=False)
         solver.step(a, b, None, dt)
         a, b = b, a
-    assert len(recording._launches) == 0
-    assert 4 <= len(solver._launches) <= CACHED_LAUNCHES
+    assert len(recording._prepared_particles._plans) == 0
+    assert 1 <= len(solver._prepared_particles._plans) <= PREPARED_LAUNCHES
     assert np.array_equal(a.particle_q.numpy(), states[-1].particle_q.numpy())
     assert np.array_equal(a.particle_qd.numpy(), states[-1].particle_qd.numpy())
     assert not np.array_equal(a.particle_q.numpy(), model.particle_q.numpy())

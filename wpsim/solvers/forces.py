@@ -19,6 +19,9 @@ class SmoothingScratch:
     def __init__(self, model):
         self.model = model
         self._reused = None
+        self.no_domains = model.tet_rest_inv[:0] if model.tet_count else None
+        """The empty domain stress tet launches read when no tet is smoothed: one view, so that
+        prepared launches find the same array every step."""
 
     def _allocate(self, requires_grad: bool) -> tuple:
         model = self.model
@@ -67,8 +70,18 @@ def force_launches(model, q: wp.array, qd: wp.array, control, friction_dt: float
     has strain-smoothed tets. ``gradient_width`` (m): the smoothed contact gradient of
     ``SemiImplicitSolver``; the contact damping ramps in over ``model.contact_damping_depth``.
     """
+    launches = [particle_force_launch(model, q, qd, control, friction_dt, friction_smoothing, state_in, f,
+                                      gradient_width)]
+    smoothing_launches, domain_stress = smoothed_stress_launches(model, q, control, smoothing)
+    return [*launches, *smoothing_launches, *element_launches(model, q, qd, control, f, domain_stress)]
+
+
+def particle_force_launch(model, q: wp.array, qd: wp.array, control, friction_dt: float, friction_smoothing,
+                          state_in, f: wp.array, gradient_width=0.0) -> KernelLaunch:
+    """The launch that overwrites ``f`` with each particle's drag, external and contact force
+    (``force_launches``' first)."""
     real = model.dtype
-    launches = [KernelLaunch(
+    return KernelLaunch(
         for_precision(particles.eval_particle_forces, real), model.particle_count,
         [
             model.particle_mass, model.particle_radius, model.particle_drag, model.particle_world,
@@ -79,43 +92,83 @@ def force_launches(model, q: wp.array, qd: wp.array, control, friction_dt: float
             real(gradient_width), real(friction_dt),
         ],
         [f, state_in.body_f],
-    )]
-    if model.spring_count:
+    )
+
+
+def smoothed_stress_launches(model, q: wp.array, control, smoothing: SmoothingScratch | None) -> tuple:
+    """(launches, domain stress (G,) mat33 Pa): the strain and domain-stress launches of
+    strain-smoothed tets, which the tet force launches read; none and an empty stress without
+    smoothing domains (None without tets)."""
+    if not model.tet_count:
+        return [], None
+    if not model.domain_count:
+        return [], model.tet_rest_inv[:0] if smoothing is None else smoothing.no_domains
+    strain, weight, domain_stress = smoothing.arrays(q)
+    return [
+        smoothed_strain_launch(model, q, control, strain, weight),
+        KernelLaunch(
+            for_precision(fem.smoothing_domain_stress, model.dtype), model.domain_count,
+            [model.domain_tets, model.tet_mu, model.tet_lambda, strain, weight], [domain_stress],
+        ),
+    ], domain_stress
+
+
+class WholeElements:
+    """Every element of a model: what ``element_launches`` takes when it is given no chunk
+    (``ElementChunk`` has the same two methods for a contiguous share of each kind)."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def count(self, kind: str) -> int:
+        """Elements of ``kind`` ("spring", "tri", "bend", "tet")."""
+        return getattr(self.model, f"{kind}_count")
+
+    @staticmethod
+    def view(array: wp.array, kind: str) -> wp.array:
+        """``array`` (one entry per element of ``kind``) as the launch reads it."""
+        return array
+
+
+def element_launches(model, q: wp.array, qd: wp.array, control, f: wp.array, domain_stress: wp.array,
+                     elements=None) -> list:
+    """The launches that add into ``f`` (N) the forces of springs, membranes, bending hinges and
+    tetrahedra at positions ``q`` (m) and velocities ``qd`` (m/s), in that order; ``elements``:
+    which of them (an ``ElementChunk``; default ``WholeElements``). Kinds without elements are
+    left out. ``domain_stress``: from ``smoothed_stress_launches``."""
+    real = model.dtype
+    elements = WholeElements(model) if elements is None else elements
+    count, view = elements.count, elements.view
+    launches = []
+    if count("spring"):
         launches.append(KernelLaunch(
-            for_precision(springs.eval_springs, real), model.spring_count,
-            [model.spring_indices, model.spring_ke, model.spring_kd, model.spring_rest_length, q, qd,
-             control.spring_activation],
+            for_precision(springs.eval_springs, real), count("spring"),
+            [*(view(a, "spring") for a in (model.spring_indices, model.spring_ke, model.spring_kd,
+                                           model.spring_rest_length)),
+             q, qd, view(control.spring_activation, "spring")],
             [f],
         ))
-    if model.tri_count:
+    if count("tri"):
         launches.append(KernelLaunch(
-            for_precision(cloth.eval_triangles, real), model.tri_count,
-            [model.tri_indices, model.tri_rest_inv, model.tri_rest_area, model.tri_mu, model.tri_lambda,
-             model.tri_kd, q, qd],
+            for_precision(cloth.eval_triangles, real), count("tri"),
+            [*(view(a, "tri") for a in (model.tri_indices, model.tri_rest_inv, model.tri_rest_area, model.tri_mu,
+                                        model.tri_lambda, model.tri_kd)),
+             q, qd],
             [f],
         ))
-    if model.bend_count:
+    if count("bend"):
         launches.append(KernelLaunch(
-            for_precision(cloth.eval_bending, real), model.bend_count,
-            [model.bend_indices, model.bend_rest_angle, model.bend_ke, model.bend_kd, q, qd],
+            for_precision(cloth.eval_bending, real), count("bend"),
+            [*(view(a, "bend") for a in (model.bend_indices, model.bend_rest_angle, model.bend_ke, model.bend_kd)),
+             q, qd],
             [f],
         ))
-    if model.tet_count:
-        domain_stress = model.tet_rest_inv[:0]
-        if model.domain_count:
-            strain, weight, domain_stress = smoothing.arrays(q)
-            launches.append(smoothed_strain_launch(model, q, control, strain, weight))
-            launches.append(KernelLaunch(
-                for_precision(fem.smoothing_domain_stress, real), model.domain_count,
-                [model.domain_tets, model.tet_mu, model.tet_lambda, strain, weight], [domain_stress],
-            ))
+    if count("tet"):
         launches.append(KernelLaunch(
-            for_precision(fem.eval_tetrahedra, real), model.tet_count,
-            [
-                model.tet_indices, model.tet_rest_inv, model.tet_rest_volume, model.tet_mu,
-                model.tet_lambda, model.tet_kd, model.tet_fiber, model.tet_face_domain, q, qd, domain_stress,
-                control.tet_activation,
-            ],
+            for_precision(fem.eval_tetrahedra, real), count("tet"),
+            [*(view(a, "tet") for a in (model.tet_indices, model.tet_rest_inv, model.tet_rest_volume, model.tet_mu,
+                                        model.tet_lambda, model.tet_kd, model.tet_fiber, model.tet_face_domain)),
+             q, qd, domain_stress, view(control.tet_activation, "tet")],
             [f],
         ))
     return launches

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import os
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import warp as wp
@@ -17,6 +16,7 @@ from wpsim.kernels import articulation_step
 from wpsim.kernels.generic import for_precision
 from wpsim.solvers.articulation import cholesky_adjoint_launch, penalty_shape_fields
 from wpsim.solvers.base import KernelLaunch
+from wpsim.solvers.cpu_workers import WORKERS
 from wpsim.solvers.kinematics import ArticulationScratch
 from wpsim.solvers.prepared_launch import PREPARED_LAUNCHES, PreparedLaunch
 
@@ -136,8 +136,6 @@ class FusedArticulationStep:
         self.threads = (os.cpu_count() or 1) if threads is None else threads
         """CPU threads of a launch (forward, advance or backward)."""
         self._chunks = thread_chunks(model, self.threads) if device.is_cpu else [(0, model.articulation_count)]
-        self._pool = ThreadPoolExecutor(len(self._chunks) - 1) if len(self._chunks) > 1 else None
-        """Runs every chunk but the first, which the calling thread runs."""
         self._fields = [
             model.articulation_start, model.articulation_dof_start, model.articulation_H_start, model.dfs_joint,
             model.dof_joint, model.joint_type, model.joint_parent, model.joint_child, model.joint_articulation,
@@ -305,11 +303,8 @@ class FusedArticulationStep:
         )
 
     def _run_chunks(self, launches: list):
-        """Run the chunks' launches: the first on this thread, the others from the pool."""
-        futures = [self._pool.submit(launch.run) for launch in launches[1:]]
-        launches[0].run()
-        for future in futures:
-            future.result()
+        """Run the chunks' launches at once: the first on this thread, the others on ``WORKERS``'."""
+        WORKERS.run([launch.run for launch in launches])
 
     def _kernel(self):
         return for_precision(articulation_step.articulation_steps, self.model.dtype)

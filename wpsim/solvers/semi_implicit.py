@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import os
 
 from wpsim.core.model import Control, Model, State
-from wpsim.kernels import contact, impacts, particles
-from wpsim.kernels.generic import for_precision
+from wpsim.core.tape import active_tape
+from wpsim.kernels import contact
 from wpsim.solvers.articulation import ArticulationStepper
-from wpsim.solvers.base import KernelLaunch, SolverBase
+from wpsim.solvers.base import SolverBase
 from wpsim.solvers.broad_phase import rigid_broad_phase
+from wpsim.solvers.forces import SmoothingScratch, force_launches
 from wpsim.solvers.fused_articulation import CUDA_MAX_DOFS, FusedArticulationStep, fused_step_unsuitable
 from wpsim.solvers.kinematics import eval_fk
 from wpsim.solvers.neighbor_lists import SKIN_PER_RADIUS, ParticleNeighborLists
+from wpsim.solvers.particle_step import PreparedParticleSteps, integrate_launch
 from wpsim.solvers.prepared_launch import caching_launches
-from wpsim.solvers.forces import SmoothingScratch, force_launches
 from wpsim.solvers.soft_contact import SoftContact, SoftContactOptions
 
 
@@ -27,7 +29,8 @@ class SemiImplicitSolver(SolverBase):
     are skipped. Forces of the step are written into ``state_in.particle_f``, the contact
     neighbour list into ``state_in.neighbor_*``; positions and velocities into
     ``state_out``. Recorded on ``wp.Tape`` like any launch: give every step a fresh
-    ``state_out`` while recording.
+    ``state_out`` while recording. Unrecorded CPU steps re-run launches prepared for their
+    arrays (``PreparedParticleSteps``) and split the element forces over ``threads``.
 
     Rigid bodies add seven launches (see ``ArticulationStepper``); their poses are computed
     before the particle forces, so particles collide with body shapes and push back on the
@@ -59,7 +62,11 @@ class SemiImplicitSolver(SolverBase):
             a ``ValueError`` says why a model does not allow it); False: the staged launches;
             None (default): fused wherever the model allows it (on CUDA only for articulations
             of at most ``CUDA_MAX_DOFS`` dofs).
-        threads: CPU threads of the fused step's launches, recorded or not (default: every core).
+        threads: CPU threads of the fused step's launches, recorded or not, and of the element
+            forces of unrecorded particle steps (``ElementThreads``, from
+            ``MIN_ELEMENTS_PER_SHARE`` elements per thread: split by whole worlds, results are
+            bitwise one thread's; a world split by fractions sums each particle's forces in
+            another order, equal to rounding) (default: every core).
         neighbor_skin: with particle-particle contact, the skin (m) of the neighbour lists
             (``ParticleNeighborLists``): lists are rebuilt only when a particle has moved more
             than half of it, results are unchanged. Default: ``SKIN_PER_RADIUS`` particle radii
@@ -85,6 +92,9 @@ class SemiImplicitSolver(SolverBase):
         """The per-step ``RigidBroadPhase`` of rigid contact (its ``tested`` pairs per step,
         ``capacity``), or None: every candidate pair each step."""
         self._smoothing = SmoothingScratch(model)
+        self._prepared_particles = PreparedParticleSteps(model, threads or os.cpu_count() or 1) \
+            if model.device.is_cpu and model.particle_count else None
+        """Unrecorded CPU particle steps through prepared launches (``PreparedParticleSteps``), or None."""
         self.neighbors = None
         """The ``ParticleNeighborLists`` of particle-particle contact (its ``builds``), or None."""
         if model.particle_max_neighbors > 0:
@@ -160,29 +170,14 @@ class SemiImplicitSolver(SolverBase):
 
     def _step_particles(self, state_in: State, state_out: State, control: Control, dt: float):
         """Particle forces (with reactions on bodies) and the symplectic Euler update."""
-        model = self.model
-        launches = force_launches(
-            model, state_in.particle_q, state_in.particle_qd, control, dt, self._friction_smoothing, state_in,
-            state_in.particle_f, self._smoothing, self.contact_gradient_width,
-        )
-        settings = [model.real(dt), self.step_count, self.max_coordinate, self.max_speed]
-        outputs = [state_out.particle_q, state_out.particle_qd, self.world_fault_step]
-        if model.particle_impacts:
-            inputs = [
-                model.particle_mass, model.particle_radius, model.particle_world, model.shape_kind, model.shape_body,
-                model.shape_world, model.shape_transform, model.shape_size, model.shape_mu, model.pair_mu,
-                model.impact_restitution, model.gravity, state_in.particle_q, state_in.particle_qd,
-                state_in.particle_f, state_in.neighbor_count, state_in.neighbor_index, self._friction_smoothing,
-                *settings,
-            ]
-            integrate = impacts.integrate_particles_with_impacts
-        else:
-            inputs = [model.particle_mass, model.particle_world, model.gravity, state_in.particle_q,
-                      state_in.particle_qd, state_in.particle_f, *settings]
-            integrate = particles.integrate_particles
-        launches.append(KernelLaunch(for_precision(integrate, model.dtype), model.particle_count, inputs, outputs))
-        for launch in launches:
-            launch.run(model.device)
+        if self._prepared_particles is not None and active_tape() is None:
+            self._prepared_particles.run(self, state_in, state_out, control, dt)
+            return
+        launches = force_launches(self.model, state_in.particle_q, state_in.particle_qd, control, dt,
+                                  self._friction_smoothing, state_in, state_in.particle_f, self._smoothing,
+                                  self.contact_gradient_width)
+        for launch in [*launches, integrate_launch(self, state_in, state_out, dt)]:
+            launch.run(self.model.device)
 
     def _neighbor_margin(self) -> float:
         """Gap (m) within which particle pairs are listed: ``GRADIENT_REACH`` gradient widths for
