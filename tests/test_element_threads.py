@@ -9,6 +9,8 @@ import pytest
 import warp as wp
 
 import wpsim
+from wpsim.diff.checkpoint import Rollout
+from wpsim.diff.losses import linear_state_loss
 from wpsim.solvers import element_threads
 from wpsim.solvers.cpu_workers import CpuWorkers
 from wpsim.solvers.element_threads import ELEMENT_KINDS, shares_by_fraction, shares_by_world
@@ -92,6 +94,44 @@ def test_worlds_split_by_world_bitwise_as_one_thread_and_as_recorded_steps(tiny_
     np.testing.assert_array_equal(recorded, one)
 
 
+def test_steps_of_one_world_are_bitwise_and_checkpointed_rollouts_rerun_them(tiny_shares):
+    """``step`` splits one world by fraction nowhere (only ``advance`` does): unrecorded steps on
+    two threads are bitwise one thread's, and a checkpointed rollout's re-runs reproduce its
+    forward, giving the full tape's loss and gradients bitwise."""
+    model = model_of(1, dtype=wp.float32)
+    control = control_with_activation(model)
+    finals = []
+    for threads in (1, 2):
+        solver = wpsim.SemiImplicitSolver(model, threads=threads)
+        a, b = model.state(requires_grad=False), model.state(requires_grad=False)
+        for _ in range(STEPS):
+            solver.step(a, b, control, DT)
+            a, b = b, a
+        finals.append(a.particle_q.numpy())
+    np.testing.assert_array_equal(finals[1], finals[0])
+    grad_model = world().finalize(device="cpu", requires_grad=True)
+    weights = wp.array(np.random.default_rng(4).normal(size=(grad_model.particle_count, 3)), dtype=wp.vec3)
+    zero = wp.zeros_like(weights)
+
+    def loss_fn(k, state, loss):
+        if k % 5 == 0:
+            linear_state_loss(state, weights, zero, loss)
+
+    results = []
+    for mode in ("full", "checkpoint"):
+        start = grad_model.state()
+        rollout = Rollout(wpsim.SemiImplicitSolver(grad_model, threads=2), STEPS, DT, loss_fn, mode=mode,
+                          segment_length=7)
+        loss = rollout.forward(start)
+        rollout.backward()
+        results.append((loss, start.particle_q.grad.numpy().copy(), grad_model.tri_mu.grad.numpy().copy()))
+        grad_model.tri_mu.grad.zero_()
+    assert results[0][0] == results[1][0]
+    for full, checkpointed in zip(results[0][1:], results[1][1:]):
+        assert np.abs(full).max() > 0.0
+        np.testing.assert_array_equal(checkpointed, full)
+
+
 def test_strain_smoothed_tets_split_equal_to_rounding(tiny_shares):
     model = model_of(1, smoothed=True)
     assert model.domain_count > 0
@@ -119,13 +159,18 @@ def test_steps_between_fresh_states_and_controls_reuse_nothing_stale(tiny_shares
 
 def test_fresh_states_every_step_retarget_kept_plans(tiny_shares):
     """Stepping into a new state every step (more steps than ``PREPARED_LAUNCHES`` kept plans)
-    retargets kept plans and gives bitwise the ping-pong rollout's result."""
-    model = model_of(1)
+    retargets kept plans and gives bitwise the ping-pong steps' result, split by world."""
+    model = model_of(3)
     control = control_with_activation(model)
     steps = 2 * PREPARED_LAUNCHES + 3
     reference = model.state(requires_grad=False)
-    wpsim.SemiImplicitSolver(model, threads=2).advance(reference, control, DT, steps)
+    other = model.state(requires_grad=False)
+    ping_pong = wpsim.SemiImplicitSolver(model, threads=2)
+    for k in range(steps):
+        ping_pong.step(*((reference, other) if k % 2 == 0 else (other, reference)), control, DT)
+    reference = other if steps % 2 else reference
     solver = wpsim.SemiImplicitSolver(model, threads=2)
+    assert solver._prepared_particles.element_threads.by_world
     state = model.state(requires_grad=False)
     for _ in range(steps):
         fresh = model.state(requires_grad=False)

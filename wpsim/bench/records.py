@@ -50,11 +50,16 @@ def timed(fn: Callable[[], object], device) -> tuple[float, object]:
     return time.perf_counter() - start, result
 
 
-def best_time(fn: Callable[[], object], repeats: int, device=None) -> tuple[float, object]:
-    """(best wall time (s) of ``repeats`` timed runs of ``fn()``, the result of the untimed
-    warm-up run before them (kernel loading, thread pools))."""
-    result = fn()
-    return min(timed(fn, device)[0] for _ in range(repeats)), result
+def best_times(runs: list, repeats: int, device=None) -> tuple[list, list]:
+    """(best wall time (s) of each callable of ``runs``, the results of their untimed warm-up
+    runs (kernel loading, thread pools)): ``repeats`` rounds time each once in turn, so that
+    the machine's speed changes during a comparison reach every side alike."""
+    results = [fn() for fn in runs]
+    best = [math.inf] * len(runs)
+    for _ in range(repeats):
+        for k, fn in enumerate(runs):
+            best[k] = min(best[k], timed(fn, device)[0])
+    return best, results
 
 
 def skipped_record(suite: str, device, reason: str) -> list[dict]:

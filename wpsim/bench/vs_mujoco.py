@@ -4,7 +4,7 @@ The same MJCF file is imported with ``wpsim.io.mjcf.import_mjcf`` and loaded wit
 ``mujoco.MjModel.from_xml_path``; both use the file's time step, start from the same pose
 (the arm's hinges at 0.3 rad, the quadruped as in the file) and get zero controls
 (the arm 0.1 N m in the gradient rollouts, see ``ROBOTS``). Three comparisons, each measured in one run
-(best of ``repeats`` after a warm-up):
+(best of ``repeats`` after a warm-up, the two sides' runs taking turns, ``best_times``):
 
 - ``single``: steps/s of one world, ``solver.step`` (unrecorded, float32) against a Python
   loop of ``mujoco.mj_step``;
@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import warp as wp
 
-from wpsim.bench.records import best_time, progress, record, skipped_record, timed
+from wpsim.bench.records import best_times, progress, record, skipped_record
 
 SUITE = "vs_mujoco"
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
@@ -252,8 +252,7 @@ def measure_steps(ws: WpsimSide, device, worlds: int, steps: int, repeats: int, 
     model, solver = ws.model(device, worlds, variant=variant)
     run, launches = ws.step_runner(model, solver)
     final = run(steps)
-    wp_s = best_time(lambda: run(steps), repeats, device)[0]
-    mj_s = best_time(mujoco_run, repeats)[0]
+    (wp_s, mj_s), _ = best_times([lambda: run(steps), mujoco_run], repeats, device)
     return {"wpsim_s": wp_s, "mujoco_s": mj_s, "launches": launches, "finite": _finite(final),
             "fused": solver.fused is not None}
 
@@ -263,14 +262,12 @@ def measure_gradient(ws: WpsimSide, mjs: MujocoSide, device, worlds: int, steps:
     model, solver = ws.model(device, worlds, requires_grad=True, variant=variant)
     controls = np.full((steps, mjs.model.nu), control)
     run = ws.gradient_runner(model, solver, steps, controls)
-    wp_grad, loss = run()
-    wp_s = min(timed(run, device)[0] for _ in range(repeats))
-    mj_grad = mjs.fd_chain_gradient(steps, controls)  # warm-up, and the reference of one world
+    mj_grad = mjs.fd_chain_gradient(steps, controls)  # the reference of one world
 
     def mujoco_all():
         return [mjs.fd_chain_gradient(steps, controls) for _ in range(worlds)]
 
-    mj_s = min(timed(mujoco_all, None)[0] for _ in range(repeats))
+    (wp_s, mj_s), ((wp_grad, loss), _) = best_times([run, mujoco_all], repeats, device)
     scale = max(float(np.abs(mj_grad).max()), 1e-30)
     return {"wpsim_s": wp_s, "mujoco_s": mj_s, "loss": loss,
             "finite": bool(np.isfinite(wp_grad).all()),

@@ -2,8 +2,8 @@
 
 Every scene is stepped by both simulators from the same start state, with the same size, time
 step and horizon, unrecorded and in float32; each side's steps/s is the best of ``repeats``
-timed runs of ``steps`` steps after a warm-up run (kernel loading), and the two are measured in
-the same run. Scenes (quick: 64 particles, an 8x8 cloth, a 3x3x3-cell block, 10 steps):
+timed runs of ``steps`` steps after a warm-up run (kernel loading), the two sides' runs taking
+turns (``best_times``), so that the machine's speed changes during the comparison reach both. Scenes (quick: 64 particles, an 8x8 cloth, a 3x3x3-cell block, 10 steps):
 
 - ``particles``: 1,000 particles (10 g, radius 2 cm) dropped in a loose column onto the ground
   (``scene_library.particles_on_ground``), with particle-particle contact, dt = 1 ms;
@@ -73,7 +73,7 @@ import numpy as np
 import warp as wp
 
 from wpsim.apps import scene_library
-from wpsim.bench.records import best_time, progress, record, skipped_record
+from wpsim.bench.records import best_times, progress, record, skipped_record
 from wpsim.core.builder import ModelBuilder
 from wpsim.core.geometry import grid_points, grid_triangles
 from wpsim.kernels.enums import JOINT_REVOLUTE, SHAPE_PLANE
@@ -95,7 +95,7 @@ def suite_config(quick: bool) -> dict:
     """Scene sizes, horizon (steps) and repeats of a suite run."""
     if quick:
         return {"particles": 64, "cloth": 8, "cells": 3, "steps": 10, "repeats": 1}
-    return {"particles": 1000, "cloth": 32, "cells": 10, "steps": 500, "repeats": 3}
+    return {"particles": 1000, "cloth": 32, "cells": 10, "steps": 500, "repeats": 5}
 
 
 # ---------------------------------------------------------------------------- scenes
@@ -279,8 +279,8 @@ def compare(wps: WpsimRunner, nwt: NewtonRunner, steps: int, repeats: int, devic
     difference of their final particle positions (m; robots: joint coordinates, m or rad)."""
     from wpsim.bench.scene_speed import count_launches
 
-    wp_s, wp_final = best_time(lambda: wps.run(steps), repeats, device)
-    nw_s, nw_final = best_time(lambda: nwt.run(steps), repeats, device)
+    (wp_s, nw_s), (wp_final, nw_final) = best_times([lambda: wps.run(steps), lambda: nwt.run(steps)], repeats,
+                                                    device)
     wp_q = wp_final.particle_q if wps.model.particle_count else wp_final.joint_q
     nw_q = nw_final.particle_q if wps.model.particle_count else nw_final.joint_q
     diff = float(np.abs(wp_q.numpy() - nw_q.numpy()).max())

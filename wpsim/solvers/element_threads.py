@@ -13,7 +13,8 @@ kind; ctypes releases the GIL while a kernel runs, so the shares run at the same
   into a force buffer of its own (the first share: into the particle forces, computed on its
   thread first, so it takes a smaller fraction); the buffers are then added into the particle
   forces in share order. Only the order of each particle's sum changes: results are bitwise the
-  same from run to run with the same number of shares, and equal one thread's to rounding.
+  same from run to run with the same number of shares, and equal one thread's to rounding, so
+  ``SemiImplicitSolver`` splits by fraction only in ``advance`` (see ``PreparedParticleSteps``).
 """
 
 from __future__ import annotations

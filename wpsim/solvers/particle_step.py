@@ -70,7 +70,9 @@ class PreparedParticleSteps:
     under a set of settings, and re-run with only the step number changed; once
     ``PREPARED_LAUNCHES`` sets are kept, a set of the same settings is retargeted to new arrays
     (callers that step fresh states every time). With enough elements the element forces are
-    split over ``threads`` threads (``ElementThreads``). Keep Model arrays and change them in
+    split over ``threads`` threads (``ElementThreads``): by world in every step, by fraction only
+    in ``advance`` (a ``step``, recorded or not, is bitwise the same, which checkpointed
+    rollouts verify when they re-run a segment). Keep Model arrays and change them in
     place (``assign``), as wpsim's optimisers do: prepared launches read the arrays they were
     made with."""
 
@@ -82,40 +84,44 @@ class PreparedParticleSteps:
         self._plans = {}
         """Prepared steps (``_Plan``) by (the arrays, the settings) they were made for."""
 
-    def run(self, solver, state_in, state_out, control, dt: float):
-        """One step's particle launches from ``state_in`` into ``state_out``."""
+    def run(self, solver, state_in, state_out, control, dt: float, by_fraction: bool = False):
+        """One step's particle launches from ``state_in`` into ``state_out``. The element forces
+        are split by world where ``ElementThreads`` can, which leaves results bitwise; by
+        fraction only with ``by_fraction`` (``advance``), which changes them to rounding."""
+        threads = self.element_threads
+        split = threads is not None and (threads.by_world or by_fraction)
         arrays = (
             id(state_in.particle_q), id(state_in.particle_qd), id(state_in.particle_f), id(state_in.neighbor_count),
             id(state_in.neighbor_index), id(state_in.body_q), id(state_in.body_qd), id(state_in.body_f),
             id(control.particle_f_ext), id(control.spring_activation), id(control.tet_activation),
             id(state_out.particle_q), id(state_out.particle_qd),
         )
-        settings = (float(dt), float(solver._friction_smoothing), float(solver.contact_gradient_width),
+        settings = (split, float(dt), float(solver._friction_smoothing), float(solver.contact_gradient_width),
                     float(solver.max_coordinate), float(solver.max_speed))
         plan = self._plans.get((arrays, settings))
         if plan is None:
-            plan = self._prepared(settings, self._launches(solver, state_in, state_out, control, dt))
+            plan = self._prepared(settings, self._launches(solver, state_in, state_out, control, dt, split))
             self._plans[(arrays, settings)] = plan
         for launch in plan.smoothing:
             launch.run()
-        if self.element_threads is None:
+        if split:
+            threads.run(plan.particle_force, plan.shares, plan.add_rows)
+        else:
             plan.particle_force.run()
             for launch in plan.shares[0]:
                 launch.run()
-        else:
-            self.element_threads.run(plan.particle_force, plan.shares, plan.add_rows)
         plan.integrate.set(plan.step_argument, solver.step_count)
         plan.integrate.run()
 
-    def _launches(self, solver, state_in, state_out, control, dt: float) -> _Plan:
-        """The ``KernelLaunch``es of a step between these arrays."""
+    def _launches(self, solver, state_in, state_out, control, dt: float, split: bool) -> _Plan:
+        """The ``KernelLaunch``es of a step between these arrays (``split``: over ``ElementThreads``)."""
         model = self.model
         q, qd, f = state_in.particle_q, state_in.particle_qd, state_in.particle_f
         smoothing, domain_stress = smoothed_stress_launches(model, q, control, solver._smoothing)
-        if self.element_threads is None:
-            shares, add_rows = [element_launches(model, q, qd, control, f, domain_stress)], None
-        else:
+        if split:
             shares, add_rows = self.element_threads.launches(q, qd, control, f, domain_stress)
+        else:
+            shares, add_rows = [element_launches(model, q, qd, control, f, domain_stress)], None
         particle_force = particle_force_launch(model, q, qd, control, dt, solver._friction_smoothing, state_in, f,
                                                solver.contact_gradient_width)
         integrate = integrate_launch(solver, state_in, state_out, dt)

@@ -65,8 +65,8 @@ class SemiImplicitSolver(SolverBase):
         threads: CPU threads of the fused step's launches, recorded or not, and of the element
             forces of unrecorded particle steps (``ElementThreads``, from
             ``MIN_ELEMENTS_PER_SHARE`` elements per thread: split by whole worlds, results are
-            bitwise one thread's; a world split by fractions sums each particle's forces in
-            another order, equal to rounding) (default: every core).
+            bitwise one thread's; within ``advance`` a world may be split by fractions, which
+            sums each particle's forces in another order, equal to rounding) (default: every core).
         neighbor_skin: with particle-particle contact, the skin (m) of the neighbour lists
             (``ParticleNeighborLists``): lists are rebuilt only when a particle has moved more
             than half of it, results are unchanged. Default: ``SKIN_PER_RADIUS`` particle radii
@@ -95,6 +95,8 @@ class SemiImplicitSolver(SolverBase):
         self._prepared_particles = PreparedParticleSteps(model, threads or os.cpu_count() or 1) \
             if model.device.is_cpu and model.particle_count else None
         """Unrecorded CPU particle steps through prepared launches (``PreparedParticleSteps``), or None."""
+        self._advancing = False
+        """Within ``advance``: a world's element forces may be split by fraction over threads."""
         self.neighbors = None
         """The ``ParticleNeighborLists`` of particle-particle contact (its ``builds``), or None."""
         if model.particle_max_neighbors > 0:
@@ -159,9 +161,15 @@ class SemiImplicitSolver(SolverBase):
     def advance(self, state: State, control: Control | None, dt: float, steps: int) -> State:
         """``steps`` unrecorded steps of ``dt`` s in place on ``state`` under one ``control``;
         returns ``state``. With the fused step, one launch (per thread) runs them all;
-        otherwise ``SolverBase.advance``."""
+        otherwise ``SolverBase.advance``, where the element forces of a model with fewer worlds
+        than threads may be split by fraction over the threads (``ElementThreads``): then the
+        states equal those of ``step`` to rounding, not bitwise."""
         if self.fused is None:
-            super().advance(state, control, dt, steps)
+            self._advancing = True
+            try:
+                super().advance(state, control, dt, steps)
+            finally:
+                self._advancing = False
             return eval_fk(self.model, state)
         self._check_unrecorded(state, steps)
         self.fused.advance(self, state, self._zero_control if control is None else control, dt, steps)
@@ -171,7 +179,7 @@ class SemiImplicitSolver(SolverBase):
     def _step_particles(self, state_in: State, state_out: State, control: Control, dt: float):
         """Particle forces (with reactions on bodies) and the symplectic Euler update."""
         if self._prepared_particles is not None and active_tape() is None:
-            self._prepared_particles.run(self, state_in, state_out, control, dt)
+            self._prepared_particles.run(self, state_in, state_out, control, dt, by_fraction=self._advancing)
             return
         launches = force_launches(self.model, state_in.particle_q, state_in.particle_qd, control, dt,
                                   self._friction_smoothing, state_in, state_in.particle_f, self._smoothing,
