@@ -54,8 +54,9 @@ radii, elements and their rest shapes are the same. What still differs:
 
 Records per scene: ``steps_per_s`` (modes ``wpsim`` and ``newton``), ``time_ratio`` (mode
 ``wpsim/newton``): wpsim steps/s / Newton steps/s (above 1: wpsim is faster), and
-``launches_per_step`` of both sides (``wp.launch`` calls of one step, counted as in
-``scene_speed.count_launches``). wpsim's fused robot step is one launch, and ``advance`` runs
+``launches_per_step`` of both sides (kernel launches of one step, wpsim's as ``advance`` takes
+it: with the element forces split over threads, one launch per element kind and thread,
+counted as in ``scene_speed.count_launches``). wpsim's fused robot step is one launch, and ``advance`` runs
 all ``steps`` steps in one launch, which is most of its lead on the robots. Params also carry
 ``final_max_abs_diff``: the largest difference between the two sides' final particle positions
 (m) or joint coordinates (m or rad) (the particle pile is chaotic; the other scenes end within
@@ -249,11 +250,11 @@ class WpsimRunner:
         return self.solver.advance(self.state, None, self.dt, n)
 
     def launches(self) -> int:
-        """Kernel launches of one step."""
+        """Kernel launches of one step as ``run`` takes it (``advance`` of one step)."""
         from wpsim.bench.scene_speed import count_launches
 
-        a, b = self.model.state(requires_grad=False), self.model.state(requires_grad=False)
-        return count_launches(lambda: self.solver.step(a, b, None, self.dt))
+        state = self.model.state(requires_grad=False)
+        return count_launches(lambda: self.solver.advance(state, None, self.dt, 1))
 
 
 def wpsim_robot_model(path: Path, hinge_start: float | None, device):
