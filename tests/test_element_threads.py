@@ -71,7 +71,8 @@ def test_one_world_splits_by_fraction_equal_to_rounding_and_reproducible(tiny_sh
     three, split = rollout(model, 3, control)
     again, _ = rollout(model, 3, control)
     assert single._prepared_particles.element_threads is None
-    assert split._prepared_particles.element_threads.shares == 3 and not split._prepared_particles.element_threads.by_world
+    threads = split._prepared_particles.element_threads
+    assert threads.shares == 3 and not threads.by_world
     np.testing.assert_array_equal(three, again)
     scale = np.abs(one).max(axis=0)
     np.testing.assert_allclose(three, one, rtol=0.0, atol=1.0e-11 * scale.max())

@@ -41,7 +41,7 @@ def kernel_modules() -> dict[str, tuple[str, int]]:
     functions alone are compiled into their callers'."""
     import warp as wp
 
-    import wpsim.kernels as kernels
+    from wpsim import kernels
 
     found = {}
     for name in kernels.__all__:
@@ -50,9 +50,9 @@ def kernel_modules() -> dict[str, tuple[str, int]]:
         for value in vars(module).values():
             if not isinstance(value, wp.Kernel):
                 continue
-            name = value.module.name
-            if name == module.__name__ or name.startswith(module.__name__ + "."):  # not kernels it imports
-                found[name] = (module.__name__, size)
+            warp_name = value.module.name
+            if warp_name == module.__name__ or warp_name.startswith(module.__name__ + "."):  # not imported kernels
+                found[warp_name] = (module.__name__, size)
     return dict(sorted(found.items(), key=lambda item: -item[1][1]))
 
 

@@ -251,8 +251,7 @@ def measure_steps(ws: WpsimSide, device, worlds: int, steps: int, repeats: int, 
     """Best wall times of ``steps`` steps of ``worlds`` wpsim worlds and of ``mujoco_run()``."""
     model, solver = ws.model(device, worlds, variant=variant)
     run, launches = ws.step_runner(model, solver)
-    final = run(steps)
-    (wp_s, mj_s), _ = best_times([lambda: run(steps), mujoco_run], repeats, device)
+    (wp_s, mj_s), (final, _) = best_times([lambda: run(steps), mujoco_run], repeats, device)
     return {"wpsim_s": wp_s, "mujoco_s": mj_s, "launches": launches, "finite": _finite(final),
             "fused": solver.fused is not None}
 
@@ -262,12 +261,12 @@ def measure_gradient(ws: WpsimSide, mjs: MujocoSide, device, worlds: int, steps:
     model, solver = ws.model(device, worlds, requires_grad=True, variant=variant)
     controls = np.full((steps, mjs.model.nu), control)
     run = ws.gradient_runner(model, solver, steps, controls)
-    mj_grad = mjs.fd_chain_gradient(steps, controls)  # the reference of one world
 
     def mujoco_all():
         return [mjs.fd_chain_gradient(steps, controls) for _ in range(worlds)]
 
-    (wp_s, mj_s), ((wp_grad, loss), _) = best_times([run, mujoco_all], repeats, device)
+    (wp_s, mj_s), ((wp_grad, loss), mj_grads) = best_times([run, mujoco_all], repeats, device)
+    mj_grad = mj_grads[0]  # the reference of one world
     scale = max(float(np.abs(mj_grad).max()), 1e-30)
     return {"wpsim_s": wp_s, "mujoco_s": mj_s, "loss": loss,
             "finite": bool(np.isfinite(wp_grad).all()),

@@ -3,7 +3,8 @@
 Every scene is stepped by both simulators from the same start state, with the same size, time
 step and horizon, unrecorded and in float32; each side's steps/s is the best of ``repeats``
 timed runs of ``steps`` steps after a warm-up run (kernel loading), the two sides' runs taking
-turns (``best_times``), so that the machine's speed changes during the comparison reach both. Scenes (quick: 64 particles, an 8x8 cloth, a 3x3x3-cell block, 10 steps):
+turns (``best_times``), so that the machine's speed changes during the comparison reach both.
+Scenes (quick: 64 particles, an 8x8 cloth, a 3x3x3-cell block, 10 steps):
 
 - ``particles``: 1,000 particles (10 g, radius 2 cm) dropped in a loose column onto the ground
   (``scene_library.particles_on_ground``), with particle-particle contact, dt = 1 ms;
@@ -55,9 +56,9 @@ radii, elements and their rest shapes are the same. What still differs:
 Records per scene: ``steps_per_s`` (modes ``wpsim`` and ``newton``), ``time_ratio`` (mode
 ``wpsim/newton``): wpsim steps/s / Newton steps/s (above 1: wpsim is faster), and
 ``launches_per_step`` of both sides (kernel launches of one step, wpsim's as ``advance`` takes
-it: with the element forces split over threads, one launch per element kind and thread,
-counted as in ``scene_speed.count_launches``). wpsim's fused robot step is one launch, and ``advance`` runs
-all ``steps`` steps in one launch, which is most of its lead on the robots. Params also carry
+it: with the element forces split over threads, one launch per element kind and thread;
+counted as in ``scene_speed.count_launches``). wpsim's fused robot step is one launch, and
+``advance`` runs all ``steps`` steps in one launch, which is most of its lead on the robots. Params also carry
 ``final_max_abs_diff``: the largest difference between the two sides' final particle positions
 (m) or joint coordinates (m or rad) (the particle pile is chaotic; the other scenes end within
 a few mm), ``cores``, the Newton version, both solvers and whether each side's final state is

@@ -35,11 +35,11 @@ from wpsim.solvers.prepared_launch import PreparedLaunch
 ELEMENT_KINDS = ("spring", "tri", "bend", "tet")
 """The element kinds whose forces ``element_launches`` adds, in its order."""
 MIN_ELEMENTS_PER_SHARE = 2048
-"""Elements (all kinds together) each share needs: handing a share to a thread costs about
-20 us on a 2-core x86 CPU (``cpu_workers``), the time of a few hundred triangles."""
+"""Elements (all kinds together) each share needs: handing a share to a thread costs 20 to 60
+us on a 2-core x86 CPU (``cpu_workers``), the time of 400 to 1,200 triangles."""
 PARTICLE_WORK = 0.5
 """Time of one particle's drag and contact forces, in elements' force evaluations (measured:
-0.4 to 0.9 for the cloth and the soft block of the ``vs_newton`` suite)."""
+about 0.85 triangles or hinges in the ``vs_newton`` cloth, 0.55 tets in its soft block)."""
 
 
 def element_count(model) -> int:
