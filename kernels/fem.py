@@ -160,45 +160,70 @@ def smoothing_domain_energy(
     wp.atomic_add(energy_out, world, w * neo_hookean_energy_density(Fe, mu, lam))
 
 
-@kernel
-def eval_tetrahedra(
-    tet_indices: wp.array2d(dtype=int),
-    tet_rest_inv: wp.array(dtype=mat33),
-    tet_rest_volume: wp.array(dtype=wp.Float),
-    tet_mu: wp.array(dtype=wp.Float),
-    tet_lambda: wp.array(dtype=wp.Float),
-    tet_kd: wp.array(dtype=wp.Float),
-    tet_fiber: wp.array(dtype=vec3),
-    tet_face_domain: wp.array2d(dtype=int),
-    particle_q_in: wp.array(dtype=vec3),
-    particle_qd_in: wp.array(dtype=vec3),
-    domain_stress_in: wp.array(dtype=mat33),
-    tet_activation: wp.array(dtype=wp.Float),
-    particle_f_out: wp.array(dtype=vec3),
-):
-    """Accumulate each tetrahedron's elastic, damping and active forces (N) onto its vertices
-    (the elastic stress of a smoothed tet: the mean of its face domains' ``domain_stress_in``)."""
-    t = wp.tid()
-    Dm_inv = tet_rest_inv[t]
-    F = tet_deformation(t, tet_indices, Dm_inv, particle_q_in)
-    F_dot = tet_deformation(t, tet_indices, Dm_inv, particle_qd_in)
-    Fa_inv, det_a = active_deformation_inverse(tet_activation[t], tet_fiber[t])
-    if tet_face_domain[t, 0] >= 0:
-        P = (domain_stress_in[tet_face_domain[t, 0]] + domain_stress_in[tet_face_domain[t, 1]]
-             + domain_stress_in[tet_face_domain[t, 2]] + domain_stress_in[tet_face_domain[t, 3]]) * type(det_a)(0.25)
-    else:
-        P = neo_hookean_stress(F * Fa_inv, tet_mu[t], tet_lambda[t])
-    P = P * wp.transpose(Fa_inv) * det_a
-    strain_rate = wp.transpose(F) * F_dot
-    P = P + F * (strain_rate + wp.transpose(strain_rate)) * (type(det_a)(0.5) * tet_kd[t])
-    H = P * wp.transpose(Dm_inv) * (-tet_rest_volume[t])
-    f1 = wp.vector(H[0, 0], H[1, 0], H[2, 0])
-    f2 = wp.vector(H[0, 1], H[1, 1], H[2, 1])
-    f3 = wp.vector(H[0, 2], H[1, 2], H[2, 2])
-    wp.atomic_add(particle_f_out, tet_indices[t, 0], -(f1 + f2 + f3))
-    wp.atomic_add(particle_f_out, tet_indices[t, 1], f1)
-    wp.atomic_add(particle_f_out, tet_indices[t, 2], f2)
-    wp.atomic_add(particle_f_out, tet_indices[t, 3], f3)
+def tet_force_kernel(passive_shortcut: bool):
+    """The tet force kernel: ``eval_tetrahedra`` (recorded steps; every tet through its active
+    deformation, so gradients reach the activations), or with ``passive_shortcut``
+    ``eval_tetrahedra_unrecorded`` (no adjoint), where a tet at activation 0 skips its active
+    deformation: Fa^-1 = I and det Fa = 1 there, the skipped products by them are exact, and its
+    forces are bitwise the same on the CPU (tested), which alone launches it (a CUDA compiler may
+    fuse multiply-adds across the skipped products)."""
+
+    def eval_tetrahedra(
+        tet_indices: wp.array2d(dtype=int),
+        tet_rest_inv: wp.array(dtype=mat33),
+        tet_rest_volume: wp.array(dtype=wp.Float),
+        tet_mu: wp.array(dtype=wp.Float),
+        tet_lambda: wp.array(dtype=wp.Float),
+        tet_kd: wp.array(dtype=wp.Float),
+        tet_fiber: wp.array(dtype=vec3),
+        tet_face_domain: wp.array2d(dtype=int),
+        particle_q_in: wp.array(dtype=vec3),
+        particle_qd_in: wp.array(dtype=vec3),
+        domain_stress_in: wp.array(dtype=mat33),
+        tet_activation: wp.array(dtype=wp.Float),
+        particle_f_out: wp.array(dtype=vec3),
+    ):
+        """Accumulate each tetrahedron's elastic, damping and active forces (N) onto its vertices
+        (the elastic stress of a smoothed tet: the mean of its face domains' ``domain_stress_in``)."""
+        t = wp.tid()
+        Dm_inv = tet_rest_inv[t]
+        F = tet_deformation(t, tet_indices, Dm_inv, particle_q_in)
+        F_dot = tet_deformation(t, tet_indices, Dm_inv, particle_qd_in)
+        passive = False
+        if wp.static(passive_shortcut):
+            passive = tet_activation[t] == type(tet_kd[t])(0.0)
+        if passive:
+            Fa_inv, det_a = wp.identity(3, dtype=type(tet_kd[t])), type(tet_kd[t])(1.0)
+        else:
+            Fa_inv, det_a = active_deformation_inverse(tet_activation[t], tet_fiber[t])
+        if tet_face_domain[t, 0] >= 0:
+            P = (domain_stress_in[tet_face_domain[t, 0]] + domain_stress_in[tet_face_domain[t, 1]]
+                 + domain_stress_in[tet_face_domain[t, 2]]
+                 + domain_stress_in[tet_face_domain[t, 3]]) * type(det_a)(0.25)
+        elif passive:
+            P = neo_hookean_stress(F, tet_mu[t], tet_lambda[t])
+        else:
+            P = neo_hookean_stress(F * Fa_inv, tet_mu[t], tet_lambda[t])
+        if not passive:
+            P = P * wp.transpose(Fa_inv) * det_a
+        strain_rate = wp.transpose(F) * F_dot
+        P = P + F * (strain_rate + wp.transpose(strain_rate)) * (type(det_a)(0.5) * tet_kd[t])
+        H = P * wp.transpose(Dm_inv) * (-tet_rest_volume[t])
+        f1 = wp.vector(H[0, 0], H[1, 0], H[2, 0])
+        f2 = wp.vector(H[0, 1], H[1, 1], H[2, 1])
+        f3 = wp.vector(H[0, 2], H[1, 2], H[2, 2])
+        wp.atomic_add(particle_f_out, tet_indices[t, 0], -(f1 + f2 + f3))
+        wp.atomic_add(particle_f_out, tet_indices[t, 1], f1)
+        wp.atomic_add(particle_f_out, tet_indices[t, 2], f2)
+        wp.atomic_add(particle_f_out, tet_indices[t, 3], f3)
+
+    name = "eval_tetrahedra_unrecorded" if passive_shortcut else "eval_tetrahedra"
+    eval_tetrahedra.__name__ = eval_tetrahedra.__qualname__ = name
+    return kernel(eval_tetrahedra, enable_backward=not passive_shortcut)
+
+
+eval_tetrahedra = tet_force_kernel(passive_shortcut=False)
+eval_tetrahedra_unrecorded = tet_force_kernel(passive_shortcut=True)
 
 
 @kernel

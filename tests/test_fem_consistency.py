@@ -8,6 +8,8 @@ random direction with the work of the forces. Rest states (and rigid motions of 
 be force free.
 """
 
+import contextlib
+
 import numpy as np
 import pytest
 import warp as wp
@@ -277,6 +279,41 @@ def test_passive_tetrahedra_keep_the_activation_gradient():
             assert grad[k] == pytest.approx(central, rel=1e-6, abs=1e-9 * np.abs(grad).max())
     assert all(np.abs(grad).max() > 0.0 for grad in grads)
 
+
+
+@pytest.mark.parametrize("dtype", [wp.float32, wp.float64])
+def test_unrecorded_steps_of_passive_tetrahedra_are_bitwise_the_recorded_steps(dtype):
+    """Unrecorded CPU steps launch ``eval_tetrahedra_unrecorded``, where a tet at activation 0
+    skips its active deformation: 30 steps of damped volumetric, fibre and strain-smoothed tets
+    on the ground, every other one passive, are bitwise the recorded steps (whose kernel takes
+    every tet through its active deformation), and the activations act."""
+    b = wpsim.ModelBuilder()
+    b.add_ground_plane(ke=2.0e3, kd=5.0, mu=0.3)
+    for k, (fiber, smoothed) in enumerate((((0.0, 0.0, 0.0), False), ((0.6, 0.8, 0.0), False),
+                                           ((0.0, 0.0, 0.0), True))):
+        b.add_soft_grid((0.3 * k, 0.0, 0.001), dim_x=2, dim_y=1, dim_z=1, cell_x=0.05, cell_y=0.05, cell_z=0.05,
+                        density=500.0, young_modulus=2.0e4, poisson_ratio=0.3, kd=2.0, radius=0.005, fiber=fiber,
+                        strain_smoothing=smoothed)
+    model = b.finalize(device="cpu", dtype=dtype)
+    every_other = np.where(np.arange(model.tet_count) % 2 == 0, 0.0, np.linspace(-0.3, 0.4, model.tet_count))
+
+    def run(activation, recorded):
+        """Final positions and velocities (m, m/s) and the solver."""
+        control = model.control()
+        control.tet_activation.assign(activation)
+        solver = wpsim.SemiImplicitSolver(model)
+        states = [model.state(requires_grad=False) for _ in range(31)]
+        with wp.Tape() if recorded else contextlib.nullcontext():
+            for k in range(30):
+                solver.step(states[k], states[k + 1], control, 2.0e-4)
+        return np.concatenate([states[-1].particle_q.numpy(), states[-1].particle_qd.numpy()]), solver
+
+    unrecorded, solver = run(every_other, recorded=False)
+    launched = {launch.command.kernel.key for plan in solver._prepared_particles._plans.values()
+                for launch in plan.launches()}
+    assert any(key.startswith("eval_tetrahedra_unrecorded") for key in launched), launched
+    np.testing.assert_array_equal(run(every_other, recorded=True)[0], unrecorded)
+    assert np.abs(unrecorded - run(np.zeros(model.tet_count), recorded=False)[0]).max() > 1.0e-6
 
 # ------------------------------------------------------------- strain-smoothed tetrahedra
 def test_smoothing_domains_are_the_faces_of_smoothed_tets():

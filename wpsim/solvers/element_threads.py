@@ -142,7 +142,7 @@ class ElementThreads:
         None by world) for a step at positions ``q`` and velocities ``qd`` with forces ``f``."""
         model = self.model
         outputs = [f] * self.shares if self.by_world else [f, *(self._rows[k] for k in range(self.shares - 1))]
-        shares = [element_launches(model, q, qd, control, out, domain_stress, chunk)
+        shares = [element_launches(model, q, qd, control, out, domain_stress, chunk, recorded=False)
                   for chunk, out in zip(self._chunks, outputs)]
         add_rows = None if self.by_world else KernelLaunch(
             for_precision(particles.add_force_rows, model.dtype), model.particle_count, [], [self._rows, f])

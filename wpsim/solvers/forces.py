@@ -131,11 +131,13 @@ class WholeElements:
 
 
 def element_launches(model, q: wp.array, qd: wp.array, control, f: wp.array, domain_stress: wp.array,
-                     elements=None) -> list:
+                     elements=None, recorded: bool = True) -> list:
     """The launches that add into ``f`` (N) the forces of springs, membranes, bending hinges and
     tetrahedra at positions ``q`` (m) and velocities ``qd`` (m/s), in that order; ``elements``:
     which of them (an ``ElementChunk``; default ``WholeElements``). Kinds without elements are
-    left out. ``domain_stress``: from ``smoothed_stress_launches``."""
+    left out. ``domain_stress``: from ``smoothed_stress_launches``. ``recorded=False``: CPU
+    launches no tape records, where passive tets take ``fem.eval_tetrahedra_unrecorded``'s
+    shortcut (bitwise the same forces, no adjoint)."""
     real = model.dtype
     elements = WholeElements(model) if elements is None else elements
     count, view = elements.count, elements.view
@@ -165,7 +167,7 @@ def element_launches(model, q: wp.array, qd: wp.array, control, f: wp.array, dom
         ))
     if count("tet"):
         launches.append(KernelLaunch(
-            for_precision(fem.eval_tetrahedra, real), count("tet"),
+            for_precision(fem.eval_tetrahedra if recorded else fem.eval_tetrahedra_unrecorded, real), count("tet"),
             [*(view(a, "tet") for a in (model.tet_indices, model.tet_rest_inv, model.tet_rest_volume, model.tet_mu,
                                         model.tet_lambda, model.tet_kd, model.tet_fiber, model.tet_face_domain)),
              q, qd, domain_stress, view(control.tet_activation, "tet")],

@@ -121,7 +121,7 @@ class PreparedParticleSteps:
         if split:
             shares, add_rows = self.element_threads.launches(q, qd, control, f, domain_stress)
         else:
-            shares, add_rows = [element_launches(model, q, qd, control, f, domain_stress)], None
+            shares, add_rows = [element_launches(model, q, qd, control, f, domain_stress, recorded=False)], None
         particle_force = particle_force_launch(model, q, qd, control, dt, solver._friction_smoothing, state_in, f,
                                                solver.contact_gradient_width)
         integrate = integrate_launch(solver, state_in, state_out, dt)
