@@ -18,7 +18,7 @@ import wpsim
 import wpsim.kernels
 from wpsim.core.fields import CONTROL_FIELDS, MODEL_FIELDS
 from wpsim.diff import GradientMonitor, clip_grad_norm, diagnostics, losses, nonfinite_grads
-from wpsim.kernels import particles
+from wpsim.kernels import generic, particles
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL_NAMES = frozenset(spec.name for spec in MODEL_FIELDS)
@@ -166,6 +166,21 @@ def test_every_kernel_follows_the_convention():
     messages = [message for kernel in kernels for message in kernel_violations(kernel)]
     assert not messages, "\n".join(messages)
 
+
+
+def test_every_kernel_module_compiles_with_uncapped_slp_vectorization():
+    """Warp's cap on the SLP vectorizer's depth is dropped in both flag spellings (and only where
+    it is set), and the module of every precision-generic kernel (``generic.kernel``) carries the
+    resulting CPU flags."""
+    assert generic.uncapped_cpu_flags("-march=native -mllvm=-slp-recursion-max-depth=4 -O3") == "-march=native -O3"
+    assert generic.uncapped_cpu_flags("-mllvm -slp-recursion-max-depth=2 -march=native") == "-march=native"
+    for flags in ("-march=native", "", None):
+        assert generic.uncapped_cpu_flags(flags) is None
+    if generic.CPU_FLAGS is None:
+        pytest.skip("Warp's CPU flags set no SLP depth cap here")
+    assert "slp-recursion-max-depth" not in generic.CPU_FLAGS
+    for kernel in (k for k in wpsim_kernels() if hasattr(k, "precision_overloads")):
+        assert kernel.module.options.get("cpu_compiler_flags") == generic.CPU_FLAGS, kernel.key
 
 # ---------------------------------------------------------------------------- the checker, on bad kernels
 @wp.func
