@@ -37,9 +37,9 @@ ELEMENT_KINDS = ("spring", "tri", "bend", "tet")
 MIN_ELEMENTS_PER_SHARE = 2048
 """Elements (all kinds together) each share needs: handing a share to a thread costs 20 to 60
 us on a 2-core x86 CPU (``cpu_workers``), the time of 400 to 1,200 triangles."""
-PARTICLE_WORK = 0.5
-"""Time of one particle's drag and contact forces, in elements' force evaluations (measured:
-about 0.85 triangles or hinges in the ``vs_newton`` cloth, 0.55 tets in its soft block)."""
+PARTICLE_WORK = 0.65
+"""Time of one particle's drag and contact forces, in elements' force evaluations (measured per
+launch: 0.65 triangles or hinges in the ``vs_newton`` cloth, 0.64 tets in its soft block)."""
 
 
 def element_count(model) -> int:
