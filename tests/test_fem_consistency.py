@@ -280,7 +280,6 @@ def test_passive_tetrahedra_keep_the_activation_gradient():
     assert all(np.abs(grad).max() > 0.0 for grad in grads)
 
 
-
 @pytest.mark.parametrize("dtype", [wp.float32, wp.float64])
 def test_unrecorded_steps_of_passive_tetrahedra_are_bitwise_the_recorded_steps(dtype):
     """Unrecorded CPU steps launch ``eval_tetrahedra_unrecorded``, where a tet at activation 0
@@ -314,6 +313,7 @@ def test_unrecorded_steps_of_passive_tetrahedra_are_bitwise_the_recorded_steps(d
     assert any(key.startswith("eval_tetrahedra_unrecorded") for key in launched), launched
     np.testing.assert_array_equal(run(every_other, recorded=True)[0], unrecorded)
     assert np.abs(unrecorded - run(np.zeros(model.tet_count), recorded=False)[0]).max() > 1.0e-6
+
 
 # ------------------------------------------------------------- strain-smoothed tetrahedra
 def test_smoothing_domains_are_the_faces_of_smoothed_tets():

@@ -167,7 +167,6 @@ def test_every_kernel_follows_the_convention():
     assert not messages, "\n".join(messages)
 
 
-
 def test_every_kernel_module_compiles_with_uncapped_slp_vectorization():
     """Warp's cap on the SLP vectorizer's depth is dropped in both flag spellings (and only where
     it is set), and the module of every precision-generic kernel (``generic.kernel``) carries the
@@ -181,6 +180,7 @@ def test_every_kernel_module_compiles_with_uncapped_slp_vectorization():
     assert "slp-recursion-max-depth" not in generic.CPU_FLAGS
     for kernel in (k for k in wpsim_kernels() if hasattr(k, "precision_overloads")):
         assert kernel.module.options.get("cpu_compiler_flags") == generic.CPU_FLAGS, kernel.key
+
 
 # ---------------------------------------------------------------------------- the checker, on bad kernels
 @wp.func
