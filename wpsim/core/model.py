@@ -26,18 +26,30 @@ def _allocate(obj, specs, shapes, device, real, requires_grad):
         setattr(obj, spec.name, wp.zeros(shapes[spec.name], dtype=dtype, device=device, requires_grad=grad))
 
 
-class State:
+class Checked:
+    """Remembers the solver entry check (``wpsim.core.validation.EntryChecks``) that accepted
+    this object's arrays, so that the check runs once; assigning one of its ``field_names`` forgets it."""
+
+    checked_by = None
+    field_names = frozenset()
+
+    def __setattr__(self, name, value):
+        object.__setattr__(self, name, value)
+        if name in self.field_names:
+            object.__setattr__(self, "checked_by", None)
+
+
+class State(Checked):
     """Time-varying simulation state; the solver writes a fresh State each step."""
 
     __doc__ += field_table("Fields", STATE_FIELDS)
+    field_names = frozenset(spec.name for spec in STATE_FIELDS)
 
     def __init__(self, model: Model, requires_grad: bool, arrays: dict | None = None):
         """Allocate a state, or wrap ``arrays`` (field name -> array) from ``State.batch``."""
         if arrays is None:
             arrays = {name: batch[0] for name, batch in _state_storage(model, 1, requires_grad).items()}
-        for name, arr in arrays.items():
-            setattr(self, name, arr)
-        self.requires_grad = requires_grad
+        self.__dict__.update(arrays, requires_grad=requires_grad)
 
     @classmethod
     def batch(cls, model: Model, count: int, requires_grad: bool) -> list:
@@ -53,7 +65,7 @@ class State:
             getattr(self, name).assign(getattr(other, name))
 
 
-def _field_shape(model: Model, spec: FieldSpec) -> tuple:
+def field_shape(model: Model, spec: FieldSpec) -> tuple:
     """Array shape of a State or Control field of ``model`` (from its shape letters)."""
     sizes = {
         "P": model.particle_count, "K": model.particle_max_neighbors, "S": model.spring_count, "E": model.tet_count,
@@ -70,7 +82,7 @@ def _state_storage(model: Model, count: int, requires_grad: bool) -> dict:
     for spec in STATE_FIELDS:
         dtype = warp_dtype(spec.kind, model.dtype)
         grad = requires_grad and spec.differentiable
-        shape = _field_shape(model, spec)
+        shape = field_shape(model, spec)
         shared = spec.name.startswith("neighbor") and model.particle_max_neighbors == 0
         if count == 1 or shared or shape[0] == 0:
             storage[spec.name] = [wp.zeros(shape, dtype=dtype, device=model.device, requires_grad=grad)] * count
@@ -94,13 +106,14 @@ def row_views(batch: wp.array) -> list:
     return rows
 
 
-class Control:
+class Control(Checked):
     """Inputs a controller sets each step."""
 
     __doc__ += field_table("Fields", CONTROL_FIELDS)
+    field_names = frozenset(spec.name for spec in CONTROL_FIELDS)
 
     def __init__(self, model: Model, requires_grad: bool):
-        shapes = {spec.name: _field_shape(model, spec) for spec in CONTROL_FIELDS}
+        shapes = {spec.name: field_shape(model, spec) for spec in CONTROL_FIELDS}
         _allocate(self, CONTROL_FIELDS, shapes, model.device, model.dtype, requires_grad)
 
 

@@ -1,8 +1,15 @@
-"""Build-time input checks. Each raises ``ValueError`` naming the element kind and index."""
+"""Input checks at build time and at solver entry points. Each raises ``ValueError`` naming the
+element kind and index, or the argument and field."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import warp as wp
+
+from wpsim.core.fields import CONTROL_FIELDS, STATE_FIELDS, warp_dtype
+from wpsim.core.model import Checked, field_shape
 
 
 def as_array(name: str, values, trailing: tuple, count: int | None = None, dtype=np.float64) -> np.ndarray:
@@ -92,3 +99,83 @@ def require_pose(kind: str, index: int, pos, rot) -> np.ndarray:
     if r.shape != (4,) or not np.isfinite(r).all() or np.linalg.norm(r) < 1e-12:
         raise ValueError(f"{kind} {index}: rotation must be a non-zero quaternion (x, y, z, w), got {rot}")
     return np.concatenate([p, r / np.linalg.norm(r)])
+
+
+def require_dt(dt, name: str = "dt") -> float:
+    """``dt`` as a float of seconds, finite and > 0 (a string or bool is refused, not converted)."""
+    try:
+        if isinstance(dt, (str, bytes, bool)):
+            raise TypeError
+        value = float(dt)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number of seconds, got {dt!r}") from None
+    if not 0.0 < value < math.inf:
+        raise ValueError(f"{name} must be finite and > 0 s, got {dt}")
+    return value
+
+
+def require_count(name: str, value, minimum: int = 0) -> int:
+    """``value`` as an int >= ``minimum``; a float or bool is refused, not rounded."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+_INF = math.inf
+_SIZE_NOUNS = {"P": "particles", "S": "springs", "E": "tetrahedra", "Q": "joint coordinates", "D": "joint dofs",
+               "B": "bodies"}
+
+
+class EntryChecks:
+    """A solver's checks of its step arguments against its model: ``dt`` finite and > 0, every
+    State and Control field of the model's shape, dtype and device (a State or Control of
+    another model fails). A State or Control that passed is marked (``Checked``), so each is
+    checked once, until one of its arrays is replaced."""
+
+    def __init__(self, model):
+        self.device = model.device
+
+        def expected(specs):
+            return [(s.name, field_shape(model, s), warp_dtype(s.kind, model.dtype), s.shape) for s in specs]
+
+        self._state = expected(STATE_FIELDS)
+        self._control = expected(CONTROL_FIELDS)
+
+    def step(self, state_in, state_out, control, dt):
+        """Refuse a bad ``dt``, ``state_in``, ``state_out`` or ``control`` (None: the solver's zero control)."""
+        try:  # the per-step cost: a few comparisons
+            if 0.0 < dt < _INF and state_in.checked_by is self and state_out.checked_by is self and (
+                    control is None or control.checked_by is self):
+                return
+        except (TypeError, AttributeError):
+            pass
+        require_dt(dt)
+        arguments = [("state_in", state_in, self._state), ("state_out", state_out, self._state)]
+        if control is not None:
+            arguments.append(("control", control, self._control))
+        for argument, obj, fields in arguments:
+            if getattr(obj, "checked_by", None) is not self:
+                self._accept(argument, obj, fields)
+
+    def _accept(self, argument: str, obj, fields):
+        """Check every field of ``obj``; mark it when it can be marked."""
+        for name, shape, dtype, letters in fields:
+            arr = getattr(obj, name, None)
+            where = f"{argument}.{name}"
+            if not isinstance(arr, wp.array):
+                raise ValueError(f"{where} is {type(arr).__name__}, not a Warp array (is {argument} a "
+                                 f"{'Control' if fields is self._control else 'State'}?)")
+            if arr.shape != shape:
+                noun = _SIZE_NOUNS.get(letters.strip("(,)"))
+                if noun is not None and arr.ndim == 1:
+                    raise ValueError(f"{where} has {arr.shape[0]} entries, the model has {shape[0]} {noun}")
+                raise ValueError(f"{where} has shape {arr.shape}, the model's is {shape}")
+            if arr.dtype != dtype:
+                raise ValueError(f"{where} has dtype {wp.types.type_repr(arr.dtype)}, the model's is "
+                                 f"{wp.types.type_repr(dtype)}")
+            if arr.device != self.device:
+                raise ValueError(f"{where} is on device {arr.device}, the model is on {self.device}")
+        if isinstance(obj, Checked):
+            obj.checked_by = self

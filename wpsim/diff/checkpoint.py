@@ -71,6 +71,7 @@ import warp as wp
 
 from wpsim.core.fields import CONTROL_FIELDS, DYNAMIC_STATE_FIELDS
 from wpsim.core.model import Control, State
+from wpsim.core.validation import require_dt
 from wpsim.diff.grad_health import (
     GradientMonitor,
     GradientReport,
@@ -164,8 +165,7 @@ class Rollout:
                 raise ValueError(f"solver has no attribute {attr!r} (needs model, step and step_count)")
         if int(num_steps) != num_steps or num_steps < 1:
             raise ValueError(f"num_steps must be an integer >= 1, got {num_steps}")
-        if not dt > 0.0:
-            raise ValueError(f"dt must be > 0 s, got {dt}")
+        require_dt(dt)
         if not callable(loss_fn):
             raise ValueError("loss_fn must be callable as loss_fn(step, state, loss)")
         if mode not in MODES:
@@ -250,6 +250,9 @@ class Rollout:
         back: one sync)."""
         if not isinstance(state0, State):
             raise ValueError(f"state0 must be a State, got {type(state0).__name__}")
+        if hasattr(self.solver, "check_step"):  # before a loss or controller launch reads them
+            for control in self.user_controls() or [None]:
+                self.solver.check_step(state0, state0, control, self.dt)
         self._pending = False  # until this forward completes
         self._states = self._tapes = None  # release a previous full-mode forward first
         self._state0 = state0

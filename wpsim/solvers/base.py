@@ -9,6 +9,7 @@ import warp as wp
 from wpsim.core.health import NO_FAULT, HealthReport, SimulationBlowUp, SimulationError
 from wpsim.core.model import Model
 from wpsim.core.tape import active_tape
+from wpsim.core.validation import EntryChecks, require_count
 from wpsim.solvers.prepared_launch import PreparedLaunchCache, launch_unrecorded
 
 
@@ -56,6 +57,8 @@ class SolverBase:
         self._zero_control = model.control(requires_grad=False)
         self._launches = PreparedLaunchCache()
         """The unrecorded CPU launches of this solver's steps, prepared once (``caching_launches``)."""
+        self._entry = EntryChecks(model)
+        """Checks of the step arguments, before anything is launched (once per State and Control)."""
 
     def _step_done(self):
         """Count the step; with ``raise_on_blowup``, check health every interval."""
@@ -69,10 +72,19 @@ class SolverBase:
         if self.raise_on_blowup and self.step_count // interval > before // interval:
             self.check_health(raise_error=True)
 
+    def check_step(self, state_in, state_out, control, dt: float):
+        """Raise ``ValueError`` naming the argument and field if ``step`` would refuse these
+        arguments (``EntryChecks``: dt, and each State and Control field's size, dtype, device)."""
+        self._entry.step(state_in, state_out, control, dt)
+
+    def _check_advance(self, state, control, dt: float, steps: int):
+        """Refuse ``advance`` arguments that ``step`` refuses, and those of ``_check_unrecorded``."""
+        self._entry.step(state, state, control, dt)
+        self._check_unrecorded(state, steps)
+
     def _check_unrecorded(self, state, steps: int):
-        """Refuse ``advance`` on a recorded state or a step count below 1."""
-        if steps < 1:
-            raise ValueError(f"advance: steps must be >= 1, got {steps}")
+        """Refuse ``advance`` on a recorded state or a step count that is not an integer >= 1."""
+        require_count("advance: steps", steps, 1)
         if active_tape() is not None and state.requires_grad:
             raise RuntimeError("advance runs unrecorded steps in place; while a wp.Tape records, use step or simulate")
 
@@ -80,7 +92,7 @@ class SolverBase:
         """``steps`` unrecorded steps of ``dt`` s in place on ``state`` under one ``control``;
         returns ``state``. Here: ``step`` into a second state and back, so memory does not
         grow with ``steps``."""
-        self._check_unrecorded(state, steps)
+        self._check_advance(state, control, dt, steps)
         other = self.model.state(requires_grad=False)
         states = (state, other)
         for k in range(steps):

@@ -183,6 +183,7 @@ class ImplicitEulerSolver(SolverBase):
     # ------------------------------------------------------------------ forward
     def step(self, state_in: State, state_out: State, control: Control | None, dt: float):
         """Advance ``state_in`` by ``dt`` seconds into ``state_out`` under ``control``."""
+        self._entry.step(state_in, state_out, control, dt)
         model = self.model
         control = self._zero_control if control is None else control
         if self.adjoint == "unrolled":

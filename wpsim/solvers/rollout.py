@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 from wpsim.core.model import Control, State
+from wpsim.core.validation import require_count, require_dt
 from wpsim.solvers.base import start_rollout
 
 
@@ -32,6 +33,10 @@ def simulate(
     """
     if controller is not None and control is not None:
         raise ValueError("simulate: give either control or controller, not both")
+    num_steps = require_count("simulate: num_steps", num_steps)
+    require_dt(dt, "simulate: dt")
+    if hasattr(solver, "check_step"):  # before a controller's launches read the state
+        solver.check_step(state, state, None if callable(control) else control, dt)
     start_rollout(solver)
     states = [state] + State.batch(solver.model, num_steps, state.requires_grad)
     for k in range(num_steps):

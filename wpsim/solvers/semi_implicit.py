@@ -12,6 +12,7 @@ from wpsim.solvers.base import SolverBase
 from wpsim.solvers.broad_phase import rigid_broad_phase
 from wpsim.solvers.forces import SmoothingScratch, force_launches
 from wpsim.solvers.fused_articulation import CUDA_MAX_DOFS, FusedArticulationStep, fused_step_unsuitable
+from wpsim.solvers.fused_soft_contact import FusedSoftContactStep, fused_soft_contact_unsuitable
 from wpsim.solvers.kinematics import eval_fk
 from wpsim.solvers.neighbor_lists import SKIN_PER_RADIUS, ParticleNeighborLists
 from wpsim.solvers.particle_step import PreparedParticleSteps, integrate_launch
@@ -58,8 +59,9 @@ class SemiImplicitSolver(SolverBase):
             contact with ``fixed_iterations`` (no read-back) evaluates every pair.
         contact_pair_capacity: the most near pairs a step keeps (default: the pairs with
             planes plus 16 per shape); ``health()`` reports a step that found more.
-        fused: True: step the rigid bodies with one launch per step (``FusedArticulationStep``;
-            a ``ValueError`` says why a model does not allow it); False: the staged launches;
+        fused: True: step the rigid bodies with one launch per step (``FusedArticulationStep``,
+            with soft-constraint contact ``FusedSoftContactStep``, whose recorded steps run
+            staged; a ``ValueError`` says why a model does not allow it); False: the staged launches;
             None (default): fused wherever the model allows it (on CUDA only for articulations
             of at most ``CUDA_MAX_DOFS`` dofs).
         threads: CPU threads of the fused step's launches, recorded or not, and of the element
@@ -110,12 +112,17 @@ class SemiImplicitSolver(SolverBase):
     def _fused_step(self, fused: bool | None, threads: int | None):
         """The fused step the options ask for, or None."""
         model = self.model
-        why_not = fused_step_unsuitable(model, self.soft_contact, self.broad_phase)
+        why_not = fused_step_unsuitable(model, self.broad_phase)
+        if why_not is None and self.soft_contact is not None:
+            why_not = fused_soft_contact_unsuitable(model, self.soft_contact)
         if fused and why_not is not None:
             raise ValueError(f"fused=True: the fused articulation step cannot step this model: {why_not}")
         if fused is None:
             fused = why_not is None and (model.device.is_cpu or model.max_articulation_dofs <= CUDA_MAX_DOFS)
-        return FusedArticulationStep(model, self._articulations, threads) if fused else None
+        if not fused:
+            return None
+        kind = FusedArticulationStep if self.soft_contact is None else FusedSoftContactStep
+        return kind(model, self._articulations, threads)
 
     def health(self):
         """``SolverBase.health`` plus the soft-contact convergence record and the pairs the
@@ -124,8 +131,7 @@ class SemiImplicitSolver(SolverBase):
         if self.broad_phase is not None:
             report.dropped_contact_pairs = self.broad_phase.dropped
         if self.soft_contact is not None:
-            report.unconverged_contact = dict(self.soft_contact.unconverged)
-            report.contact_iterations = self.soft_contact.most_iterations
+            report.unconverged_contact, report.contact_iterations = self.soft_contact.status()
         return report
 
     def reset_health(self):
@@ -138,6 +144,7 @@ class SemiImplicitSolver(SolverBase):
 
     def step(self, state_in: State, state_out: State, control: Control | None, dt: float):
         """Advance ``state_in`` by ``dt`` seconds into ``state_out`` under ``control``."""
+        self._entry.step(state_in, state_out, control, dt)
         model = self.model
         control = self._zero_control if control is None else control
         if self.fused is not None:
@@ -164,6 +171,7 @@ class SemiImplicitSolver(SolverBase):
         otherwise ``SolverBase.advance``, where the element forces of a model with fewer worlds
         than threads may be split by fraction over the threads (``ElementThreads``): then the
         states equal those of ``step`` to rounding, not bitwise."""
+        self._check_advance(state, control, dt, steps)
         if self.fused is None:
             self._advancing = True
             try:
