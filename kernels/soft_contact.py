@@ -113,8 +113,9 @@ def shared_inverse_mass(
     return inverse_mass
 
 
-@kernel
-def soft_contact_rows(
+@wp.func
+def pair_rows(
+    p: int,
     shape_kind: wp.array(dtype=int),
     shape_body: wp.array(dtype=int),
     shape_transform: wp.array(dtype=transform),
@@ -150,15 +151,7 @@ def soft_contact_rows(
     row_distance_out: wp.array(dtype=wp.Float),
     row_in_contact_out: wp.array(dtype=wp.Float),
 ):
-    """One thread per shape pair of the step (shape a on a body, b static or on a body): for
-    every contact slot of the pair (``rigid_contact.plan_contact``) and cone edge, the row's
-    Jacobian of the relative velocity along the edge direction (columns from 0 over the
-    dofs of a's articulation, from ``side_column`` over b's), its
-    velocity J_r v, the diagonal estimate sum_k J_rk^2 / H_kk of its inverse effective
-    mass, the slot's signed distance (m) and whether it penetrates (1) or not (0). (Sums go
-    to arrays: a loop accumulator used nonlinearly after its loop would get a wrong adjoint
-    from Warp.)"""
-    p = wp.tid()
+    """Rows of shape pair ``p`` (see ``soft_contact_rows``)."""
     a = contact_pair_in[p, 0]
     b = contact_pair_in[p, 1]
     ka = shape_kind[a]
@@ -216,6 +209,84 @@ def soft_contact_rows(
 
 
 @kernel
+def soft_contact_rows(
+    shape_kind: wp.array(dtype=int),
+    shape_body: wp.array(dtype=int),
+    shape_transform: wp.array(dtype=transform),
+    shape_size: wp.array(dtype=vec3),
+    shape_mu: wp.array(dtype=wp.Float),
+    shape_point_start: wp.array(dtype=int),
+    shape_points: wp.array(dtype=vec3),
+    shape_hull_points: wp.array(dtype=vec3),
+    shape_hull_point_start: wp.array(dtype=int),
+    shape_hull_point_count: wp.array(dtype=int),
+    shape_plane_normal: wp.array(dtype=vec3),
+    shape_plane_offset: wp.array(dtype=wp.Float),
+    shape_plane_start: wp.array(dtype=int),
+    shape_plane_count: wp.array(dtype=int),
+    body_joint: wp.array(dtype=int),
+    body_origin: wp.array(dtype=vec3),
+    joint_articulation: wp.array(dtype=int),
+    joint_dfs_pos: wp.array(dtype=int),
+    joint_dfs_end: wp.array(dtype=int),
+    dof_joint: wp.array(dtype=int),
+    articulation_dof_start: wp.array(dtype=int),
+    articulation_H_start: wp.array(dtype=int),
+    contact_pair_in: wp.array2d(dtype=int),
+    pair_row_start_in: wp.array(dtype=int),
+    body_q_in: wp.array(dtype=transform),
+    joint_qd_in: wp.array(dtype=wp.Float),
+    dof_motion_in: wp.array(dtype=vec6),
+    mass_matrix_in: wp.array(dtype=wp.Float),
+    side_column: int,
+    row_jacobian_out: wp.array2d(dtype=wp.Float),
+    row_velocity_out: wp.array(dtype=wp.Float),
+    row_inverse_mass_out: wp.array(dtype=wp.Float),
+    row_distance_out: wp.array(dtype=wp.Float),
+    row_in_contact_out: wp.array(dtype=wp.Float),
+):
+    """One thread per shape pair of the step (shape a on a body, b static or on a body): for
+    every contact slot of the pair (``rigid_contact.plan_contact``) and cone edge, the row's
+    Jacobian of the relative velocity along the edge direction (columns from 0 over the
+    dofs of a's articulation, from ``side_column`` over b's), its
+    velocity J_r v, the diagonal estimate sum_k J_rk^2 / H_kk of its inverse effective
+    mass, the slot's signed distance (m) and whether it penetrates (1) or not (0). (Sums go
+    to arrays: a loop accumulator used nonlinearly after its loop would get a wrong adjoint
+    from Warp.)"""
+    pair_rows(wp.tid(), shape_kind, shape_body, shape_transform, shape_size, shape_mu, shape_point_start,
+              shape_points, shape_hull_points, shape_hull_point_start, shape_hull_point_count, shape_plane_normal,
+              shape_plane_offset, shape_plane_start, shape_plane_count, body_joint, body_origin, joint_articulation,
+              joint_dfs_pos, joint_dfs_end, dof_joint, articulation_dof_start, articulation_H_start,
+              contact_pair_in, pair_row_start_in, body_q_in, joint_qd_in, dof_motion_in, mass_matrix_in,
+              side_column, row_jacobian_out, row_velocity_out, row_inverse_mass_out, row_distance_out,
+              row_in_contact_out)
+
+
+@wp.func
+def row_parameters(
+    r: int,
+    row_velocity: wp.array(dtype=wp.Float),
+    row_inverse_mass: wp.array(dtype=wp.Float),
+    row_distance: wp.array(dtype=wp.Float),
+    row_in_contact: wp.array(dtype=wp.Float),
+    time_constant: wp.Float,
+    damping_ratio: wp.Float,
+    impedance: wp.Float,
+    row_aref_out: wp.array(dtype=wp.Float),
+    row_weight_out: wp.array(dtype=wp.Float),
+):
+    """Row r's reference acceleration and weight (see ``soft_contact_row_parameters``)."""
+    one = type(impedance)(1.0)
+    stiffness = one / (time_constant * time_constant)
+    damping = type(impedance)(2.0) * damping_ratio / time_constant
+    row_aref_out[r] = -damping * row_velocity[r] - stiffness * row_distance[r]
+    first = r - r % EDGES
+    inverse_mass = (row_inverse_mass[first] + row_inverse_mass[first + 1] + row_inverse_mass[first + 2]
+                    + row_inverse_mass[first + 3]) * type(one)(0.25)
+    row_weight_out[r] = row_in_contact[r] * impedance / (one - impedance) / (inverse_mass + type(one)(1.0e-12))
+
+
+@kernel
 def soft_contact_row_parameters(
     row_velocity_in: wp.array(dtype=wp.Float),
     row_inverse_mass_in: wp.array(dtype=wp.Float),
@@ -233,15 +304,8 @@ def soft_contact_row_parameters(
     orthogonal to the motion got large weights, and at a penetrating contact their unequal
     forces added up to a spurious friction force (a pendulum resting on its own base sank
     24 mm)."""
-    r = wp.tid()
-    one = type(impedance)(1.0)
-    stiffness = one / (time_constant * time_constant)
-    damping = type(impedance)(2.0) * damping_ratio / time_constant
-    row_aref_out[r] = -damping * row_velocity_in[r] - stiffness * row_distance_in[r]
-    first = r - r % EDGES
-    inverse_mass = (row_inverse_mass_in[first] + row_inverse_mass_in[first + 1] + row_inverse_mass_in[first + 2]
-                    + row_inverse_mass_in[first + 3]) * type(one)(0.25)
-    row_weight_out[r] = row_in_contact_in[r] * impedance / (one - impedance) / (inverse_mass + type(one)(1.0e-12))
+    row_parameters(wp.tid(), row_velocity_in, row_inverse_mass_in, row_distance_in, row_in_contact_in, time_constant,
+                   damping_ratio, impedance, row_aref_out, row_weight_out)
 
 
 @wp.func
@@ -254,6 +318,18 @@ def row_times(r: int, pair: int, pair_dof: wp.array2d(dtype=int), pair_dof_count
         d0 = pair_dof[pair, side]
         for i in range(pair_dof_count[pair, side]):
             x += row_jacobian[r, side * side_column + i] * vector[d0 + i]
+    return x
+
+
+@wp.func
+def row_violation(r: int, row_pair: wp.array(dtype=int), pair_dof: wp.array2d(dtype=int),
+                  pair_dof_count: wp.array2d(dtype=int), row_jacobian: wp.array2d(dtype=wp.Float),
+                  row_aref: wp.array(dtype=wp.Float), row_weight: wp.array(dtype=wp.Float),
+                  accel: wp.array(dtype=wp.Float), side_column: int):
+    """J_r a - aref_r of row r (see ``soft_contact_violation``)."""
+    x = row_aref[r] * type(row_aref[r])(0.0)
+    if row_weight[r] != x:
+        x = row_times(r, row_pair[r], pair_dof, pair_dof_count, side_column, row_jacobian, accel) - row_aref[r]
     return x
 
 
@@ -272,11 +348,8 @@ def soft_contact_violation(
     """One thread per row r: J_r a - aref_r (negative: the row pushes); 0 for rows not in
     contact (D_r = 0), which the solve does not read."""
     r = wp.tid()
-    x = row_aref_in[r] * type(row_aref_in[r])(0.0)
-    if row_weight_in[r] != x:
-        x = row_times(r, row_pair_in[r], pair_dof_in, pair_dof_count_in, side_column, row_jacobian_in,
-                      accel_in) - row_aref_in[r]
-    row_violation_out[r] = x
+    row_violation_out[r] = row_violation(r, row_pair_in, pair_dof_in, pair_dof_count_in, row_jacobian_in, row_aref_in,
+                                         row_weight_in, accel_in, side_column)
 
 
 @wp.func
@@ -344,8 +417,9 @@ def dof_rows(jtype: int, q: wp.Float, qd: wp.Float, accel: wp.Float, lower: wp.F
     return force, curvature
 
 
-@kernel
-def soft_contact_newton_system(
+@wp.func
+def newton_system_row(
+    dof: int,
     dof_joint: wp.array(dtype=int),
     joint_articulation: wp.array(dtype=int),
     articulation_dof_start: wp.array(dtype=int),
@@ -381,14 +455,7 @@ def soft_contact_newton_system(
     gradient_out: wp.array(dtype=wp.Float),
     hessian_out: wp.array(dtype=wp.Float),
 ):
-    """One thread per dof i of an island (articulations whose bodies touch, solved together;
-    its dofs at the positions ``dof_slot_in``, from ``island_dof_start_in``):
-    gradient_i = (H (a - a0))_i + sum_r J_ri D_r min(0, x_r) and row i of the island's Hessian
-    blockdiag(H) + sum_r D_r [x_r < 0] J_r^T J_r, visiting only the pairs of dof i's
-    articulation and their slots in contact (D_r != 0), adding
-    only the rows' nonzero columns; and the rows on dof i alone (``dof_rows``: joint limits,
-    dry friction), weighted D = impedance / (1 - impedance) H_ii."""
-    dof = wp.tid()
+    """Gradient entry and Hessian row of dof dof (see soft_contact_newton_system)."""
     island = dof_island_in[dof]
     i0 = island_dof_start_in[island]
     n_island = island_dof_start_in[island + 1] - i0
@@ -435,6 +502,59 @@ def soft_contact_newton_system(
     gradient_out[dof] = g
 
 
+@kernel
+def soft_contact_newton_system(
+    dof_joint: wp.array(dtype=int),
+    joint_articulation: wp.array(dtype=int),
+    articulation_dof_start: wp.array(dtype=int),
+    articulation_H_start: wp.array(dtype=int),
+    joint_type: wp.array(dtype=int),
+    joint_q_start: wp.array(dtype=int),
+    joint_limit_lower: wp.array(dtype=wp.Float),
+    joint_limit_upper: wp.array(dtype=wp.Float),
+    joint_friction: wp.array(dtype=wp.Float),
+    dof_island_in: wp.array(dtype=int),
+    dof_slot_in: wp.array(dtype=int),
+    island_dof_start_in: wp.array(dtype=int),
+    island_H_start_in: wp.array(dtype=int),
+    articulation_pair_start_in: wp.array(dtype=int),
+    articulation_pairs_in: wp.array(dtype=int),
+    pair_row_start_in: wp.array(dtype=int),
+    pair_dof_in: wp.array2d(dtype=int),
+    pair_dof_count_in: wp.array2d(dtype=int),
+    mass_matrix_in: wp.array(dtype=wp.Float),
+    accel_free_in: wp.array(dtype=wp.Float),
+    row_jacobian_in: wp.array2d(dtype=wp.Float),
+    row_weight_in: wp.array(dtype=wp.Float),
+    row_violation_in: wp.array(dtype=wp.Float),
+    joint_q_in: wp.array(dtype=wp.Float),
+    joint_qd_in: wp.array(dtype=wp.Float),
+    accel_in: wp.array(dtype=wp.Float),
+    side_column: int,
+    limits: int,
+    friction_rows: int,
+    time_constant: wp.Float,
+    damping_ratio: wp.Float,
+    impedance: wp.Float,
+    gradient_out: wp.array(dtype=wp.Float),
+    hessian_out: wp.array(dtype=wp.Float),
+):
+    """One thread per dof i of an island (articulations whose bodies touch, solved together;
+    its dofs at the positions ``dof_slot_in``, from ``island_dof_start_in``):
+    gradient_i = (H (a - a0))_i + sum_r J_ri D_r min(0, x_r) and row i of the island's Hessian
+    blockdiag(H) + sum_r D_r [x_r < 0] J_r^T J_r, visiting only the pairs of dof i's
+    articulation and their slots in contact (D_r != 0), adding
+    only the rows' nonzero columns; and the rows on dof i alone (``dof_rows``: joint limits,
+    dry friction), weighted D = impedance / (1 - impedance) H_ii."""
+    newton_system_row(wp.tid(), dof_joint, joint_articulation, articulation_dof_start, articulation_H_start,
+                      joint_type, joint_q_start, joint_limit_lower, joint_limit_upper, joint_friction,
+                      dof_island_in, dof_slot_in, island_dof_start_in, island_H_start_in,
+                      articulation_pair_start_in, articulation_pairs_in, pair_row_start_in, pair_dof_in,
+                      pair_dof_count_in, mass_matrix_in, accel_free_in, row_jacobian_in, row_weight_in,
+                      row_violation_in, joint_q_in, joint_qd_in, accel_in, side_column, limits, friction_rows,
+                      time_constant, damping_ratio, impedance, gradient_out, hessian_out)
+
+
 @wp.func
 def line_slope(
     alpha: wp.Float,
@@ -451,19 +571,16 @@ def line_slope(
     articulation_pairs: wp.array(dtype=int),
     pair_articulation: wp.array(dtype=int),
     pair_row_start: wp.array(dtype=int),
-    pair_dof: wp.array2d(dtype=int),
-    pair_dof_count: wp.array2d(dtype=int),
     mass_matrix: wp.array(dtype=wp.Float),
-    row_jacobian: wp.array2d(dtype=wp.Float),
     row_weight: wp.array(dtype=wp.Float),
     row_violation: wp.array(dtype=wp.Float),
+    row_step: wp.array(dtype=wp.Float),
     joint_q: wp.array(dtype=wp.Float),
     joint_qd: wp.array(dtype=wp.Float),
     accel: wp.array(dtype=wp.Float),
     step: wp.array(dtype=wp.Float),
     articulation_dof_start: wp.array(dtype=int),
     articulation_H_start: wp.array(dtype=int),
-    side_column: int,
     limits: int,
     friction_rows: int,
     time_constant: wp.Float,
@@ -473,7 +590,7 @@ def line_slope(
     """(phi'(alpha), phi''(alpha)) of the rows' part of the cost along a - alpha d: every row
     x_r(alpha) = x_r - alpha J_r d of the pairs of the island's articulations
     (``island_articulations`` e0 to e1; each pair counted by the articulation of its shape
-    a) adds -D s min(0, x) and D s^2 [x < 0] with s = J_r d; the rows on one dof (``dof_rows``:
+    a) adds -D s min(0, x) and D s^2 [x < 0] with s = J_r d (``row_step``); the rows on one dof (``dof_rows``:
     limits, friction) add -s dcost/da and s^2 d^2cost/da^2 at a - alpha d."""
     zero = alpha * type(alpha)(0.0)
     slope = zero
@@ -485,7 +602,7 @@ def line_slope(
             if pair_articulation[pair] == art:
                 for r in range(pair_row_start[pair], pair_row_start[pair + 1]):
                     if row_weight[r] != zero:
-                        s = row_times(r, pair, pair_dof, pair_dof_count, side_column, row_jacobian, step)
+                        s = row_step[r]
                         x = row_violation[r] - alpha * s
                         slope -= s * row_force(row_weight[r], x)
                         curvature += row_active(row_weight[r], x) * s * s
@@ -525,6 +642,113 @@ def step_ratio(e0: int, e1: int, island_articulations: wp.array(dtype=int), arti
     return largest_step / (type(zero)(1.0) + largest_accel)
 
 
+LINE_SEARCH_EVALUATIONS = 61
+"""Evaluations of phi' at most per line search (bisection halves the bracket at each)."""
+
+
+@wp.func
+def island_line_search(
+    island: int,
+    dof_joint: wp.array(dtype=int),
+    articulation_dof_start: wp.array(dtype=int),
+    articulation_H_start: wp.array(dtype=int),
+    joint_type: wp.array(dtype=int),
+    joint_q_start: wp.array(dtype=int),
+    joint_limit_lower: wp.array(dtype=wp.Float),
+    joint_limit_upper: wp.array(dtype=wp.Float),
+    joint_friction: wp.array(dtype=wp.Float),
+    island_dof_start: wp.array(dtype=int),
+    island_articulation_start: wp.array(dtype=int),
+    island_articulations: wp.array(dtype=int),
+    articulation_pair_start: wp.array(dtype=int),
+    articulation_pairs: wp.array(dtype=int),
+    pair_articulation: wp.array(dtype=int),
+    pair_row_start: wp.array(dtype=int),
+    pair_dof: wp.array2d(dtype=int),
+    pair_dof_count: wp.array2d(dtype=int),
+    mass_matrix: wp.array(dtype=wp.Float),
+    accel_free: wp.array(dtype=wp.Float),
+    row_jacobian: wp.array2d(dtype=wp.Float),
+    row_weight: wp.array(dtype=wp.Float),
+    row_violation: wp.array(dtype=wp.Float),
+    joint_q: wp.array(dtype=wp.Float),
+    joint_qd: wp.array(dtype=wp.Float),
+    accel: wp.array(dtype=wp.Float),
+    step: wp.array(dtype=wp.Float),
+    side_column: int,
+    limits: int,
+    friction_rows: int,
+    time_constant: wp.Float,
+    damping_ratio: wp.Float,
+    impedance: wp.Float,
+    tolerance: wp.Float,
+    slope_tolerance: wp.Float,
+    row_step: wp.array(dtype=wp.Float),
+):
+    """Island ``island``'s exact step length (see ``soft_contact_line_search``); J_r d of its
+    rows in contact go to ``row_step`` once, before the evaluations."""
+    i0 = island_dof_start[island]
+    i1 = island_dof_start[island + 1]
+    e0 = island_articulation_start[island]
+    e1 = island_articulation_start[island + 1]
+    zero = accel[0] * type(accel[0])(0.0)
+    one = zero + type(zero)(1.0)
+    if i1 == i0:  # an island without dofs has nothing to search
+        return one
+    if step_ratio(e0, e1, island_articulations, articulation_dof_start, step, accel) <= tolerance:
+        return one
+    dhd = zero  # d^T H d
+    dhr = zero  # d^T H (a - a0)
+    for e in range(e0, e1):
+        art = island_articulations[e]
+        d0 = articulation_dof_start[art]
+        n = articulation_dof_start[art + 1] - d0
+        h0 = articulation_H_start[art]
+        for i in range(n):
+            for k in range(n):
+                h = mass_matrix[h0 + i * n + k] * step[d0 + i]
+                dhd += h * step[d0 + k]
+                dhr += h * (accel[d0 + k] - accel_free[d0 + k])
+        for entry in range(articulation_pair_start[art], articulation_pair_start[art + 1]):
+            pair = articulation_pairs[entry]
+            if pair_articulation[pair] == art:
+                for r in range(pair_row_start[pair], pair_row_start[pair + 1]):
+                    if row_weight[r] != zero:
+                        row_step[r] = row_times(r, pair, pair_dof, pair_dof_count, side_column, row_jacobian, step)
+    # evaluation 0 at alpha = 0 gives phi'(0); then Newton steps on phi' from alpha = 1
+    alpha = zero
+    start = zero
+    lo = zero
+    hi = -one  # no upper bracket yet
+    for evaluation in range(LINE_SEARCH_EVALUATIONS):
+        slope, curvature = line_slope(
+            alpha, dof_joint, joint_type, joint_q_start, joint_limit_lower, joint_limit_upper, joint_friction, e0,
+            e1, island_articulations, articulation_pair_start, articulation_pairs, pair_articulation, pair_row_start,
+            mass_matrix, row_weight, row_violation, row_step, joint_q, joint_qd, accel, step, articulation_dof_start,
+            articulation_H_start, limits, friction_rows, time_constant, damping_ratio, impedance)
+        slope += alpha * dhd - dhr
+        curvature += dhd
+        if evaluation == 0:
+            start = slope
+            alpha = one
+            if not (start < zero and curvature > zero):  # not a descent direction: the full step
+                break
+            continue
+        if wp.abs(slope) <= slope_tolerance * wp.abs(start):
+            break
+        if slope < zero:
+            lo = alpha
+        else:
+            hi = alpha
+        trial = alpha - slope / curvature
+        if hi >= zero and (trial <= lo or trial >= hi):
+            trial = type(zero)(0.5) * (lo + hi)
+        if trial == alpha:  # no step left in this precision
+            break
+        alpha = trial
+    return alpha
+
+
 @kernel(enable_backward=False)
 def soft_contact_line_search(
     dof_joint: wp.array(dtype=int),
@@ -560,70 +784,26 @@ def soft_contact_line_search(
     damping_ratio: wp.Float,
     impedance: wp.Float,
     tolerance: wp.Float,
+    slope_tolerance: wp.Float,
+    row_step_out: wp.array(dtype=wp.Float),
     alpha_out: wp.array(dtype=wp.Float),
 ):
     """One thread per island: the exact minimiser alpha >= 0 of the (convex, piecewise
     quadratic) cost phi(alpha) = f(a - alpha d) along the Newton step d, by Newton steps on
-    the piecewise-linear phi' kept inside a bracket (bisection where a step leaves it); 1
-    where d is not a descent direction, or already within the convergence tolerance
-    (max |d| <= tolerance (1 + max |a|), where the search would only see rounding and the
-    full step keeps an unrolled adjoint exact)."""
+    the piecewise-linear phi' kept inside a bracket (bisection where a step leaves it), until
+    |phi'| <= slope_tolerance |phi'(0)| or no step is left in the precision; 1 where d is
+    not a descent direction, or already within the convergence tolerance (max |d| <=
+    tolerance (1 + max |a|), where the search would only see rounding and the full step keeps
+    an unrolled adjoint exact). J_r d of every row in contact is computed once, into
+    ``row_step_out``."""
     island = wp.tid()
-    i0 = island_dof_start_in[island]
-    i1 = island_dof_start_in[island + 1]
-    e0 = island_articulation_start_in[island]
-    e1 = island_articulation_start_in[island + 1]
-    if i1 == i0:  # an island without dofs has nothing to search
-        alpha_out[island] = type(alpha_out[island])(1.0)
-        return
-    zero = accel_in[0] * type(accel_in[0])(0.0)
-    one = zero + type(zero)(1.0)
-    if step_ratio(e0, e1, island_articulations_in, articulation_dof_start, step_in, accel_in) <= tolerance:
-        alpha_out[island] = one
-        return
-    dhd = zero  # d^T H d
-    dhr = zero  # d^T H (a - a0)
-    for e in range(e0, e1):
-        art = island_articulations_in[e]
-        d0 = articulation_dof_start[art]
-        n = articulation_dof_start[art + 1] - d0
-        h0 = articulation_H_start[art]
-        for i in range(n):
-            for k in range(n):
-                h = mass_matrix_in[h0 + i * n + k] * step_in[d0 + i]
-                dhd += h * step_in[d0 + k]
-                dhr += h * (accel_in[d0 + k] - accel_free_in[d0 + k])
-    # evaluation 0 at alpha = 0 gives phi'(0); then Newton steps on phi' from alpha = 1
-    alpha = zero
-    start = zero
-    lo = zero
-    hi = -one  # no upper bracket yet
-    for evaluation in range(61):
-        slope, curvature = line_slope(
-            alpha, dof_joint, joint_type, joint_q_start, joint_limit_lower, joint_limit_upper, joint_friction, e0,
-            e1, island_articulations_in, articulation_pair_start_in, articulation_pairs_in, pair_articulation_in,
-            pair_row_start_in, pair_dof_in, pair_dof_count_in, mass_matrix_in, row_jacobian_in, row_weight_in,
-            row_violation_in, joint_q_in, joint_qd_in, accel_in, step_in, articulation_dof_start, articulation_H_start,
-            side_column, limits, friction_rows, time_constant, damping_ratio, impedance)
-        slope += alpha * dhd - dhr
-        curvature += dhd
-        if evaluation == 0:
-            start = slope
-            alpha = one
-            if not (start < zero and curvature > zero):  # not a descent direction: the full step
-                break
-            continue
-        if wp.abs(slope) <= type(zero)(1e-13) * wp.abs(start):
-            break
-        if slope < zero:
-            lo = alpha
-        else:
-            hi = alpha
-        trial = alpha - slope / curvature
-        if hi >= zero and (trial <= lo or trial >= hi):
-            trial = type(zero)(0.5) * (lo + hi)
-        alpha = trial
-    alpha_out[island] = alpha
+    alpha_out[island] = island_line_search(
+        island, dof_joint, articulation_dof_start, articulation_H_start, joint_type, joint_q_start, joint_limit_lower,
+        joint_limit_upper, joint_friction, island_dof_start_in, island_articulation_start_in, island_articulations_in,
+        articulation_pair_start_in, articulation_pairs_in, pair_articulation_in, pair_row_start_in, pair_dof_in,
+        pair_dof_count_in, mass_matrix_in, accel_free_in, row_jacobian_in, row_weight_in, row_violation_in,
+        joint_q_in, joint_qd_in, accel_in, step_in, side_column, limits, friction_rows, time_constant, damping_ratio,
+        impedance, tolerance, slope_tolerance, row_step_out)
 
 
 @kernel

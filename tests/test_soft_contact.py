@@ -51,7 +51,7 @@ def test_resting_box_neither_sinks_nor_jitters():
     assert 0.099 < z[-1] < 0.1  # penetration below 1 mm
     assert np.ptp(z[500:]) < 1e-6  # at rest: no jitter
     assert np.abs(path[-1, :2]).max() < 1e-9
-    assert solver.soft_contact.last_iterations <= 5
+    assert solver.health().contact_iterations <= 5
 
 
 @pytest.mark.parametrize("mu", [0.5, 0.1])
@@ -221,7 +221,7 @@ def test_box_stack_stands_still_as_one_island():
     assert np.abs(z[-1] - np.array([0.1, 0.3, 0.5])).max() < 1e-3  # each contact sinks below 1 mm
     assert np.ptp(z[500:], axis=0).max() < 1e-6  # at rest: no jitter
     assert np.abs(path[-1].reshape(3, 7)[:, :2]).max() < 1e-9  # no sideways drift
-    assert solver.soft_contact.last_iterations <= 5
+    assert solver.health().contact_iterations <= 5
 
 
 def test_touching_bodies_fall_together_at_g():

@@ -35,15 +35,14 @@ MIN_ARTICULATIONS_PER_THREAD = 8
 many articulations (handing a launch to a thread costs about as much as stepping a few)."""
 
 
-def fused_step_unsuitable(model, soft_contact, broad_phase) -> str | None:
+def fused_step_unsuitable(model, broad_phase) -> str | None:
     """Why the fused step cannot step ``model`` (a sentence), or None when it can: it steps
-    articulations alone, with penalty contact whose pairs each touch one articulation."""
+    articulations alone, with contact whose pairs each touch one articulation (soft-constraint
+    contact asks more, ``fused_soft_contact.fused_soft_contact_unsuitable``)."""
     if model.body_count == 0:
         return "the model has no rigid bodies"
     if model.particle_count:
         return "particles couple to the bodies between the step's stages"
-    if soft_contact is not None:
-        return "soft-constraint contact runs its own Newton solve"
     if broad_phase is not None:
         return "a per-step broad phase lists the contact pairs"
     if model.coupling_count or model.connection_count:

@@ -1,0 +1,334 @@
+"""The whole soft-constraint contact step of an articulation in one thread: its joint-space
+system (``articulation_step.articulation_dynamics``, without penalty contact), the
+unconstrained accelerations, the contact rows of its pairs, the Newton solve with the exact
+line search and the convergence test, and the joint update -- the functions the staged
+launches of ``soft_contact`` run, in their order, so the two schedules agree bitwise on the CPU.
+
+For articulations whose contact pairs each touch that articulation alone (the other shape
+static or on the same articulation): each is an island of its own, fixed when the model is
+built (``wpsim.solvers.fused_soft_contact`` checks this). No host decision per step or
+iteration: the loop exits in the kernel, and each world's iterations and unconverged steps
+are kept on the device.
+"""
+
+import warp as wp
+
+from .articulation import articulation_fk, factor_and_solve, integrate_joint, vec6
+from .articulation_step import articulation_dynamics
+from .generic import kernel, mat33, transform, vec3
+from .soft_contact import (
+    island_line_search,
+    newton_system_row,
+    pair_rows,
+    row_parameters,
+    row_violation,
+    step_ratio,
+)
+
+
+@wp.func
+def contact_solve(
+    a: int,
+    world: int,
+    step: int,
+    dof_joint: wp.array(dtype=int),
+    joint_type: wp.array(dtype=int),
+    joint_articulation: wp.array(dtype=int),
+    joint_q_start: wp.array(dtype=int),
+    joint_limit_lower: wp.array(dtype=wp.Float),
+    joint_limit_upper: wp.array(dtype=wp.Float),
+    joint_friction: wp.array(dtype=wp.Float),
+    articulation_dof_start: wp.array(dtype=int),
+    articulation_H_start: wp.array(dtype=int),
+    pair_row_start: wp.array(dtype=int),
+    row_pair: wp.array(dtype=int),
+    pair_dof: wp.array2d(dtype=int),
+    pair_dof_count: wp.array2d(dtype=int),
+    pair_articulation: wp.array(dtype=int),
+    articulation_contact_pair_start: wp.array(dtype=int),
+    articulation_contact_pairs: wp.array(dtype=int),
+    island_articulation_start: wp.array(dtype=int),
+    island_articulations: wp.array(dtype=int),
+    dof_island: wp.array(dtype=int),
+    dof_slot: wp.array(dtype=int),
+    joint_q: wp.array(dtype=wp.Float),
+    joint_qd: wp.array(dtype=wp.Float),
+    mass_matrix: wp.array(dtype=wp.Float),
+    qdd: wp.array(dtype=wp.Float),
+    row_jacobian: wp.array2d(dtype=wp.Float),
+    row_weight: wp.array(dtype=wp.Float),
+    side_column: int,
+    limits: int,
+    friction_rows: int,
+    time_constant: wp.Float,
+    damping_ratio: wp.Float,
+    impedance: wp.Float,
+    tolerance: wp.Float,
+    slope_tolerance: wp.Float,
+    iterations: int,
+    fixed_iterations: int,
+    row_aref: wp.array(dtype=wp.Float),
+    row_violation_out: wp.array(dtype=wp.Float),
+    row_step_out: wp.array(dtype=wp.Float),
+    gradient_out: wp.array(dtype=wp.Float),
+    hessian_out: wp.array(dtype=wp.Float),
+    newton_factor_out: wp.array(dtype=wp.Float),
+    newton_step_out: wp.array(dtype=wp.Float),
+    accel_out: wp.array(dtype=wp.Float),
+    world_contact_iterations_out: wp.array(dtype=int),
+    world_unconverged_steps_out: wp.array(dtype=int),
+    world_first_unconverged_out: wp.array(dtype=int),
+    world_worst_residual_out: wp.array(dtype=wp.Float),
+):
+    """Articulation ``a``'s constrained accelerations into accel_out from the unconstrained
+    ``qdd``, by the staged solve's Newton iterations (its island is the articulation: the
+    island arrays map articulation i to island i and dof d to slot d), stopping where the
+    applied step is within ``tolerance`` (``fixed_iterations``: after ``iterations``); the
+    iterations and, above the tolerance at the cap, the unconverged step go to ``world``'s
+    health entries."""
+    d0 = articulation_dof_start[a]
+    n = articulation_dof_start[a + 1] - d0
+    for i in range(n):
+        accel_out[d0 + i] = qdd[d0 + i]
+    residual = time_constant * type(time_constant)(0.0)
+    done = int(0)
+    for k in range(iterations):
+        for entry in range(articulation_contact_pair_start[a], articulation_contact_pair_start[a + 1]):
+            pair = articulation_contact_pairs[entry]
+            for r in range(pair_row_start[pair], pair_row_start[pair + 1]):
+                row_violation_out[r] = row_violation(r, row_pair, pair_dof, pair_dof_count, row_jacobian, row_aref,
+                                                     row_weight, accel_out, side_column)
+        for dof in range(d0, d0 + n):
+            newton_system_row(dof, dof_joint, joint_articulation, articulation_dof_start, articulation_H_start,
+                              joint_type, joint_q_start, joint_limit_lower, joint_limit_upper, joint_friction,
+                              dof_island, dof_slot, articulation_dof_start, articulation_H_start,
+                              articulation_contact_pair_start, articulation_contact_pairs, pair_row_start, pair_dof,
+                              pair_dof_count, mass_matrix, qdd, row_jacobian, row_weight, row_violation_out,
+                              joint_q, joint_qd, accel_out, side_column, limits, friction_rows, time_constant,
+                              damping_ratio, impedance, gradient_out, hessian_out)
+        factor_and_solve(a, articulation_dof_start, articulation_H_start, hessian_out, gradient_out,
+                         newton_factor_out, newton_step_out)
+        alpha = island_line_search(
+            a, dof_joint, articulation_dof_start, articulation_H_start, joint_type, joint_q_start,
+            joint_limit_lower, joint_limit_upper, joint_friction, articulation_dof_start,
+            island_articulation_start, island_articulations, articulation_contact_pair_start,
+            articulation_contact_pairs, pair_articulation, pair_row_start, pair_dof, pair_dof_count, mass_matrix,
+            qdd, row_jacobian, row_weight, row_violation_out, joint_q, joint_qd, accel_out, newton_step_out,
+            side_column, limits, friction_rows, time_constant, damping_ratio, impedance, tolerance,
+            slope_tolerance, row_step_out)
+        for i in range(n):
+            accel_out[d0 + i] = accel_out[d0 + i] - alpha * newton_step_out[d0 + i]
+        residual = step_ratio(a, a + 1, island_articulations, articulation_dof_start, newton_step_out, accel_out)
+        wp.atomic_max(world_contact_iterations_out, world, k + 1)
+        if fixed_iterations == 0 and residual <= tolerance:
+            done = 1
+            break
+    if fixed_iterations == 0 and done == 0:
+        wp.atomic_add(world_unconverged_steps_out, world, 1)
+        wp.atomic_min(world_first_unconverged_out, world, step)
+        wp.atomic_max(world_worst_residual_out, world, residual)
+
+
+@kernel(enable_backward=False)
+def soft_contact_steps(
+    articulation_start: wp.array(dtype=int),
+    articulation_dof_start: wp.array(dtype=int),
+    articulation_H_start: wp.array(dtype=int),
+    dfs_joint: wp.array(dtype=int),
+    dof_joint: wp.array(dtype=int),
+    joint_type: wp.array(dtype=int),
+    joint_parent: wp.array(dtype=int),
+    joint_child: wp.array(dtype=int),
+    joint_articulation: wp.array(dtype=int),
+    joint_X_p: wp.array(dtype=transform),
+    joint_X_c: wp.array(dtype=transform),
+    joint_axis: wp.array(dtype=vec3),
+    joint_q_start: wp.array(dtype=int),
+    joint_qd_start: wp.array(dtype=int),
+    joint_dfs_pos: wp.array(dtype=int),
+    joint_dfs_end: wp.array(dtype=int),
+    joint_armature: wp.array(dtype=wp.Float),
+    joint_damping: wp.array(dtype=wp.Float),
+    joint_friction: wp.array(dtype=wp.Float),
+    joint_stiffness: wp.array(dtype=wp.Float),
+    joint_spring_ref: wp.array(dtype=wp.Float),
+    joint_target_ke: wp.array(dtype=wp.Float),
+    joint_target_kd: wp.array(dtype=wp.Float),
+    joint_limit_lower: wp.array(dtype=wp.Float),
+    joint_limit_upper: wp.array(dtype=wp.Float),
+    joint_limit_ke: wp.array(dtype=wp.Float),
+    joint_limit_kd: wp.array(dtype=wp.Float),
+    joint_f_lower: wp.array(dtype=wp.Float),
+    joint_f_upper: wp.array(dtype=wp.Float),
+    joint_target_lower: wp.array(dtype=wp.Float),
+    joint_target_upper: wp.array(dtype=wp.Float),
+    joint_drive_force_limit: wp.array(dtype=wp.Float),
+    body_joint: wp.array(dtype=int),
+    body_world: wp.array(dtype=int),
+    body_mass: wp.array(dtype=wp.Float),
+    body_com: wp.array(dtype=vec3),
+    body_inertia: wp.array(dtype=mat33),
+    body_origin: wp.array(dtype=vec3),
+    gravity: wp.array(dtype=vec3),
+    shape_kind: wp.array(dtype=int),
+    shape_body: wp.array(dtype=int),
+    shape_transform: wp.array(dtype=transform),
+    shape_size: wp.array(dtype=vec3),
+    shape_ke: wp.array(dtype=wp.Float),
+    shape_kd: wp.array(dtype=wp.Float),
+    shape_mu: wp.array(dtype=wp.Float),
+    shape_point_start: wp.array(dtype=int),
+    shape_point_count: wp.array(dtype=int),
+    shape_points: wp.array(dtype=vec3),
+    shape_hull_points: wp.array(dtype=vec3),
+    shape_hull_point_start: wp.array(dtype=int),
+    shape_hull_point_count: wp.array(dtype=int),
+    shape_plane_normal: wp.array(dtype=vec3),
+    shape_plane_offset: wp.array(dtype=wp.Float),
+    shape_plane_start: wp.array(dtype=int),
+    shape_plane_count: wp.array(dtype=int),
+    articulation_pair_start_in: wp.array(dtype=int),
+    articulation_pair_in: wp.array2d(dtype=int),
+    articulation_pair_count_in: wp.array(dtype=int),
+    assembly_friction_in: wp.array(dtype=wp.Float),
+    contact_pair_in: wp.array2d(dtype=int),
+    pair_row_start_in: wp.array(dtype=int),
+    row_pair_in: wp.array(dtype=int),
+    pair_dof_in: wp.array2d(dtype=int),
+    pair_dof_count_in: wp.array2d(dtype=int),
+    pair_articulation_in: wp.array(dtype=int),
+    articulation_contact_pair_start_in: wp.array(dtype=int),
+    articulation_contact_pairs_in: wp.array(dtype=int),
+    island_articulation_start_in: wp.array(dtype=int),
+    island_articulations_in: wp.array(dtype=int),
+    dof_island_in: wp.array(dtype=int),
+    dof_slot_in: wp.array(dtype=int),
+    joint_q_in: wp.array(dtype=wp.Float),
+    joint_qd_in: wp.array(dtype=wp.Float),
+    body_f_ext: wp.array(dtype=vec6),
+    joint_f: wp.array(dtype=wp.Float),
+    joint_target_q: wp.array(dtype=wp.Float),
+    joint_target_qd: wp.array(dtype=wp.Float),
+    first_articulation: int,
+    steps: int,
+    final_kinematics: int,
+    friction_smoothing: wp.Float,
+    damping_depth: wp.Float,
+    gradient_width: wp.Float,
+    dt: wp.Float,
+    step: int,
+    max_coordinate: wp.Float,
+    max_speed: wp.Float,
+    side_column: int,
+    limits: int,
+    friction_rows: int,
+    time_constant: wp.Float,
+    damping_ratio: wp.Float,
+    impedance: wp.Float,
+    tolerance: wp.Float,
+    slope_tolerance: wp.Float,
+    iterations: int,
+    fixed_iterations: int,
+    body_q_out: wp.array(dtype=transform),
+    body_qd_out: wp.array(dtype=vec6),
+    body_f_out: wp.array(dtype=vec6),
+    body_twist_out: wp.array(dtype=vec6),
+    body_bias_acc_out: wp.array(dtype=vec6),
+    dof_motion_out: wp.array(dtype=vec6),
+    body_damping_out: wp.array2d(dtype=mat33),
+    body_h_out: wp.array(dtype=vec3),
+    body_J_out: wp.array(dtype=mat33),
+    body_inertial_bias_out: wp.array(dtype=vec6),
+    subtree_mass_out: wp.array(dtype=wp.Float),
+    subtree_h_out: wp.array(dtype=vec3),
+    subtree_J_out: wp.array(dtype=mat33),
+    subtree_bias_out: wp.array(dtype=vec6),
+    subtree_damping_out: wp.array2d(dtype=mat33),
+    dof_subtree_force_out: wp.array(dtype=vec6),
+    mass_matrix_out: wp.array(dtype=wp.Float),
+    rhs_out: wp.array(dtype=wp.Float),
+    dof_inertia_out: wp.array(dtype=wp.Float),
+    factor_out: wp.array(dtype=wp.Float),
+    qdd_out: wp.array(dtype=wp.Float),
+    joint_q_out: wp.array(dtype=wp.Float),
+    joint_qd_out: wp.array(dtype=wp.Float),
+    world_fault_step_out: wp.array(dtype=int),
+    accel_out: wp.array(dtype=wp.Float),
+    row_jacobian_out: wp.array2d(dtype=wp.Float),
+    row_velocity_out: wp.array(dtype=wp.Float),
+    row_inverse_mass_out: wp.array(dtype=wp.Float),
+    row_distance_out: wp.array(dtype=wp.Float),
+    row_in_contact_out: wp.array(dtype=wp.Float),
+    row_aref_out: wp.array(dtype=wp.Float),
+    row_weight_out: wp.array(dtype=wp.Float),
+    row_violation_out: wp.array(dtype=wp.Float),
+    row_step_out: wp.array(dtype=wp.Float),
+    gradient_out: wp.array(dtype=wp.Float),
+    hessian_out: wp.array(dtype=wp.Float),
+    newton_factor_out: wp.array(dtype=wp.Float),
+    newton_step_out: wp.array(dtype=wp.Float),
+    world_contact_iterations_out: wp.array(dtype=int),
+    world_unconverged_steps_out: wp.array(dtype=int),
+    world_first_unconverged_out: wp.array(dtype=int),
+    world_worst_residual_out: wp.array(dtype=wp.Float),
+):
+    """One thread per articulation (``first_articulation + tid``): ``steps`` semi-implicit
+    steps of ``dt`` seconds with soft-constraint contact, numbered from ``step`` for the
+    fault flags and the contact health, from joint_q_in/joint_qd_in into
+    joint_q_out/joint_qd_out (in place with ``steps`` > 1, as ``articulation_steps``). Per
+    step: the joint-space system (``articulation_pair_in`` lists no penalty pairs; the limit
+    gains and ``assembly_friction_in`` are zero where the solve has rows for them), its unconstrained
+    accelerations into qdd_out, the rows of the articulation's contact pairs
+    (``articulation_contact_pairs_in``), ``contact_solve`` into accel_out, the joint update. The
+    scratch outputs hold the last step's intermediates; ``final_kinematics`` = 1 refills
+    the body poses from the final joint state."""
+    a = first_articulation + wp.tid()
+    p0 = articulation_start[a]
+    p1 = articulation_start[a + 1]
+    world = body_world[joint_child[dfs_joint[p0]]]
+    for s in range(steps):
+        articulation_dynamics(a, articulation_start, articulation_dof_start, articulation_H_start, dfs_joint, dof_joint,
+            joint_type, joint_parent, joint_child, joint_articulation, joint_X_p, joint_X_c, joint_axis, joint_q_start,
+            joint_qd_start, joint_dfs_pos, joint_dfs_end, joint_armature, joint_damping, assembly_friction_in,
+            joint_stiffness, joint_spring_ref, joint_target_ke, joint_target_kd, joint_limit_lower, joint_limit_upper,
+            joint_limit_ke, joint_limit_kd, joint_f_lower, joint_f_upper, joint_target_lower, joint_target_upper,
+            joint_drive_force_limit, body_joint, body_world, body_mass, body_com, body_inertia, body_origin, gravity,
+            shape_kind, shape_body, shape_transform, shape_size, shape_ke, shape_kd, shape_mu, shape_point_start,
+            shape_point_count, shape_points, shape_hull_points, shape_hull_point_start, shape_hull_point_count,
+            shape_plane_normal, shape_plane_offset, shape_plane_start, shape_plane_count, articulation_pair_start_in,
+            articulation_pair_in, articulation_pair_count_in, joint_q_in, joint_qd_in, body_f_ext, joint_f,
+            joint_target_q, joint_target_qd, friction_smoothing, damping_depth, gradient_width, dt, body_q_out,
+            body_qd_out, body_f_out, body_twist_out, body_bias_acc_out, dof_motion_out, body_damping_out, body_h_out,
+            body_J_out, body_inertial_bias_out, subtree_mass_out, subtree_h_out, subtree_J_out, subtree_bias_out,
+            subtree_damping_out, dof_subtree_force_out, mass_matrix_out, rhs_out, dof_inertia_out)
+        factor_and_solve(a, articulation_dof_start, articulation_H_start, mass_matrix_out, rhs_out, factor_out, qdd_out)
+        for entry in range(articulation_contact_pair_start_in[a], articulation_contact_pair_start_in[a + 1]):
+            pair = articulation_contact_pairs_in[entry]
+            pair_rows(pair, shape_kind, shape_body, shape_transform, shape_size, shape_mu, shape_point_start,
+                      shape_points, shape_hull_points, shape_hull_point_start, shape_hull_point_count,
+                      shape_plane_normal, shape_plane_offset, shape_plane_start, shape_plane_count, body_joint,
+                      body_origin, joint_articulation, joint_dfs_pos, joint_dfs_end, dof_joint, articulation_dof_start,
+                      articulation_H_start, contact_pair_in, pair_row_start_in, body_q_out, joint_qd_in,
+                      dof_motion_out, mass_matrix_out, side_column, row_jacobian_out, row_velocity_out,
+                      row_inverse_mass_out, row_distance_out, row_in_contact_out)
+            for r in range(pair_row_start_in[pair], pair_row_start_in[pair + 1]):
+                row_parameters(r, row_velocity_out, row_inverse_mass_out, row_distance_out, row_in_contact_out,
+                               time_constant, damping_ratio, impedance, row_aref_out, row_weight_out)
+        contact_solve(a, world, step + s, dof_joint, joint_type, joint_articulation, joint_q_start, joint_limit_lower,
+                      joint_limit_upper, joint_friction, articulation_dof_start, articulation_H_start,
+                      pair_row_start_in, row_pair_in, pair_dof_in, pair_dof_count_in, pair_articulation_in,
+                      articulation_contact_pair_start_in, articulation_contact_pairs_in, island_articulation_start_in,
+                      island_articulations_in, dof_island_in, dof_slot_in, joint_q_in, joint_qd_in, mass_matrix_out,
+                      qdd_out, row_jacobian_out, row_weight_out, side_column, limits, friction_rows, time_constant,
+                      damping_ratio, impedance, tolerance, slope_tolerance, iterations, fixed_iterations, row_aref_out,
+                      row_violation_out, row_step_out, gradient_out, hessian_out, newton_factor_out, newton_step_out,
+                      accel_out, world_contact_iterations_out, world_unconverged_steps_out,
+                      world_first_unconverged_out, world_worst_residual_out)
+        for pos in range(p0, p1):
+            integrate_joint(dfs_joint[pos], joint_type, joint_child, joint_q_start, joint_qd_start, body_world,
+                            joint_q_in, joint_qd_in, accel_out, dt, step + s, max_coordinate, max_speed, joint_q_out,
+                            joint_qd_out, world_fault_step_out)
+    if final_kinematics != 0:
+        articulation_fk(a, articulation_start, dfs_joint, joint_type, joint_parent, joint_child, joint_X_p, joint_X_c,
+                        joint_axis, joint_q_start, joint_qd_start, body_origin, gravity, joint_q_in, joint_qd_in,
+                        body_q_out, body_qd_out, body_twist_out, body_bias_acc_out, dof_motion_out)

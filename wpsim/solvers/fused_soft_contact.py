@@ -1,0 +1,98 @@
+"""The fused soft-constraint contact step: one launch per unrecorded step (or per ``advance``
+call, per CPU thread) runs the joint-space system, the contact rows and the Newton solve of
+every articulation (``kernels.soft_contact_step``), with no allocation, no host read-back and
+no host decision per step or iteration. Recorded steps run the staged schedule, whose implicit
+adjoint differentiates the same solution."""
+
+from __future__ import annotations
+
+from wpsim.core.tape import active_tape
+from wpsim.kernels import soft_contact_step
+from wpsim.kernels.generic import for_precision
+from wpsim.solvers.fused_articulation import FusedArticulationStep, contact_pairs_by_articulation
+
+
+def fused_soft_contact_unsuitable(model, soft_contact) -> str | None:
+    """Why the fused soft-contact step cannot step ``model`` with ``soft_contact`` (a sentence),
+    or None: it needs contact islands fixed at build time (no per-step broad phase, every
+    pair touching one articulation) and no read-back at every step."""
+    if soft_contact.broad_phase is not None:
+        return "a per-step broad phase lists the contact pairs"
+    if soft_contact.options.raise_on_nonconvergence:
+        return "raise_on_nonconvergence reads the convergence back at every step"
+    if contact_pairs_by_articulation(model) is None:
+        return "a contact pair joins two articulations (their island changes from step to step)"
+    return None
+
+
+class FusedSoftContactStep(FusedArticulationStep):
+    """Steps every articulation of a model with soft-constraint contact in one
+    ``soft_contact_steps`` launch (per CPU thread chunk); results are bitwise those of the
+    staged schedule (``ArticulationStepper`` with its ``SoftContact``) on the CPU. Each
+    articulation is its own island; each world's iterations and unconverged steps are kept on
+    the device (``SoftContact.status``). While a ``wp.Tape`` records, steps run the staged
+    schedule (its implicit adjoint)."""
+
+    def __init__(self, model, stepper, threads: int | None = None):
+        super().__init__(model, stepper, threads)
+        contact = self.soft_contact = stepper.soft_contact
+        self._pair_start.zero_()  # no penalty pairs in the joint-space system
+        limit_ke, limit_kd = stepper._limit_gains
+        replaced = {id(model.joint_limit_ke): limit_ke, id(model.joint_limit_kd): limit_kd}
+        self._fields = [replaced.get(id(a), a) for a in self._fields]
+        pairs, islands = contact._all_pairs, contact._candidate_islands
+        self._fields += [
+            stepper._friction, pairs.contact_pair, pairs.pair_row_start, pairs.row_pair, pairs.pair_dof,
+            pairs.pair_dof_count, pairs.pair_articulation, pairs.articulation_pair_start, pairs.articulation_pairs,
+            islands.articulation_start, islands.articulations, islands.dof_island, islands.dof_slot,
+        ]
+        self._first_index = len(self._fields) + 6
+        rows = contact._rows(pairs, False)
+        rows["violation"] = contact._vector("violation", False, pairs.row_count)
+        rows["row_step"] = contact._array("row_step", max(pairs.row_count, 1), False)
+        self._in_contact = rows["in_contact"]
+        options = contact.options
+        self._settings = [contact.side_column, *contact._dof_row_flags, *contact._params,
+                          model.real(contact._tolerance), model.real(contact._slope_tolerance), options.iterations,
+                          int(options.fixed_iterations)]
+        self._outputs = [
+            contact._vector("fused_accel", False),
+            *(rows[k] for k in ("jacobian", "velocity", "inverse_mass", "distance", "in_contact", "aref", "weight",
+                                "violation", "row_step")),
+            contact._vector("gradient", False), contact._array("hessian", islands.hessian_size, False),
+            contact._array("factor", islands.hessian_size, False), contact._vector("step", False),
+            contact.world_iterations, contact.world_unconverged_steps, contact.world_first_unconverged,
+            contact.world_worst_residual,
+        ]
+
+    def step(self, solver, state_in, state_out, control, dt: float):
+        """One step of ``dt`` s from ``state_in`` into ``state_out``: one launch per thread chunk,
+        or the staged schedule while a tape records."""
+        if active_tape() is not None and state_in.joint_q.requires_grad:
+            begun = self.stepper.begin(solver, state_in, control, dt)
+            self.stepper.finish(solver, begun, state_in, state_out, control, dt)
+            return
+        self._run_prepared(solver, state_in, state_out, control, dt, 1, 0)
+        self._mark_rows()
+
+    def advance(self, solver, state, control, dt: float, steps: int):
+        """``steps`` unrecorded steps of ``dt`` s in place on ``state``, in one launch (per thread)."""
+        super().advance(solver, state, control, dt, steps)
+        self._mark_rows()
+
+    def _mark_rows(self):
+        """The contact's latest rows and islands are the fused step's (``active_contacts``)."""
+        contact = self.soft_contact
+        contact.pairs, contact.islands = contact._all_pairs, contact._candidate_islands
+        contact._last_in_contact = self._in_contact
+
+    def _kernel(self):
+        return for_precision(soft_contact_step.soft_contact_steps, self.model.dtype)
+
+    def _arguments(self, solver, state_in, state_out, control, scratch, dt: float, steps: int,
+                   final_kinematics: int) -> tuple:
+        """(inputs, outputs) of ``soft_contact_steps``: ``articulation_steps``' with the contact
+        settings and the solve's scratch and health arrays after them."""
+        inputs, outputs = super()._arguments(solver, state_in, state_out, control, scratch, dt, steps,
+                                             final_kinematics)
+        return [*inputs, *self._settings], [*outputs, *self._outputs]
