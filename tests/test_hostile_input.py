@@ -100,3 +100,103 @@ def test_a_controller_rollout_checks_the_state_before_the_controller_runs():
         wpsim.simulate(wpsim.SemiImplicitSolver(model), other.state(), 2, DT,
                        controller=lambda k, state, control: calls.append(k))
     assert calls == []
+
+
+def cli(capsys, *args) -> tuple:
+    """(exit status, stderr lines) of ``wpsim ARGS`` in this process."""
+    from wpsim.apps.cli import main
+
+    try:
+        status = main([str(a) for a in args])
+    except SystemExit as exit:  # argparse's usage errors
+        status = exit.code
+    return status, [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+
+
+def digest(path: Path) -> bytes:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).digest()
+
+
+ARM = ASSETS / "arm_2link.xml"
+SYSID_DATA = ASSETS / "arm_2link_sysid.csv"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", ARM, "--dt", "0", "--out", "OUT.usd"], "--dt must be a finite time step > 0 s"),
+    (["run", ARM, "--dt", "-1", "--out", "OUT.usd"], "--dt must be a finite time step > 0 s"),
+    (["run", ARM, "--dt", "1e300", "--out", "OUT.usd"], "--dt must be a finite time step > 0 s and <= 1 s"),
+    (["run", ARM, "--dt", "inf", "--out", "OUT.usd"], "--dt must be a finite time step"),
+    (["run", ARM, "--steps", "1e12", "--out", "OUT.usd"], "argument --steps: invalid int value: '1e12'"),
+    (["run", ARM, "--steps", "1000000000000", "--out", "OUT.usd"], "--steps must be >= 1 and <= 10,000,000"),
+    (["run", ARM, "--steps", "-5", "--out", "OUT.usd"], "--steps must be >= 1"),
+    (["sysid", ARM, SYSID_DATA, "--dt", "10", "--out", "OUT"], "dt 10 s is longer than the 2 s of data fitted"),
+    (["sysid", ARM, SYSID_DATA, "--dt", "0", "--out", "OUT"], "--dt must be finite and > 0 s"),
+    (["build-kernels", "--device", "bogus"], "--device bogus: no such Warp device here"),
+    (["build-kernels", "--processes", "0"], "--processes must be >= 1"),
+    (["render", ASSETS / "missing.usd", "--width", "100000", "--out", "OUT.gif"],
+     "--width and --height must be 1 to 16384 pixels"),
+])
+def test_bad_command_line_values_are_one_line(capsys, tmp_path, args, message):
+    args = [str(a).replace("OUT", str(tmp_path / "out")) for a in args]
+    status, lines = cli(capsys, *args)
+    assert status == 2 and len(lines) == 1 and message in lines[0], lines
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.fixture(scope="module")
+def usd_robot(tmp_path_factory) -> Path:
+    """arm_2link as a UsdPhysics stage in out/calibrated.usda, where ``wpsim sysid --out out`` writes its robot."""
+    from wpsim.io.usd_physics import export_physics
+
+    path = tmp_path_factory.mktemp("robot") / "out" / "calibrated.usda"
+    path.parent.mkdir()
+    export_physics(import_mjcf(ARM)[0].finalize(device="cpu"), path, timestep=1e-3)
+    return path
+
+
+def test_no_output_overwrites_an_input(capsys, usd_robot):
+    before = digest(usd_robot)
+    link = usd_robot.parent.parent / "link.usda"
+    link.unlink(missing_ok=True)
+    link.symlink_to(usd_robot)
+    for args, message in (
+            (["run", usd_robot, "--steps", "2", "--out", usd_robot], f"--out {usd_robot}: would overwrite the input"),
+            (["run", link, "--steps", "2", "--out", usd_robot], "would overwrite the input"),
+            (["sysid", usd_robot, SYSID_DATA, "--out", usd_robot.parent], f"--out {usd_robot.parent}: would overwrite"),
+            (["sysid", ARM, usd_robot, "--out", f"{usd_robot.parent}/"], "would overwrite the input"),
+            (["render", usd_robot, "--out", usd_robot], "--out")):
+        status, lines = cli(capsys, *args)
+        assert status == 2 and len(lines) == 1 and message in lines[0], lines
+    assert digest(usd_robot) == before and sorted(p.name for p in usd_robot.parent.iterdir()) == ["calibrated.usda"]
+
+
+def test_an_unwritable_output_is_refused_before_any_work(capsys, tmp_path):
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    for args, message in (
+            (["run", ARM, "--out", "/proc/wpsim/x.usd"], "--out /proc/wpsim/x.usd: cannot write there"),
+            (["run", ARM, "--out", blocked / "x.usd"], f"--out {blocked / 'x.usd'}: {blocked} is a file, not a folder"),
+            (["sysid", ARM, SYSID_DATA, "--out", blocked], f"--out {blocked}: {blocked} is a file, not a folder"),
+            (["sysid", ARM, SYSID_DATA, "--out", "/proc/wpsim"], "--out /proc/wpsim: cannot write there"),
+            (["demo", "--out", blocked], f"--out {blocked}: {blocked} is a file, not a folder"),
+            (["demo", "--task", "throw", "--out", "/proc/wpsim"], "--out /proc/wpsim: cannot write there"),
+            (["render", ARM, "--out", blocked / "frames"], "is a file, not a folder")):
+        status, lines = cli(capsys, *args)
+        assert status == 2 and len(lines) == 1 and message in lines[0], lines
+    assert [p.name for p in tmp_path.iterdir()] == ["file"]
+
+
+def test_ctrl_c_is_one_line_and_exit_status_130(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "wpsim.apps.cli", "run", ARM, "--steps", "5000000", "--out",
+                             tmp_path / "x.usd"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().startswith(f"{ARM}: 2 bodies")  # the run has started
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "Traceback" not in err and err.strip().splitlines()[-1] == "wpsim: interrupted"
+    assert not list(tmp_path.iterdir())

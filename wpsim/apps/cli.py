@@ -18,6 +18,22 @@ def _quiet_warp():
     return wp
 
 
+MAX_IMAGE_SIDE = 16384
+"""The largest --width or --height of ``wpsim render`` (pixels)."""
+
+
+def _check_device(device):
+    """Refuse a ``--device`` that Warp does not know on this machine."""
+    if device is None:
+        return
+    wp = _quiet_warp()
+    try:
+        wp.get_device(device)
+    except (ValueError, RuntimeError):
+        have = ", ".join(str(d) for d in wp.get_devices())
+        raise ValueError(f"--device {device}: no such Warp device here (have: {have})") from None
+
+
 DEMO_ITERATIONS = 20
 """L-BFGS-B iterations of the demo's calibration: the modulus and the gain settle by then (the
 damping, which the markers barely constrain, needs about 35; the notebook runs 40)."""
@@ -27,7 +43,11 @@ def cmd_demo(args) -> int:
     """Run the soft-finger calibration (or the throw) and write its plots; exit status 1 if
     the calibration misses a target of ``finger_calibration.targets`` (markers within 1 mm,
     modulus and gain within 10 %; the throw: if the miss did not shrink 100x)."""
+    from wpsim.apps.run_scene import check_writable
+
     _quiet_warp()
+    _check_device(args.device)
+    check_writable(args.out, "--out", folder=True)
     if args.task == "throw":
         from wpsim.apps.throw_demo import DemoConfig, run_demo
 
@@ -90,6 +110,10 @@ def cmd_build_kernels(args) -> int:
     from wpsim.apps.build_kernels import build_kernel_modules, kernel_modules
 
     _quiet_warp()
+    if args.processes is not None and args.processes < 1:
+        raise ValueError(f"--processes must be >= 1, got {args.processes}")
+    if args.arch is None:
+        _check_device(args.device)
     processes = args.processes or os.cpu_count() or 1
     target = f"CUDA sm_{args.arch} (ahead of time, no GPU needed)" if args.arch else args.device
     count = len(args.module) if args.module else len(kernel_modules())
@@ -112,6 +136,7 @@ def cmd_run(args) -> int:
         SoftSceneOptions,
         apply_start_pose,
         check_control_options,
+        check_outputs,
         check_run_options,
         control_mode,
         mesh_warnings,
@@ -128,6 +153,10 @@ def cmd_run(args) -> int:
                                strain_smoothing=args.strain_smoothing)
     control = RobotControlOptions(mode=args.control, kp=args.kp, kd=args.kd, time_constant=args.time_constant,
                                   amplitude=args.amplitude, frequency=args.frequency, q0=args.q0, key=args.key)
+    _check_device(args.device)
+    for option, out in (("--out", args.out), ("--video", args.video)):
+        if out is not None:
+            check_outputs(option, out, [args.scene, args.control])
     check_run_options(options, args.out, args.fps, args.video, args.dt, args.steps)
     check_control_options(control)
     quality, dt, soft_contact, body_names, make_controller, joint_names = None, args.dt, None, None, None, None
@@ -185,15 +214,16 @@ def cmd_run(args) -> int:
 def cmd_render(args) -> int:
     """Render a USD stage (e.g. one ``wpsim run`` or the demo wrote) into a video or pictures."""
     _quiet_warp()
-    from wpsim.apps.run_scene import check_writable
+    from wpsim.apps.run_scene import check_outputs
     from wpsim.io.render import VIDEO_SUFFIXES
     from wpsim.io.usd_render import render_stage
 
     if Path(args.out).suffix.lower() not in (*VIDEO_SUFFIXES, ".png", ""):
         raise ValueError(f"--out {args.out}: use .gif, .mp4, .png (an image strip) or a folder (numbered PNGs)")
-    if args.width < 1 or args.height < 1:
-        raise ValueError(f"--width and --height must be >= 1 pixel, got {args.width} x {args.height}")
-    check_writable(args.out, "--out")
+    if not (1 <= args.width <= MAX_IMAGE_SIDE and 1 <= args.height <= MAX_IMAGE_SIDE):
+        raise ValueError(f"--width and --height must be 1 to {MAX_IMAGE_SIDE} pixels, got {args.width} x {args.height}")
+    _check_device(args.device)
+    check_outputs("--out", args.out, [args.stage])
     summary = render_stage(args.stage, args.out, args.take, args.width, args.height, args.every, args.device)
     take = f" (take {summary['take']})" if summary["take"] else ""
     print(f"wrote {summary['out']}: {summary['frames']} frames{take} at {summary['fps']:.3g} fps, "
@@ -205,8 +235,14 @@ def cmd_sysid(args) -> int:
     """Fit a robot's parameters to a measured run; print fitted vs initial values and write
     the report, plots and the calibrated robot."""
     _quiet_warp()
-    from wpsim.opt.sysid import identify
+    from wpsim.apps.run_scene import check_outputs
+    from wpsim.core.validation import require_dt
+    from wpsim.opt.sysid import OUTPUT_FILES, identify
 
+    if args.dt is not None:
+        require_dt(args.dt, "--dt")
+    _check_device(args.device)
+    check_outputs("--out", args.out, [args.robot, args.data], names=OUTPUT_FILES)
     families = [f.strip() for f in args.fit.split(",") if f.strip()]
     result = identify(args.robot, args.data, families, method=args.method, iterations=args.iterations,
                       duration=args.duration, dt=args.dt, zero_order=args.zero_order, progress=not args.quiet,
@@ -217,6 +253,14 @@ def cmd_sysid(args) -> int:
     return 0 if result.fit.success else 1
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line (exit status 2)."""
+
+    def error(self, message):
+        print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        sys.exit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -224,7 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
         installed = version("wpsim")
     except PackageNotFoundError:  # run from a source tree that pip never installed
         installed = "unknown (not installed)"
-    parser = argparse.ArgumentParser(prog="wpsim", description="wpsim: differentiable physics on NVIDIA Warp")
+    parser = _Parser(prog="wpsim", description="wpsim: differentiable physics on NVIDIA Warp")
     parser.add_argument("--version", action="version", version=f"wpsim {installed}")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -362,12 +406,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    """Entry point of the ``wpsim`` console script."""
+    """Entry point of the ``wpsim`` console script: ``_run``; Ctrl-C prints one line, exit status 130."""
+    # Ctrl-C and a terminated run unwind (temporary files are removed) instead of dying where they stand
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    try:
+        return _run(argv)
+    except KeyboardInterrupt:
+        print("wpsim: interrupted", file=sys.stderr)
+        return 130
+
+
+def _run(argv) -> int:
+    """Parse ``argv`` and run the command; bad input and failed simulations are one line."""
     from wpsim.core.health import SimulationError
 
     args = build_parser().parse_args(argv)
-    # a terminated run unwinds (temporary files are removed) instead of dying where it stands
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         return args.func(args)
     except ValueError as error:  # bad input: one line, no traceback

@@ -126,23 +126,47 @@ def _tet_mesh_npz(path: Path) -> tuple:
     return vertices[used].astype(np.float64), compact.reshape(-1, 4).astype(np.int64)
 
 
-def check_writable(path, what: str):
-    """Raise ValueError unless a file can be created at ``path`` (its folder exists or can
-    be made, and is writable), naming ``what`` (e.g. the option)."""
-    import os
+def check_writable(path, what: str, folder: bool = False):
+    """Raise ValueError unless files can be created at ``path`` (a file, or a folder with
+    ``folder`` or without a suffix): nothing in the way is a file and the nearest existing folder
+    is writable; names ``what`` (e.g. the option). Creates nothing."""
     import tempfile
 
-    folder = Path(path).parent if Path(path).suffix else Path(path)
+    path = Path(path)
+    folder = folder or not path.suffix
+    if path.is_dir() and not folder:
+        raise ValueError(f"{what} {path}: is a folder")
+    existing = (path if folder else path.parent).absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ValueError(f"{what} {path}: {existing} is a file, not a folder")
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".wpsim-write-check-"):
+        with tempfile.NamedTemporaryFile(dir=existing, prefix=".wpsim-write-check-"):
             pass
     except OSError as error:
         raise ValueError(f"{what} {path}: cannot write there ({error.strerror or error})") from None
-    if Path(path).is_dir() and Path(path).suffix:
-        raise ValueError(f"{what} {path}: is a folder")
-    if not os.access(folder, os.W_OK):
-        raise ValueError(f"{what} {path}: the folder is not writable")
+
+
+def check_outputs(what: str, out, inputs, names=()):
+    """Refuse the output ``out`` (named by ``what``) before any work: if it would replace one of
+    the files ``inputs`` (None entries and non-files skipped) - ``out`` itself, or with ``names``
+    the files of those names that the command writes into the folder ``out`` - or if it cannot
+    be written (``check_writable``)."""
+    import os
+
+    targets = [Path(out) / name for name in names] if names else [Path(out)]
+    for source in inputs:
+        for target in targets:
+            if source is not None and os.path.isfile(source) and target.exists() and os.path.samefile(target, source):
+                raise ValueError(f"{what} {out}: would overwrite the input {source}")
+    check_writable(out, what, folder=bool(names))
+
+
+MAX_STEPS = 10_000_000
+"""The most steps ``wpsim run`` takes (about 3 h of simulated time at 1 ms)."""
+MAX_DT = 1.0
+"""The longest time step (s) ``wpsim run`` accepts."""
 
 
 def check_run_options(options: SoftSceneOptions, out, fps: float, video=None, dt: float | None = None,
@@ -151,10 +175,10 @@ def check_run_options(options: SoftSceneOptions, out, fps: float, video=None, dt
     simulated; ``dt`` None means the scene's own step."""
     from wpsim.io.render import VIDEO_SUFFIXES
 
-    if dt is not None and not (np.isfinite(dt) and dt > 0.0):
-        raise ValueError(f"--dt must be a finite time step > 0 s, got {dt}")
-    if not steps >= 1:
-        raise ValueError(f"--steps must be >= 1, got {steps}")
+    if dt is not None and not (np.isfinite(dt) and 0.0 < dt <= MAX_DT):
+        raise ValueError(f"--dt must be a finite time step > 0 s and <= {MAX_DT:g} s, got {dt}")
+    if not 1 <= steps <= MAX_STEPS:
+        raise ValueError(f"--steps must be >= 1 and <= {MAX_STEPS:,}, got {steps}")
     if not (np.isfinite(fps) and fps > 0.0):
         raise ValueError(f"--fps must be a finite rate > 0 frames/s, got {fps}")
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import warp as wp
 
+from wpsim.core.validation import require_dt
 from wpsim.diff import Rollout
 from wpsim.diff.losses import joint_state_loss, joint_tracking_loss
 from wpsim.io.measurements import MeasurementError, Trajectory
@@ -92,9 +93,9 @@ def prepare_run(builder, scene, data: Trajectory, dt: float | None = None, durat
                 device=None, worlds: int = 1) -> RobotRun:
     """A ``RobotRun`` of the imported robot (``builder``, ``scene``) replaying ``data``, in
     ``worlds`` identical copies (for a multi-start fit, ``wpsim.opt.multistart``)."""
-    dt = dt or scene.timestep
-    if not dt or dt <= 0.0:
+    if dt is None and not scene.timestep:
         raise ValueError("no time step: the robot file gives none; pass dt")
+    dt = require_dt(scene.timestep if dt is None else dt)
     if int(worlds) != worlds or worlds < 1:
         raise ValueError(f"worlds must be an integer >= 1, got {worlds}")
     builder = builder.replicated(worlds) if worlds > 1 else builder
@@ -111,6 +112,8 @@ def prepare_run(builder, scene, data: Trajectory, dt: float | None = None, durat
     if not 0.0 < duration <= span + 1e-9:
         raise MeasurementError(f"{data.path}: duration {duration:g} s is not within the data's {span:g} s")
     steps = int(np.floor(duration / dt + 1e-9))
+    if steps < 1:
+        raise ValueError(f"dt {dt:g} s is longer than the {duration:g} s of data fitted: no step to simulate")
     grid = data.resample(data.time[0] + dt * np.arange(steps + 1))
     coords = np.array([q_start[one_dof[j]] for j in joints])
     hinges = [int(types[one_dof[j]]) == JOINT_REVOLUTE for j in joints]
@@ -280,6 +283,8 @@ class TrackingResiduals:
         return rows
 
 
+OUTPUT_FILES = ("sysid.json", "tracking.png", "history.png", "rollouts.usd", "rollouts.png", "calibrated.usda")
+"""The files ``SysidResult.write`` writes into its folder, in its order."""
 FRAME_RATE = 100.0
 """Frames per second of the rollouts ``SysidResult.write`` puts in its USD stage."""
 
@@ -351,17 +356,18 @@ class SysidResult:
         from wpsim.io.usd_render import render_strip
 
         out = Path(out)
+        report, tracking, history, rollouts, frames, robot = (out / name for name in OUTPUT_FILES)
         time = self.run.dt * np.arange(self.run.steps + 1)
         curves = {"initial model": self.simulated_before, "fitted model": self.simulated_after}
         return {
-            "report": write_json(out / "sysid.json", self.to_dict()),
-            "tracking": plot_joint_tracking(time, self.run.measured, curves, self.run.joints, out / "tracking.png",
+            "report": write_json(report, self.to_dict()),
+            "tracking": plot_joint_tracking(time, self.run.measured, curves, self.run.joints, tracking,
                                             f"{Path(self.robot).name} against {Path(self.data).name}"),
-            "history": self.fit.plot(out / "history.png"),
-            "rollouts": write_rollouts(out / "rollouts.usd", self.run.model, self.frames, FRAME_RATE,
+            "history": self.fit.plot(history),
+            "rollouts": write_rollouts(rollouts, self.run.model, self.frames, FRAME_RATE,
                                        body_names=self.run.body_names),
-            "frames": render_strip(out / "rollouts.usd", out / "rollouts.png", take="fitted")["out"],
-            "robot": export_physics(self.run.model, out / "calibrated.usda"),
+            "frames": render_strip(rollouts, frames, take="fitted")["out"],
+            "robot": export_physics(self.run.model, robot),
         }
 
 
