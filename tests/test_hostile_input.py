@@ -200,3 +200,67 @@ def test_ctrl_c_is_one_line_and_exit_status_130(tmp_path):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130 and "Traceback" not in err and err.strip().splitlines()[-1] == "wpsim: interrupted"
     assert not list(tmp_path.iterdir())
+
+
+HINGED = '<body name="b1"><joint name="h" type="hinge"/><geom type="sphere" size="0.1"/></body>'
+BAD_MJCF = {
+    "negative kp": ('<actuator><position name="servo" joint="h" kp="-5"/></actuator>', HINGED,
+                    r'<position name="servo">: negative gain \(kp -5'),
+    "negative kv": ('<actuator><velocity name="damper" joint="h" kv="-1"/></actuator>', HINGED,
+                    r'<velocity name="damper">: negative gain'),
+    "negative general kp": ('<actuator><general name="g" joint="h" gainprm="-3" biastype="affine" biasprm="0 3 0"/>'
+                            '</actuator>', HINGED, r'<general name="g">: negative gain \(kp -3'),
+    "kp not finite": ('<actuator><position name="servo" joint="h" kp="nan"/></actuator>', HINGED,
+                      'kp="nan" must be 1 finite numbers'),
+    "zero timestep": ('<option timestep="0"/>', HINGED, 'timestep="0" must be > 0 s'),
+    "negative timestep": ('<option timestep="-0.001"/>', HINGED, 'timestep="-0.001" must be > 0 s'),
+    "infinite timestep": ('<option timestep="inf"/>', HINGED, 'timestep="inf" must be 1 finite numbers'),
+    "duplicate body": ("", HINGED + '<body name="b1" pos="1 0 0"><geom type="sphere" size="0.1"/></body>',
+                       '<body name="b1">: a second body named "b1"'),
+    "duplicate actuator": ('<actuator><motor name="m" joint="h"/><motor name="m" joint="h"/></actuator>', HINGED,
+                           '<motor name="m">: a second actuator named "m"'),
+    "duplicate mesh": (f'<asset><mesh name="m" file="{ASSETS / "cube.obj"}"/>'
+                       f'<mesh name="m" file="{ASSETS / "icosphere.stl"}"/></asset>', HINGED,
+                       '<mesh name="m">: a second mesh named "m"'),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_MJCF))
+def test_bad_mjcf_values_and_duplicate_names_are_refused(tmp_path, case):
+    sections, world, message = BAD_MJCF[case]
+    path = tmp_path / "bad.xml"
+    path.write_text(f"<mujoco>{sections}<worldbody>{world}</worldbody></mujoco>")
+    builder = wpsim.ModelBuilder()
+    with pytest.raises(ValueError, match=message) as error:
+        import_mjcf(path, builder)
+    assert str(error.value).startswith(f"{path}: ")
+    assert builder.bodies.count == 0 and builder.joints.count == 0
+
+
+INERTIAL = '<inertial><mass value="1"/><inertia ixx="1" iyy="1" izz="1"/></inertial>'
+BAD_URDF = {
+    "negative cylinder length": ('<cylinder radius="0.1" length="-1"/>', "",
+                                 r'<link name="b"> <cylinder>: length must be positive, got -1 m'),
+    "zero cylinder length": ('<cylinder radius="0.1" length="0"/>', "", r"length must be positive, got 0 m"),
+    "negative cylinder radius": ('<cylinder radius="-0.1" length="1"/>', "",
+                                 r'<link name="b"> <cylinder>: .*radius must be positive'),
+    "negative box size": ('<box size="1 -1 1"/>', "", r'<link name="b"> <box>: .*must be positive'),
+    "duplicate joint": ('<box size="1 1 1"/>', f'<link name="c">{INERTIAL}</link><joint name="j" type="fixed">'
+                        '<parent link="a"/><child link="c"/></joint>', '<joint name="j">: a second joint named "j"'),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_URDF))
+def test_bad_urdf_sizes_and_duplicate_joints_are_refused(tmp_path, case):
+    from wpsim.io.urdf import import_urdf
+
+    geometry, extra, message = BAD_URDF[case]
+    path = tmp_path / "bad.urdf"
+    path.write_text(f'<robot name="r"><link name="a">{INERTIAL}</link><link name="b">{INERTIAL}<collision><geometry>'
+                    f'{geometry}</geometry></collision></link><joint name="j" type="fixed"><parent link="a"/>'
+                    f'<child link="b"/></joint>{extra}</robot>')
+    builder = wpsim.ModelBuilder()
+    with pytest.raises(ValueError, match=message) as error:
+        import_urdf(path, builder)
+    assert str(error.value).startswith(f"{path}: ")
+    assert builder.bodies.count == 0 and builder.joints.count == 0

@@ -121,8 +121,13 @@ class _Reader:
         self.inertia_from_geoms = compiler.get("inertiafromgeom", "auto") == "true"
         self.mesh_dir = self.path.parent / compiler.get("meshdir", "")
         self.rotation, self.angle, self.fail, self.numbers = tree.rotation, tree.angle, tree.fail, tree.numbers
-        self.mesh_assets = {mesh.get("name") or Path(mesh.get("file")).stem: mesh
-                            for mesh in root.iter("mesh") if mesh.get("file") is not None}
+        self.mesh_assets = {}
+        for mesh in root.iter("mesh"):
+            if mesh.get("file") is not None:
+                name = mesh.get("name") or Path(mesh.get("file")).stem
+                if name in self.mesh_assets:
+                    self.fail(mesh, f"a second mesh named \"{name}\"")
+                self.mesh_assets[name] = mesh
         self.meshes = {}  # name -> (vertices, faces) of the collision surface, loaded on first use
         self.scene = ImportedScene(unhonoured=list(tree.unhonoured))
         self.world_pose = {}  # body -> (7,) world pose of its frame in the file's reference pose
@@ -148,6 +153,8 @@ class _Reader:
             if isinstance(error, SceneFileError):
                 raise
             self.fail(inertial if inertial is not None else element, str(error))
+        if element.get("name") in self.scene.bodies:
+            self.fail(element, f"a second body named \"{element.get('name')}\"")
         name = element.get("name") or f"body{body}"
         self.scene.bodies[name] = body
         parent_pose = self.world_pose.get(parent, np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]))
@@ -397,9 +404,14 @@ class _Reader:
         actuators = root.find("actuator")
         if actuators is None:
             return
+        names = set()
         for actuator in actuators:
             if actuator.tag not in ("motor", "position", "velocity", "general"):
                 self.fail(actuator, "unsupported actuator (supported: motor, position, velocity, general)")
+            name = actuator.get("name")
+            if name is not None and name in names:
+                self.fail(actuator, f"a second actuator named \"{name}\"")
+            names.add(name)
             joint_name = actuator.get("joint")
             others = [key for key in ("tendon", "site", "body", "jointinparent") if actuator.get(key) is not None]
             if joint_name is None and others:  # listed as not honoured by the compile step: dropped
@@ -407,6 +419,8 @@ class _Reader:
             joint = self.one_dof_joint(b, actuator, "joint")
             gear = float(self.numbers(actuator, "gear", (1, 6), (1.0,))[0])
             kind, kp, kv, gain = self.actuator_law(actuator)
+            if kp < 0.0 or kv < 0.0:
+                self.fail(actuator, f"negative gain (kp {kp:g}, kv {kv:g}): a {kind} actuator's gains must be >= 0")
             if kind == "position":
                 self.set_gain(b, joint, "joint_target_ke", kp)
             if kind in ("position", "velocity") and (kv > 0.0 or kind == "velocity"):
@@ -481,9 +495,10 @@ class _Reader:
         g ctrl (a motor of gear g), or kp ctrl - kp q - kv qd (a position servo, biasprm
         0 -kp -kv), or kv ctrl - kv qd (a velocity servo, biasprm 0 0 -kv); other laws are refused."""
         if actuator.tag == "position":
-            return "position", float(actuator.get("kp", 1.0)), float(actuator.get("kv", 0.0)), 1.0
+            return ("position", float(self.numbers(actuator, "kp", 1, (1.0,))[0]),
+                    float(self.numbers(actuator, "kv", 1, (0.0,))[0]), 1.0)
         if actuator.tag == "velocity":
-            return "velocity", 0.0, float(actuator.get("kv", 1.0)), 1.0
+            return "velocity", 0.0, float(self.numbers(actuator, "kv", 1, (1.0,))[0]), 1.0
         if actuator.tag == "motor":
             return "motor", 0.0, 0.0, 1.0
         gain = self.numbers(actuator, "gainprm", self._PARAMETER_COUNTS, (1.0,))
@@ -725,6 +740,8 @@ def import_mjcf(path, builder: ModelBuilder | None = None, ke: float = 1.0e4, kd
     gravity = None
     if option is not None:
         step = tree.numbers(option, "timestep", 1)
+        if step is not None and not step[0] > 0.0:
+            tree.fail(option, f"timestep=\"{option.get('timestep')}\" must be > 0 s")
         reader.scene.timestep = None if step is None else float(step[0])
         gravity = tree.numbers(option, "gravity", 3)
     world = root.find("worldbody")

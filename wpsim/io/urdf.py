@@ -222,6 +222,8 @@ def _add_collisions(path: Path, b: ModelBuilder, link, body: int, contact: dict,
             elif shape.tag == "cylinder":
                 radius = float(floats(path, shape, "radius", 1)[0])
                 length = float(floats(path, shape, "length", 1)[0])
+                if not length > 0.0:
+                    raise ValueError(f"length must be positive, got {length:g} m")
                 b.add_shape_capsule(body, pos, rot, radius=radius, half_height=max(0.5 * length - radius, 0.0),
                                     density=density, **contact)
             elif shape.tag == "mesh":
@@ -290,9 +292,12 @@ def import_urdf(path, builder: ModelBuilder | None = None, floating: bool = Fals
         if not name or name in links:
             raise SceneFileError(f"{path}: {describe(link)}: links need unique names")
         links[name] = link
-    joints, parent_of, joint_of = [], {}, {}
+    joints, parent_of, joint_of, joint_names = [], {}, {}, set()
     for joint in root.findall("joint"):
         jtype = joint.get("type")
+        if joint.get("name") is not None and joint.get("name") in joint_names:
+            raise SceneFileError(f"{path}: {describe(joint)}: a second joint named \"{joint.get('name')}\"")
+        joint_names.add(joint.get("name"))
         if jtype not in JOINT_TYPES:
             raise SceneFileError(f"{path}: {describe(joint)}: unknown joint type \"{jtype}\" (supported: "
                                  f"{', '.join(JOINT_TYPES)})")
