@@ -368,20 +368,6 @@ def row_active(weight: wp.Float, violation: wp.Float):
 
 
 @wp.func
-def row_coefficient(r: int, pair: int, dof: int, pair_dof: wp.array2d(dtype=int),
-                    pair_dof_count: wp.array2d(dtype=int), side_column: int,
-                    row_jacobian: wp.array2d(dtype=wp.Float)):
-    """J_r at global dof ``dof`` (both sides summed: a pair within one articulation has both
-    sides over the same dofs)."""
-    c = row_jacobian[r, 0] * type(row_jacobian[r, 0])(0.0)
-    for side in range(2):
-        i = dof - pair_dof[pair, side]
-        if i >= 0 and i < pair_dof_count[pair, side]:
-            c += row_jacobian[r, side * side_column + i]
-    return c
-
-
-@wp.func
 def dof_rows(jtype: int, q: wp.Float, qd: wp.Float, accel: wp.Float, lower: wp.Float, upper: wp.Float,
              friction: wp.Float, weight: wp.Float, stiffness: wp.Float, damping: wp.Float, limits: int,
              friction_rows: int):
@@ -418,10 +404,9 @@ def dof_rows(jtype: int, q: wp.Float, qd: wp.Float, accel: wp.Float, lower: wp.F
 
 
 @wp.func
-def newton_system_row(
-    dof: int,
+def island_system(
+    island: int,
     dof_joint: wp.array(dtype=int),
-    joint_articulation: wp.array(dtype=int),
     articulation_dof_start: wp.array(dtype=int),
     articulation_H_start: wp.array(dtype=int),
     joint_type: wp.array(dtype=int),
@@ -429,23 +414,25 @@ def newton_system_row(
     joint_limit_lower: wp.array(dtype=wp.Float),
     joint_limit_upper: wp.array(dtype=wp.Float),
     joint_friction: wp.array(dtype=wp.Float),
-    dof_island_in: wp.array(dtype=int),
-    dof_slot_in: wp.array(dtype=int),
-    island_dof_start_in: wp.array(dtype=int),
-    island_H_start_in: wp.array(dtype=int),
-    articulation_pair_start_in: wp.array(dtype=int),
-    articulation_pairs_in: wp.array(dtype=int),
-    pair_row_start_in: wp.array(dtype=int),
-    pair_dof_in: wp.array2d(dtype=int),
-    pair_dof_count_in: wp.array2d(dtype=int),
-    mass_matrix_in: wp.array(dtype=wp.Float),
-    accel_free_in: wp.array(dtype=wp.Float),
-    row_jacobian_in: wp.array2d(dtype=wp.Float),
-    row_weight_in: wp.array(dtype=wp.Float),
-    row_violation_in: wp.array(dtype=wp.Float),
-    joint_q_in: wp.array(dtype=wp.Float),
-    joint_qd_in: wp.array(dtype=wp.Float),
-    accel_in: wp.array(dtype=wp.Float),
+    dof_slot: wp.array(dtype=int),
+    island_dof_start: wp.array(dtype=int),
+    island_H_start: wp.array(dtype=int),
+    island_articulation_start: wp.array(dtype=int),
+    island_articulations: wp.array(dtype=int),
+    articulation_pair_start: wp.array(dtype=int),
+    articulation_pairs: wp.array(dtype=int),
+    pair_articulation: wp.array(dtype=int),
+    pair_row_start: wp.array(dtype=int),
+    pair_dof: wp.array2d(dtype=int),
+    pair_dof_count: wp.array2d(dtype=int),
+    mass_matrix: wp.array(dtype=wp.Float),
+    accel_free: wp.array(dtype=wp.Float),
+    row_jacobian: wp.array2d(dtype=wp.Float),
+    row_weight: wp.array(dtype=wp.Float),
+    row_violation: wp.array(dtype=wp.Float),
+    joint_q: wp.array(dtype=wp.Float),
+    joint_qd: wp.array(dtype=wp.Float),
+    accel: wp.array(dtype=wp.Float),
     side_column: int,
     limits: int,
     friction_rows: int,
@@ -455,57 +442,84 @@ def newton_system_row(
     gradient_out: wp.array(dtype=wp.Float),
     hessian_out: wp.array(dtype=wp.Float),
 ):
-    """Gradient entry and Hessian row of dof dof (see soft_contact_newton_system)."""
-    island = dof_island_in[dof]
-    i0 = island_dof_start_in[island]
-    n_island = island_dof_start_in[island + 1] - i0
-    base = island_H_start_in[island] + (dof_slot_in[dof] - i0) * n_island
-    art = joint_articulation[dof_joint[dof]]
-    d0 = articulation_dof_start[art]
-    c0 = dof_slot_in[d0] - i0  # the island column of the articulation's first dof
-    n_dofs = articulation_dof_start[art + 1] - d0
-    m_row = articulation_H_start[art] + (dof - d0) * n_dofs
-    zero = mass_matrix_in[m_row] * type(mass_matrix_in[m_row])(0.0)
-    g = zero
-    for k in range(n_island):
-        hessian_out[base + k] = zero
-    for k in range(n_dofs):
-        g += mass_matrix_in[m_row + k] * (accel_in[d0 + k] - accel_free_in[d0 + k])
-        hessian_out[base + c0 + k] = mass_matrix_in[m_row + k]
-    for entry in range(articulation_pair_start_in[art], articulation_pair_start_in[art + 1]):
-        pair = articulation_pairs_in[entry]
-        for first in range(pair_row_start_in[pair], pair_row_start_in[pair + 1], EDGES):
-            if row_weight_in[first] != zero:  # slots not in contact (most) add nothing; edges share the weight
-                for r in range(first, first + EDGES):
-                    c = row_coefficient(r, pair, dof, pair_dof_in, pair_dof_count_in, side_column, row_jacobian_in)
-                    g += c * row_force(row_weight_in[r], row_violation_in[r])
-                    w = row_active(row_weight_in[r], row_violation_in[r]) * c
-                    if w != zero:
-                        for side in range(2):
-                            n_side = pair_dof_count_in[pair, side]
-                            cs = int(0)
-                            if n_side > 0:
-                                cs = dof_slot_in[pair_dof_in[pair, side]] - i0
-                            for k in range(n_side):
-                                wp.atomic_add(hessian_out, base + cs + k,
-                                              w * row_jacobian_in[r, side * side_column + k])
-    j = dof_joint[dof]
+    """Island ``island``'s cost gradient and Hessian (see ``soft_contact_newton_system``)."""
+    i0 = island_dof_start[island]
+    n_island = island_dof_start[island + 1] - i0
+    h_island = island_H_start[island]
+    e0 = island_articulation_start[island]
+    e1 = island_articulation_start[island + 1]
+    zero = impedance * type(impedance)(0.0)
+    for e in range(e0, e1):
+        art = island_articulations[e]
+        d0 = articulation_dof_start[art]
+        n_dofs = articulation_dof_start[art + 1] - d0
+        c0 = dof_slot[d0] - i0  # the island column of the articulation's first dof
+        for i in range(n_dofs):
+            base = h_island + (c0 + i) * n_island
+            m_row = articulation_H_start[art] + i * n_dofs
+            g = zero
+            for k in range(n_island):
+                hessian_out[base + k] = zero
+            for k in range(n_dofs):
+                g += mass_matrix[m_row + k] * (accel[d0 + k] - accel_free[d0 + k])
+                hessian_out[base + c0 + k] = mass_matrix[m_row + k]
+            gradient_out[d0 + i] = g
+    for e in range(e0, e1):
+        art = island_articulations[e]
+        for entry in range(articulation_pair_start[art], articulation_pair_start[art + 1]):
+            pair = articulation_pairs[entry]
+            if pair_articulation[pair] == art:  # each pair once, by the articulation of its shape a
+                shared = pair_dof_count[pair, 0] > 0 and pair_dof[pair, 1] == pair_dof[pair, 0]
+                sides = 2  # side b of a static shape has no dofs
+                if shared:
+                    sides = 1  # both sides on one articulation: each coefficient sums them
+                for first in range(pair_row_start[pair], pair_row_start[pair + 1], EDGES):
+                    if row_weight[first] != zero:  # slots not in contact (most) add nothing; edges share the weight
+                        for r in range(first, first + EDGES):
+                            force = row_force(row_weight[r], row_violation[r])
+                            active = row_active(row_weight[r], row_violation[r])
+                            for side_i in range(sides):
+                                for i in range(pair_dof_count[pair, side_i]):
+                                    dof = pair_dof[pair, side_i] + i
+                                    c = row_jacobian[r, side_i * side_column + i]
+                                    if shared:
+                                        c += row_jacobian[r, side_column + i]
+                                    wp.atomic_add(gradient_out, dof, c * force)
+                                    own = dof_slot[dof] - i0
+                                    w = active * c
+                                    if w != zero:
+                                        base = h_island + own * n_island
+                                        for side in range(2):
+                                            n_side = pair_dof_count[pair, side]
+                                            cs = int(0)
+                                            if n_side > 0:
+                                                cs = dof_slot[pair_dof[pair, side]] - i0
+                                            for k in range(wp.min(n_side, own - cs + 1)):
+                                                entry_jk = row_jacobian[r, side * side_column + k]
+                                                if entry_jk != zero:
+                                                    wp.atomic_add(hessian_out, base + cs + k, w * entry_jk)
     one = type(impedance)(1.0)
-    weight = impedance / (one - impedance) * mass_matrix_in[m_row + dof - d0]
-    force, curvature = dof_rows(joint_type[j], joint_q_in[joint_q_start[j]], joint_qd_in[dof], accel_in[dof],
-                                joint_limit_lower[dof], joint_limit_upper[dof], joint_friction[dof], weight,
-                                one / (time_constant * time_constant), type(one)(2.0) * damping_ratio / time_constant,
-                                limits, friction_rows)
-    g += force
-    if curvature != zero:
-        wp.atomic_add(hessian_out, base + c0 + dof - d0, curvature)
-    gradient_out[dof] = g
+    for e in range(e0, e1):
+        art = island_articulations[e]
+        d0 = articulation_dof_start[art]
+        n_dofs = articulation_dof_start[art + 1] - d0
+        for i in range(n_dofs):
+            dof = d0 + i
+            j = dof_joint[dof]
+            weight = impedance / (one - impedance) * mass_matrix[articulation_H_start[art] + i * (n_dofs + 1)]
+            force, curvature = dof_rows(joint_type[j], joint_q[joint_q_start[j]], joint_qd[dof], accel[dof],
+                                        joint_limit_lower[dof], joint_limit_upper[dof], joint_friction[dof], weight,
+                                        one / (time_constant * time_constant),
+                                        type(one)(2.0) * damping_ratio / time_constant, limits, friction_rows)
+            wp.atomic_add(gradient_out, dof, force)
+            if curvature != zero:
+                own = dof_slot[dof] - i0
+                wp.atomic_add(hessian_out, h_island + own * (n_island + 1), curvature)
 
 
 @kernel
 def soft_contact_newton_system(
     dof_joint: wp.array(dtype=int),
-    joint_articulation: wp.array(dtype=int),
     articulation_dof_start: wp.array(dtype=int),
     articulation_H_start: wp.array(dtype=int),
     joint_type: wp.array(dtype=int),
@@ -513,12 +527,14 @@ def soft_contact_newton_system(
     joint_limit_lower: wp.array(dtype=wp.Float),
     joint_limit_upper: wp.array(dtype=wp.Float),
     joint_friction: wp.array(dtype=wp.Float),
-    dof_island_in: wp.array(dtype=int),
     dof_slot_in: wp.array(dtype=int),
     island_dof_start_in: wp.array(dtype=int),
     island_H_start_in: wp.array(dtype=int),
+    island_articulation_start_in: wp.array(dtype=int),
+    island_articulations_in: wp.array(dtype=int),
     articulation_pair_start_in: wp.array(dtype=int),
     articulation_pairs_in: wp.array(dtype=int),
+    pair_articulation_in: wp.array(dtype=int),
     pair_row_start_in: wp.array(dtype=int),
     pair_dof_in: wp.array2d(dtype=int),
     pair_dof_count_in: wp.array2d(dtype=int),
@@ -539,20 +555,21 @@ def soft_contact_newton_system(
     gradient_out: wp.array(dtype=wp.Float),
     hessian_out: wp.array(dtype=wp.Float),
 ):
-    """One thread per dof i of an island (articulations whose bodies touch, solved together;
-    its dofs at the positions ``dof_slot_in``, from ``island_dof_start_in``):
+    """One thread per island (articulations whose bodies touch, solved together; its dofs at
+    the positions ``dof_slot_in``, from ``island_dof_start_in``): for every dof i,
     gradient_i = (H (a - a0))_i + sum_r J_ri D_r min(0, x_r) and row i of the island's Hessian
-    blockdiag(H) + sum_r D_r [x_r < 0] J_r^T J_r, visiting only the pairs of dof i's
-    articulation and their slots in contact (D_r != 0), adding
-    only the rows' nonzero columns; and the rows on dof i alone (``dof_rows``: joint limits,
-    dry friction), weighted D = impedance / (1 - impedance) H_ii."""
-    newton_system_row(wp.tid(), dof_joint, joint_articulation, articulation_dof_start, articulation_H_start,
-                      joint_type, joint_q_start, joint_limit_lower, joint_limit_upper, joint_friction,
-                      dof_island_in, dof_slot_in, island_dof_start_in, island_H_start_in,
-                      articulation_pair_start_in, articulation_pairs_in, pair_row_start_in, pair_dof_in,
-                      pair_dof_count_in, mass_matrix_in, accel_free_in, row_jacobian_in, row_weight_in,
-                      row_violation_in, joint_q_in, joint_qd_in, accel_in, side_column, limits, friction_rows,
-                      time_constant, damping_ratio, impedance, gradient_out, hessian_out)
+    blockdiag(H) + sum_r D_r [x_r < 0] J_r^T J_r, row by row over the pairs of its
+    articulations and their slots in contact (D_r != 0), adding only the rows' nonzero columns
+    up to the diagonal (the Cholesky factorisation reads the lower triangle; the rows' terms
+    above it are left out); then the rows on one dof (``dof_rows``: joint limits, dry
+    friction), weighted D = impedance / (1 - impedance) H_ii."""
+    island_system(wp.tid(), dof_joint, articulation_dof_start, articulation_H_start, joint_type, joint_q_start,
+                  joint_limit_lower, joint_limit_upper, joint_friction, dof_slot_in, island_dof_start_in,
+                  island_H_start_in, island_articulation_start_in, island_articulations_in,
+                  articulation_pair_start_in, articulation_pairs_in, pair_articulation_in, pair_row_start_in,
+                  pair_dof_in, pair_dof_count_in, mass_matrix_in, accel_free_in, row_jacobian_in, row_weight_in,
+                  row_violation_in, joint_q_in, joint_qd_in, accel_in, side_column, limits, friction_rows,
+                  time_constant, damping_ratio, impedance, gradient_out, hessian_out)
 
 
 @wp.func

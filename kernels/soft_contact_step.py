@@ -18,7 +18,7 @@ from .articulation_step import articulation_dynamics
 from .generic import kernel, mat33, transform, vec3
 from .soft_contact import (
     island_line_search,
-    newton_system_row,
+    island_system,
     pair_rows,
     row_parameters,
     row_violation,
@@ -33,7 +33,6 @@ def contact_solve(
     step: int,
     dof_joint: wp.array(dtype=int),
     joint_type: wp.array(dtype=int),
-    joint_articulation: wp.array(dtype=int),
     joint_q_start: wp.array(dtype=int),
     joint_limit_lower: wp.array(dtype=wp.Float),
     joint_limit_upper: wp.array(dtype=wp.Float),
@@ -49,7 +48,6 @@ def contact_solve(
     articulation_contact_pairs: wp.array(dtype=int),
     island_articulation_start: wp.array(dtype=int),
     island_articulations: wp.array(dtype=int),
-    dof_island: wp.array(dtype=int),
     dof_slot: wp.array(dtype=int),
     joint_q: wp.array(dtype=wp.Float),
     joint_qd: wp.array(dtype=wp.Float),
@@ -96,16 +94,18 @@ def contact_solve(
         for entry in range(articulation_contact_pair_start[a], articulation_contact_pair_start[a + 1]):
             pair = articulation_contact_pairs[entry]
             for r in range(pair_row_start[pair], pair_row_start[pair + 1]):
-                row_violation_out[r] = row_violation(r, row_pair, pair_dof, pair_dof_count, row_jacobian, row_aref,
-                                                     row_weight, accel_out, side_column)
-        for dof in range(d0, d0 + n):
-            newton_system_row(dof, dof_joint, joint_articulation, articulation_dof_start, articulation_H_start,
-                              joint_type, joint_q_start, joint_limit_lower, joint_limit_upper, joint_friction,
-                              dof_island, dof_slot, articulation_dof_start, articulation_H_start,
-                              articulation_contact_pair_start, articulation_contact_pairs, pair_row_start, pair_dof,
-                              pair_dof_count, mass_matrix, qdd, row_jacobian, row_weight, row_violation_out,
-                              joint_q, joint_qd, accel_out, side_column, limits, friction_rows, time_constant,
-                              damping_ratio, impedance, gradient_out, hessian_out)
+                x = row_aref[r] * type(row_aref[r])(0.0)
+                if row_weight[r] != x:  # rows not in contact (most) keep 0, as row_violation gives them
+                    x = row_violation(r, row_pair, pair_dof, pair_dof_count, row_jacobian, row_aref, row_weight,
+                                      accel_out, side_column)
+                row_violation_out[r] = x
+        island_system(a, dof_joint, articulation_dof_start, articulation_H_start, joint_type, joint_q_start,
+                      joint_limit_lower, joint_limit_upper, joint_friction, dof_slot, articulation_dof_start,
+                      articulation_H_start, island_articulation_start, island_articulations,
+                      articulation_contact_pair_start, articulation_contact_pairs, pair_articulation, pair_row_start,
+                      pair_dof, pair_dof_count, mass_matrix, qdd, row_jacobian, row_weight, row_violation_out, joint_q,
+                      joint_qd, accel_out, side_column, limits, friction_rows, time_constant, damping_ratio, impedance,
+                      gradient_out, hessian_out)
         factor_and_solve(a, articulation_dof_start, articulation_H_start, hessian_out, gradient_out,
                          newton_factor_out, newton_step_out)
         alpha = island_line_search(
@@ -201,7 +201,6 @@ def soft_contact_steps(
     articulation_contact_pairs_in: wp.array(dtype=int),
     island_articulation_start_in: wp.array(dtype=int),
     island_articulations_in: wp.array(dtype=int),
-    dof_island_in: wp.array(dtype=int),
     dof_slot_in: wp.array(dtype=int),
     joint_q_in: wp.array(dtype=wp.Float),
     joint_qd_in: wp.array(dtype=wp.Float),
@@ -314,11 +313,11 @@ def soft_contact_steps(
             for r in range(pair_row_start_in[pair], pair_row_start_in[pair + 1]):
                 row_parameters(r, row_velocity_out, row_inverse_mass_out, row_distance_out, row_in_contact_out,
                                time_constant, damping_ratio, impedance, row_aref_out, row_weight_out)
-        contact_solve(a, world, step + s, dof_joint, joint_type, joint_articulation, joint_q_start, joint_limit_lower,
+        contact_solve(a, world, step + s, dof_joint, joint_type, joint_q_start, joint_limit_lower,
                       joint_limit_upper, joint_friction, articulation_dof_start, articulation_H_start,
                       pair_row_start_in, row_pair_in, pair_dof_in, pair_dof_count_in, pair_articulation_in,
                       articulation_contact_pair_start_in, articulation_contact_pairs_in, island_articulation_start_in,
-                      island_articulations_in, dof_island_in, dof_slot_in, joint_q_in, joint_qd_in, mass_matrix_out,
+                      island_articulations_in, dof_slot_in, joint_q_in, joint_qd_in, mass_matrix_out,
                       qdd_out, row_jacobian_out, row_weight_out, side_column, limits, friction_rows, time_constant,
                       damping_ratio, impedance, tolerance, slope_tolerance, iterations, fixed_iterations, row_aref_out,
                       row_violation_out, row_step_out, gradient_out, hessian_out, newton_factor_out, newton_step_out,

@@ -16,6 +16,7 @@ from wpsim.diff.losses import joint_tracking_loss
 from wpsim.io.mjcf import import_mjcf
 from wpsim.solvers import SemiImplicitSolver, SoftContactOptions, fused_articulation
 from wpsim.solvers.fused_articulation import PREPARED_LAUNCHES, thread_chunks
+from wpsim.solvers.fused_soft_contact import FusedSoftContactStep
 from wpsim.solvers.kinematics import eval_fk
 from wpsim.solvers.prepared_launch import PreparedLaunch
 from wpsim.solvers.rollout import simulate
@@ -200,9 +201,11 @@ def test_fused_gradients_match_central_differences():
 def test_fused_refusals_name_the_reason():
     builder, _ = import_mjcf(ASSETS / "quadruped.xml")
     model = builder.finalize(device="cpu")
-    with pytest.raises(ValueError, match="soft-constraint contact"):
-        SemiImplicitSolver(model, soft_contact=SoftContactOptions(), fused=True)
-    assert SemiImplicitSolver(model, soft_contact=SoftContactOptions()).fused is None
+    strict = SoftContactOptions(raise_on_nonconvergence=True)
+    with pytest.raises(ValueError, match="raise_on_nonconvergence reads the convergence back at every step"):
+        SemiImplicitSolver(model, soft_contact=strict, fused=True)
+    assert SemiImplicitSolver(model, soft_contact=strict).fused is None
+    assert isinstance(SemiImplicitSolver(model, soft_contact=SoftContactOptions()).fused, FusedSoftContactStep)
     solver = SemiImplicitSolver(model)
     state = model.state(requires_grad=True)
     with pytest.raises(ValueError, match="steps must be >= 1"):

@@ -44,7 +44,7 @@ class FusedSoftContactStep(FusedArticulationStep):
         self._fields += [
             stepper._friction, pairs.contact_pair, pairs.pair_row_start, pairs.row_pair, pairs.pair_dof,
             pairs.pair_dof_count, pairs.pair_articulation, pairs.articulation_pair_start, pairs.articulation_pairs,
-            islands.articulation_start, islands.articulations, islands.dof_island, islands.dof_slot,
+            islands.articulation_start, islands.articulations, islands.dof_slot,
         ]
         self._first_index = len(self._fields) + 6
         rows = contact._rows(pairs, False)

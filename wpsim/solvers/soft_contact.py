@@ -449,12 +449,12 @@ class SoftContact:
                          [violation])
         gradient = self._vector("gradient", grad)
         hessian = self._array("hessian", islands.hessian_size, grad)
-        self._launch(soft_contact.soft_contact_newton_system, m.joint_dof_count,
-                     [m.dof_joint, m.joint_articulation, m.articulation_dof_start, m.articulation_H_start,
-                      m.joint_type, m.joint_q_start, m.joint_limit_lower, m.joint_limit_upper, m.joint_friction,
-                      islands.dof_island, islands.dof_slot, islands.dof_start, islands.H_start,
-                      pairs.articulation_pair_start, pairs.articulation_pairs, pairs.pair_row_start, pairs.pair_dof,
-                      pairs.pair_dof_count,
+        self._launch(soft_contact.soft_contact_newton_system, islands.count,
+                     [m.dof_joint, m.articulation_dof_start, m.articulation_H_start, m.joint_type, m.joint_q_start,
+                      m.joint_limit_lower, m.joint_limit_upper, m.joint_friction, islands.dof_slot, islands.dof_start,
+                      islands.H_start, islands.articulation_start, islands.articulations,
+                      pairs.articulation_pair_start, pairs.articulation_pairs, pairs.pair_articulation,
+                      pairs.pair_row_start, pairs.pair_dof, pairs.pair_dof_count,
                       scratch.mass_matrix, scratch.qdd, rows["jacobian"], rows["weight"], violation, state_in.joint_q,
                       state_in.joint_qd, accel, self.side_column, *self._dof_row_flags, *self._params],
                      [gradient, hessian])
