@@ -44,58 +44,83 @@ def tangent_basis(n: vec3):
 
 
 @wp.func
-def point_jacobian(
-    dof: int, pos_b: int, direction: vec3, at: vec3, dof_joint: wp.array(dtype=int),
-    joint_dfs_pos: wp.array(dtype=int), joint_dfs_end: wp.array(dtype=int), dof_motion: wp.array(dtype=vec6),
+def point_velocity(
+    dof: int, pos_b: int, at: vec3, dof_joint: wp.array(dtype=int), joint_dfs_pos: wp.array(dtype=int),
+    joint_dfs_end: wp.array(dtype=int), dof_motion: wp.array(dtype=vec6),
 ):
-    """direction . (velocity per unit rate of ``dof`` of the point at ``at`` from the
-    articulation origin on the body whose joint has depth-first position ``pos_b``): 0
-    unless the dof's joint is an ancestor of (or is) that body's joint."""
+    """Velocity per unit rate of ``dof`` of the point at ``at`` from the articulation origin on
+    the body whose joint has depth-first position ``pos_b``: zero unless the dof's joint is an
+    ancestor of (or is) that body's joint."""
     j = dof_joint[dof]
-    value = direction[0] * type(direction[0])(0.0)
+    value = at * type(at[0])(0.0)
     if joint_dfs_pos[j] <= pos_b and pos_b < joint_dfs_end[j]:
         s = dof_motion[dof]
-        value = wp.dot(direction, bottom(s) + wp.cross(top(s), at))
+        value = bottom(s) + wp.cross(top(s), at)
     return value
 
 
 @wp.func
-def side_jacobian(
-    body: int, sign: wp.Float, direction: vec3, x: vec3, r: int, column: int, body_joint: wp.array(dtype=int),
-    body_origin: wp.array(dtype=vec3), joint_articulation: wp.array(dtype=int), joint_dfs_pos: wp.array(dtype=int),
-    joint_dfs_end: wp.array(dtype=int), dof_joint: wp.array(dtype=int), articulation_dof_start: wp.array(dtype=int),
+def side_jacobians(
+    body: int, sign: wp.Float, direction_0: vec3, direction_1: vec3, direction_2: vec3, direction_3: vec3, x: vec3,
+    r: int, column: int, body_joint: wp.array(dtype=int), body_origin: wp.array(dtype=vec3),
+    joint_articulation: wp.array(dtype=int), joint_dfs_pos: wp.array(dtype=int), joint_dfs_end: wp.array(dtype=int),
+    dof_joint: wp.array(dtype=int), articulation_dof_start: wp.array(dtype=int),
     articulation_H_start: wp.array(dtype=int), joint_qd: wp.array(dtype=wp.Float), dof_motion: wp.array(dtype=vec6),
     mass_matrix: wp.array(dtype=wp.Float), row_jacobian: wp.array2d(dtype=wp.Float),
 ):
-    """Write sign * direction . (velocity of the point x of ``body`` per unit rate of each dof
-    of its articulation) into row r from ``column`` on; returns (that part of J_r v,
-    its part sum_k J_rk^2 / H_kk of the inverse effective mass)."""
+    """Write sign * direction_e . (velocity of the point x of ``body`` per unit rate of each dof
+    of its articulation) into rows r + e (the slot's four cone edges) from ``column`` on;
+    returns (their parts of J_r v, their parts sum_k J_rk^2 / H_kk of the inverse effective
+    mass) as 4-vectors. Each dof's point velocity is computed once for the four edges."""
     art = joint_articulation[body_joint[body]]
     d0 = articulation_dof_start[art]
     n_dofs = articulation_dof_start[art + 1] - d0
     h0 = articulation_H_start[art]
     pos_b = joint_dfs_pos[body_joint[body]]
     at = x - body_origin[body]
-    velocity = sign * type(sign)(0.0)
-    inverse_mass = velocity
+    velocity_0 = sign * type(sign)(0.0)
+    velocity_1 = velocity_0
+    velocity_2 = velocity_0
+    velocity_3 = velocity_0
+    inverse_mass_0 = velocity_0
+    inverse_mass_1 = velocity_0
+    inverse_mass_2 = velocity_0
+    inverse_mass_3 = velocity_0
     for i in range(n_dofs):
-        value = sign * point_jacobian(d0 + i, pos_b, direction, at, dof_joint, joint_dfs_pos, joint_dfs_end, dof_motion)
-        row_jacobian[r, column + i] = value
-        velocity += value * joint_qd[d0 + i]
-        inverse_mass += value * value / mass_matrix[h0 + i * n_dofs + i]
-    return velocity, inverse_mass
+        v = point_velocity(d0 + i, pos_b, at, dof_joint, joint_dfs_pos, joint_dfs_end, dof_motion)
+        rate = joint_qd[d0 + i]
+        diagonal = mass_matrix[h0 + i * n_dofs + i]
+        value_0 = sign * wp.dot(direction_0, v)
+        value_1 = sign * wp.dot(direction_1, v)
+        value_2 = sign * wp.dot(direction_2, v)
+        value_3 = sign * wp.dot(direction_3, v)
+        row_jacobian[r, column + i] = value_0
+        row_jacobian[r + 1, column + i] = value_1
+        row_jacobian[r + 2, column + i] = value_2
+        row_jacobian[r + 3, column + i] = value_3
+        velocity_0 += value_0 * rate
+        velocity_1 += value_1 * rate
+        velocity_2 += value_2 * rate
+        velocity_3 += value_3 * rate
+        inverse_mass_0 += value_0 * value_0 / diagonal
+        inverse_mass_1 += value_1 * value_1 / diagonal
+        inverse_mass_2 += value_2 * value_2 / diagonal
+        inverse_mass_3 += value_3 * value_3 / diagonal
+    return (wp.vector(velocity_0, velocity_1, velocity_2, velocity_3),
+            wp.vector(inverse_mass_0, inverse_mass_1, inverse_mass_2, inverse_mass_3))
 
 
 @wp.func
-def shared_inverse_mass(
-    body_a: int, body_b: int, sign_a: wp.Float, direction: vec3, x: vec3, body_joint: wp.array(dtype=int),
-    body_origin: wp.array(dtype=vec3), joint_articulation: wp.array(dtype=int), joint_dfs_pos: wp.array(dtype=int),
-    joint_dfs_end: wp.array(dtype=int), dof_joint: wp.array(dtype=int), articulation_dof_start: wp.array(dtype=int),
+def shared_inverse_masses(
+    body_a: int, body_b: int, sign_a: wp.Float, direction_0: vec3, direction_1: vec3, direction_2: vec3,
+    direction_3: vec3, x: vec3, body_joint: wp.array(dtype=int), body_origin: wp.array(dtype=vec3),
+    joint_articulation: wp.array(dtype=int), joint_dfs_pos: wp.array(dtype=int), joint_dfs_end: wp.array(dtype=int),
+    dof_joint: wp.array(dtype=int), articulation_dof_start: wp.array(dtype=int),
     articulation_H_start: wp.array(dtype=int), dof_motion: wp.array(dtype=vec6), mass_matrix: wp.array(dtype=wp.Float),
 ):
-    """sum_k J_rk^2 / H_kk for a row between two bodies of one articulation, J_rk the sum of
-    both sides (a dof moving both bodies alike cancels; summing the sides' squares would
-    count it twice and make self-contact softer than asked)."""
+    """sum_k J_rk^2 / H_kk of a slot's four edge rows between two bodies of one articulation (a
+    4-vector), J_rk the sum of both sides (a dof moving both bodies alike cancels; summing the
+    sides' squares would count it twice and make self-contact softer than asked)."""
     art = joint_articulation[body_joint[body_a]]
     d0 = articulation_dof_start[art]
     n_dofs = articulation_dof_start[art + 1] - d0
@@ -103,13 +128,14 @@ def shared_inverse_mass(
     at = x - body_origin[body_a]
     pos_a = joint_dfs_pos[body_joint[body_a]]
     pos_b = joint_dfs_pos[body_joint[body_b]]
-    inverse_mass = sign_a * type(sign_a)(0.0)
+    zero = sign_a * type(sign_a)(0.0)
+    inverse_mass = wp.vector(zero, zero, zero, zero)
     for i in range(n_dofs):
-        value = sign_a * (point_jacobian(d0 + i, pos_a, direction, at, dof_joint, joint_dfs_pos, joint_dfs_end,
-                                         dof_motion)
-                          - point_jacobian(d0 + i, pos_b, direction, at, dof_joint, joint_dfs_pos, joint_dfs_end,
-                                           dof_motion))
-        inverse_mass += value * value / mass_matrix[h0 + i * n_dofs + i]
+        v = (point_velocity(d0 + i, pos_a, at, dof_joint, joint_dfs_pos, joint_dfs_end, dof_motion)
+             - point_velocity(d0 + i, pos_b, at, dof_joint, joint_dfs_pos, joint_dfs_end, dof_motion))
+        value = wp.vector(wp.dot(direction_0, v), wp.dot(direction_1, v), wp.dot(direction_2, v),
+                          wp.dot(direction_3, v)) * sign_a
+        inverse_mass = inverse_mass + wp.cw_mul(value, value) / mass_matrix[h0 + i * n_dofs + i]
     return inverse_mass
 
 
@@ -171,41 +197,37 @@ def pair_rows(
                                         shape_hull_point_start, shape_hull_point_count, shape_plane_normal,
                                         shape_plane_offset, shape_plane_start, shape_plane_count)
         touching = zero
-        t1 = n
-        t2 = n
-        if valid and pen > zero:
+        velocity = wp.vector(zero, zero, zero, zero)
+        inverse_mass = velocity
+        r = first_row + slot * EDGES
+        if valid and pen > zero:  # rows of slots not in contact are never read but for their zero weight
             touching = one
             t1, t2 = tangent_basis(n)
+            direction_0 = n + t1 * (mu * one)  # the edges n +- mu t1, n +- mu t2
+            direction_1 = n + t1 * (mu * -one)
+            direction_2 = n + t2 * (mu * one)
+            direction_3 = n + t2 * (mu * -one)
+            velocity, inverse_mass = side_jacobians(
+                body_a, sign_a, direction_0, direction_1, direction_2, direction_3, x, r, 0, body_joint, body_origin,
+                joint_articulation, joint_dfs_pos, joint_dfs_end, dof_joint, articulation_dof_start,
+                articulation_H_start, joint_qd_in, dof_motion_in, mass_matrix_in, row_jacobian_out)
+            if body_b >= 0:
+                velocity_b, inverse_mass_b = side_jacobians(
+                    body_b, -sign_a, direction_0, direction_1, direction_2, direction_3, x, r, side_column, body_joint,
+                    body_origin, joint_articulation, joint_dfs_pos, joint_dfs_end, dof_joint, articulation_dof_start,
+                    articulation_H_start, joint_qd_in, dof_motion_in, mass_matrix_in, row_jacobian_out)
+                velocity = velocity + velocity_b
+                inverse_mass = inverse_mass + inverse_mass_b
+                if joint_articulation[body_joint[body_b]] == joint_articulation[body_joint[body_a]]:
+                    inverse_mass = shared_inverse_masses(
+                        body_a, body_b, sign_a, direction_0, direction_1, direction_2, direction_3, x, body_joint,
+                        body_origin, joint_articulation, joint_dfs_pos, joint_dfs_end, dof_joint,
+                        articulation_dof_start, articulation_H_start, dof_motion_in, mass_matrix_in)
         for e in range(EDGES):
-            r = first_row + slot * EDGES + e
-            velocity = zero
-            inverse_mass = zero
-            if touching == one:  # rows of slots not in contact are never read but for their zero weight
-                sign = one - type(one)(2.0) * type(one)(float(e % 2))
-                tangent = t1
-                if e >= 2:
-                    tangent = t2
-                direction = n + tangent * (mu * sign)
-                velocity, inverse_mass = side_jacobian(
-                    body_a, sign_a, direction, x, r, 0, body_joint, body_origin, joint_articulation, joint_dfs_pos,
-                    joint_dfs_end, dof_joint, articulation_dof_start, articulation_H_start, joint_qd_in, dof_motion_in,
-                    mass_matrix_in, row_jacobian_out)
-                if body_b >= 0:
-                    velocity_b, inverse_mass_b = side_jacobian(
-                        body_b, -sign_a, direction, x, r, side_column, body_joint, body_origin, joint_articulation,
-                        joint_dfs_pos, joint_dfs_end, dof_joint, articulation_dof_start, articulation_H_start,
-                        joint_qd_in, dof_motion_in, mass_matrix_in, row_jacobian_out)
-                    velocity = velocity + velocity_b
-                    inverse_mass = inverse_mass + inverse_mass_b
-                    if joint_articulation[body_joint[body_b]] == joint_articulation[body_joint[body_a]]:
-                        inverse_mass = shared_inverse_mass(
-                            body_a, body_b, sign_a, direction, x, body_joint, body_origin, joint_articulation,
-                            joint_dfs_pos, joint_dfs_end, dof_joint, articulation_dof_start, articulation_H_start,
-                            dof_motion_in, mass_matrix_in)
-            row_velocity_out[r] = velocity
-            row_inverse_mass_out[r] = inverse_mass
-            row_distance_out[r] = -pen
-            row_in_contact_out[r] = touching
+            row_velocity_out[r + e] = velocity[e]
+            row_inverse_mass_out[r + e] = inverse_mass[e]
+            row_distance_out[r + e] = -pen
+            row_in_contact_out[r + e] = touching
 
 
 @kernel
@@ -404,7 +426,7 @@ def dof_rows(jtype: int, q: wp.Float, qd: wp.Float, accel: wp.Float, lower: wp.F
 
 
 @wp.func
-def island_system(
+def island_gradient(
     island: int,
     dof_joint: wp.array(dtype=int),
     articulation_dof_start: wp.array(dtype=int),
@@ -414,9 +436,6 @@ def island_system(
     joint_limit_lower: wp.array(dtype=wp.Float),
     joint_limit_upper: wp.array(dtype=wp.Float),
     joint_friction: wp.array(dtype=wp.Float),
-    dof_slot: wp.array(dtype=int),
-    island_dof_start: wp.array(dtype=int),
-    island_H_start: wp.array(dtype=int),
     island_articulation_start: wp.array(dtype=int),
     island_articulations: wp.array(dtype=int),
     articulation_pair_start: wp.array(dtype=int),
@@ -440,29 +459,26 @@ def island_system(
     damping_ratio: wp.Float,
     impedance: wp.Float,
     gradient_out: wp.array(dtype=wp.Float),
-    hessian_out: wp.array(dtype=wp.Float),
+    row_curvature_out: wp.array(dtype=wp.Float),
+    dof_curvature_out: wp.array(dtype=wp.Float),
 ):
-    """Island ``island``'s cost gradient and Hessian (see ``soft_contact_newton_system``)."""
-    i0 = island_dof_start[island]
-    n_island = island_dof_start[island + 1] - i0
-    h_island = island_H_start[island]
+    """Island ``island``'s cost gradient (see ``soft_contact_newton_system``), and the Hessian
+    weight of each of its rows in contact (D_r [x_r < 0], into row_curvature_out) and of each
+    dof's own rows (dof_curvature_out). Returns 1 if any of those weights differs from the one
+    the arrays held (the Hessian they describe has changed), else 0."""
     e0 = island_articulation_start[island]
     e1 = island_articulation_start[island + 1]
     zero = impedance * type(impedance)(0.0)
+    changed = int(0)
     for e in range(e0, e1):
         art = island_articulations[e]
         d0 = articulation_dof_start[art]
         n_dofs = articulation_dof_start[art + 1] - d0
-        c0 = dof_slot[d0] - i0  # the island column of the articulation's first dof
         for i in range(n_dofs):
-            base = h_island + (c0 + i) * n_island
             m_row = articulation_H_start[art] + i * n_dofs
             g = zero
-            for k in range(n_island):
-                hessian_out[base + k] = zero
             for k in range(n_dofs):
                 g += mass_matrix[m_row + k] * (accel[d0 + k] - accel_free[d0 + k])
-                hessian_out[base + c0 + k] = mass_matrix[m_row + k]
             gradient_out[d0 + i] = g
     for e in range(e0, e1):
         art = island_articulations[e]
@@ -478,6 +494,9 @@ def island_system(
                         for r in range(first, first + EDGES):
                             force = row_force(row_weight[r], row_violation[r])
                             active = row_active(row_weight[r], row_violation[r])
+                            if active != row_curvature_out[r]:
+                                changed = 1
+                            row_curvature_out[r] = active
                             for side_i in range(sides):
                                 for i in range(pair_dof_count[pair, side_i]):
                                     dof = pair_dof[pair, side_i] + i
@@ -485,19 +504,6 @@ def island_system(
                                     if shared:
                                         c += row_jacobian[r, side_column + i]
                                     wp.atomic_add(gradient_out, dof, c * force)
-                                    own = dof_slot[dof] - i0
-                                    w = active * c
-                                    if w != zero:
-                                        base = h_island + own * n_island
-                                        for side in range(2):
-                                            n_side = pair_dof_count[pair, side]
-                                            cs = int(0)
-                                            if n_side > 0:
-                                                cs = dof_slot[pair_dof[pair, side]] - i0
-                                            for k in range(wp.min(n_side, own - cs + 1)):
-                                                entry_jk = row_jacobian[r, side * side_column + k]
-                                                if entry_jk != zero:
-                                                    wp.atomic_add(hessian_out, base + cs + k, w * entry_jk)
     one = type(impedance)(1.0)
     for e in range(e0, e1):
         art = island_articulations[e]
@@ -512,9 +518,98 @@ def island_system(
                                         one / (time_constant * time_constant),
                                         type(one)(2.0) * damping_ratio / time_constant, limits, friction_rows)
             wp.atomic_add(gradient_out, dof, force)
-            if curvature != zero:
+            if curvature != dof_curvature_out[dof]:
+                changed = 1
+            dof_curvature_out[dof] = curvature
+    return changed
+
+
+@wp.func
+def island_hessian(
+    island: int,
+    articulation_dof_start: wp.array(dtype=int),
+    articulation_H_start: wp.array(dtype=int),
+    dof_slot: wp.array(dtype=int),
+    island_dof_start: wp.array(dtype=int),
+    island_H_start: wp.array(dtype=int),
+    island_articulation_start: wp.array(dtype=int),
+    island_articulations: wp.array(dtype=int),
+    articulation_pair_start: wp.array(dtype=int),
+    articulation_pairs: wp.array(dtype=int),
+    pair_articulation: wp.array(dtype=int),
+    pair_row_start: wp.array(dtype=int),
+    pair_dof: wp.array2d(dtype=int),
+    pair_dof_count: wp.array2d(dtype=int),
+    mass_matrix: wp.array(dtype=wp.Float),
+    row_jacobian: wp.array2d(dtype=wp.Float),
+    row_weight: wp.array(dtype=wp.Float),
+    row_curvature: wp.array(dtype=wp.Float),
+    dof_curvature: wp.array(dtype=wp.Float),
+    side_column: int,
+    impedance: wp.Float,
+    hessian_out: wp.array(dtype=wp.Float),
+):
+    """Island ``island``'s cost Hessian (see ``soft_contact_newton_system``) from the rows' and
+    dofs' Hessian weights that ``island_gradient`` recorded: the lower triangle and diagonal
+    (the Cholesky factorisation reads no more; the entries above stay zero)."""
+    i0 = island_dof_start[island]
+    n_island = island_dof_start[island + 1] - i0
+    h_island = island_H_start[island]
+    e0 = island_articulation_start[island]
+    e1 = island_articulation_start[island + 1]
+    zero = impedance * type(impedance)(0.0)
+    for e in range(e0, e1):
+        art = island_articulations[e]
+        d0 = articulation_dof_start[art]
+        n_dofs = articulation_dof_start[art + 1] - d0
+        c0 = dof_slot[d0] - i0  # the island column of the articulation's first dof
+        for i in range(n_dofs):
+            base = h_island + (c0 + i) * n_island
+            m_row = articulation_H_start[art] + i * n_dofs
+            for k in range(c0 + i + 1):
+                hessian_out[base + k] = zero
+            for k in range(i + 1):
+                hessian_out[base + c0 + k] = mass_matrix[m_row + k]
+    for e in range(e0, e1):
+        art = island_articulations[e]
+        for entry in range(articulation_pair_start[art], articulation_pair_start[art + 1]):
+            pair = articulation_pairs[entry]
+            if pair_articulation[pair] == art:  # each pair once, by the articulation of its shape a
+                shared = pair_dof_count[pair, 0] > 0 and pair_dof[pair, 1] == pair_dof[pair, 0]
+                sides = 2  # side b of a static shape has no dofs
+                if shared:
+                    sides = 1  # both sides on one articulation: each coefficient sums them
+                for first in range(pair_row_start[pair], pair_row_start[pair + 1], EDGES):
+                    if row_weight[first] != zero:  # slots not in contact (most) add nothing; edges share the weight
+                        for r in range(first, first + EDGES):
+                            active = row_curvature[r]
+                            if active != zero:
+                                for side_i in range(sides):
+                                    for i in range(pair_dof_count[pair, side_i]):
+                                        dof = pair_dof[pair, side_i] + i
+                                        c = row_jacobian[r, side_i * side_column + i]
+                                        if shared:
+                                            c += row_jacobian[r, side_column + i]
+                                        own = dof_slot[dof] - i0
+                                        w = active * c
+                                        if w != zero:
+                                            base = h_island + own * n_island
+                                            for side in range(2):
+                                                n_side = pair_dof_count[pair, side]
+                                                cs = int(0)
+                                                if n_side > 0:
+                                                    cs = dof_slot[pair_dof[pair, side]] - i0
+                                                for k in range(wp.min(n_side, own - cs + 1)):
+                                                    entry_jk = row_jacobian[r, side * side_column + k]
+                                                    if entry_jk != zero:
+                                                        wp.atomic_add(hessian_out, base + cs + k, w * entry_jk)
+    for e in range(e0, e1):
+        art = island_articulations[e]
+        d0 = articulation_dof_start[art]
+        for dof in range(d0, articulation_dof_start[art + 1]):
+            if dof_curvature[dof] != zero:
                 own = dof_slot[dof] - i0
-                wp.atomic_add(hessian_out, h_island + own * (n_island + 1), curvature)
+                wp.atomic_add(hessian_out, h_island + own * (n_island + 1), dof_curvature[dof])
 
 
 @kernel
@@ -553,6 +648,8 @@ def soft_contact_newton_system(
     damping_ratio: wp.Float,
     impedance: wp.Float,
     gradient_out: wp.array(dtype=wp.Float),
+    row_curvature_out: wp.array(dtype=wp.Float),
+    dof_curvature_out: wp.array(dtype=wp.Float),
     hessian_out: wp.array(dtype=wp.Float),
 ):
     """One thread per island (articulations whose bodies touch, solved together; its dofs at
@@ -560,16 +657,23 @@ def soft_contact_newton_system(
     gradient_i = (H (a - a0))_i + sum_r J_ri D_r min(0, x_r) and row i of the island's Hessian
     blockdiag(H) + sum_r D_r [x_r < 0] J_r^T J_r, row by row over the pairs of its
     articulations and their slots in contact (D_r != 0), adding only the rows' nonzero columns
-    up to the diagonal (the Cholesky factorisation reads the lower triangle; the rows' terms
-    above it are left out); then the rows on one dof (``dof_rows``: joint limits, dry
-    friction), weighted D = impedance / (1 - impedance) H_ii."""
-    island_system(wp.tid(), dof_joint, articulation_dof_start, articulation_H_start, joint_type, joint_q_start,
-                  joint_limit_lower, joint_limit_upper, joint_friction, dof_slot_in, island_dof_start_in,
-                  island_H_start_in, island_articulation_start_in, island_articulations_in,
-                  articulation_pair_start_in, articulation_pairs_in, pair_articulation_in, pair_row_start_in,
-                  pair_dof_in, pair_dof_count_in, mass_matrix_in, accel_free_in, row_jacobian_in, row_weight_in,
-                  row_violation_in, joint_q_in, joint_qd_in, accel_in, side_column, limits, friction_rows,
-                  time_constant, damping_ratio, impedance, gradient_out, hessian_out)
+    up to the diagonal (the Cholesky factorisation reads the lower triangle; the entries
+    above it stay zero); then the rows on one dof (``dof_rows``: joint limits, dry friction),
+    weighted D = impedance / (1 - impedance) H_ii. The rows' and dofs' Hessian weights go to
+    row_curvature_out and dof_curvature_out."""
+    island = wp.tid()
+    island_gradient(island, dof_joint, articulation_dof_start, articulation_H_start, joint_type, joint_q_start,
+                    joint_limit_lower, joint_limit_upper, joint_friction, island_articulation_start_in,
+                    island_articulations_in,
+                    articulation_pair_start_in, articulation_pairs_in, pair_articulation_in, pair_row_start_in,
+                    pair_dof_in, pair_dof_count_in, mass_matrix_in, accel_free_in, row_jacobian_in, row_weight_in,
+                    row_violation_in, joint_q_in, joint_qd_in, accel_in, side_column, limits, friction_rows,
+                    time_constant, damping_ratio, impedance, gradient_out, row_curvature_out, dof_curvature_out)
+    island_hessian(island, articulation_dof_start, articulation_H_start, dof_slot_in, island_dof_start_in,
+                   island_H_start_in, island_articulation_start_in, island_articulations_in,
+                   articulation_pair_start_in, articulation_pairs_in, pair_articulation_in, pair_row_start_in,
+                   pair_dof_in, pair_dof_count_in, mass_matrix_in, row_jacobian_in, row_weight_in, row_curvature_out,
+                   dof_curvature_out, side_column, impedance, hessian_out)
 
 
 @wp.func

@@ -13,12 +13,13 @@ are kept on the device.
 
 import warp as wp
 
-from .articulation import articulation_fk, factor_and_solve, integrate_joint, vec6
+from .articulation import articulation_fk, factor_and_solve, integrate_joint, triangular_solves, vec6
 from .articulation_step import articulation_dynamics
 from .generic import kernel, mat33, transform, vec3
 from .soft_contact import (
+    island_gradient,
+    island_hessian,
     island_line_search,
-    island_system,
     pair_rows,
     row_parameters,
     row_violation,
@@ -68,6 +69,8 @@ def contact_solve(
     row_aref: wp.array(dtype=wp.Float),
     row_violation_out: wp.array(dtype=wp.Float),
     row_step_out: wp.array(dtype=wp.Float),
+    row_curvature_out: wp.array(dtype=wp.Float),
+    dof_curvature_out: wp.array(dtype=wp.Float),
     gradient_out: wp.array(dtype=wp.Float),
     hessian_out: wp.array(dtype=wp.Float),
     newton_factor_out: wp.array(dtype=wp.Float),
@@ -99,15 +102,23 @@ def contact_solve(
                     x = row_violation(r, row_pair, pair_dof, pair_dof_count, row_jacobian, row_aref, row_weight,
                                       accel_out, side_column)
                 row_violation_out[r] = x
-        island_system(a, dof_joint, articulation_dof_start, articulation_H_start, joint_type, joint_q_start,
-                      joint_limit_lower, joint_limit_upper, joint_friction, dof_slot, articulation_dof_start,
-                      articulation_H_start, island_articulation_start, island_articulations,
-                      articulation_contact_pair_start, articulation_contact_pairs, pair_articulation, pair_row_start,
-                      pair_dof, pair_dof_count, mass_matrix, qdd, row_jacobian, row_weight, row_violation_out, joint_q,
-                      joint_qd, accel_out, side_column, limits, friction_rows, time_constant, damping_ratio, impedance,
-                      gradient_out, hessian_out)
-        factor_and_solve(a, articulation_dof_start, articulation_H_start, hessian_out, gradient_out,
-                         newton_factor_out, newton_step_out)
+        changed = island_gradient(a, dof_joint, articulation_dof_start, articulation_H_start, joint_type,
+                                  joint_q_start, joint_limit_lower, joint_limit_upper, joint_friction,
+                                  island_articulation_start, island_articulations, articulation_contact_pair_start,
+                                  articulation_contact_pairs, pair_articulation, pair_row_start, pair_dof,
+                                  pair_dof_count, mass_matrix, qdd, row_jacobian, row_weight, row_violation_out,
+                                  joint_q, joint_qd, accel_out, side_column, limits, friction_rows, time_constant,
+                                  damping_ratio, impedance, gradient_out, row_curvature_out, dof_curvature_out)
+        if k == 0 or changed != 0:
+            island_hessian(a, articulation_dof_start, articulation_H_start, dof_slot, articulation_dof_start,
+                           articulation_H_start, island_articulation_start, island_articulations,
+                           articulation_contact_pair_start, articulation_contact_pairs, pair_articulation,
+                           pair_row_start, pair_dof, pair_dof_count, mass_matrix, row_jacobian, row_weight,
+                           row_curvature_out, dof_curvature_out, side_column, impedance, hessian_out)
+            factor_and_solve(a, articulation_dof_start, articulation_H_start, hessian_out, gradient_out,
+                             newton_factor_out, newton_step_out)
+        else:  # the same rows push as at the last factorisation: the Hessian and its factor are unchanged
+            triangular_solves(n, articulation_H_start[a], d0, newton_factor_out, gradient_out, newton_step_out)
         alpha = island_line_search(
             a, dof_joint, articulation_dof_start, articulation_H_start, joint_type, joint_q_start,
             joint_limit_lower, joint_limit_upper, joint_friction, articulation_dof_start,
@@ -262,6 +273,8 @@ def soft_contact_steps(
     row_weight_out: wp.array(dtype=wp.Float),
     row_violation_out: wp.array(dtype=wp.Float),
     row_step_out: wp.array(dtype=wp.Float),
+    row_curvature_out: wp.array(dtype=wp.Float),
+    dof_curvature_out: wp.array(dtype=wp.Float),
     gradient_out: wp.array(dtype=wp.Float),
     hessian_out: wp.array(dtype=wp.Float),
     newton_factor_out: wp.array(dtype=wp.Float),
@@ -316,12 +329,13 @@ def soft_contact_steps(
         contact_solve(a, world, step + s, dof_joint, joint_type, joint_q_start, joint_limit_lower,
                       joint_limit_upper, joint_friction, articulation_dof_start, articulation_H_start,
                       pair_row_start_in, row_pair_in, pair_dof_in, pair_dof_count_in, pair_articulation_in,
-                      articulation_contact_pair_start_in, articulation_contact_pairs_in, island_articulation_start_in,
-                      island_articulations_in, dof_slot_in, joint_q_in, joint_qd_in, mass_matrix_out,
-                      qdd_out, row_jacobian_out, row_weight_out, side_column, limits, friction_rows, time_constant,
-                      damping_ratio, impedance, tolerance, slope_tolerance, iterations, fixed_iterations, row_aref_out,
-                      row_violation_out, row_step_out, gradient_out, hessian_out, newton_factor_out, newton_step_out,
-                      accel_out, world_contact_iterations_out, world_unconverged_steps_out,
+                      articulation_contact_pair_start_in, articulation_contact_pairs_in,
+                      island_articulation_start_in, island_articulations_in, dof_slot_in, joint_q_in, joint_qd_in,
+                      mass_matrix_out, qdd_out, row_jacobian_out, row_weight_out, side_column, limits,
+                      friction_rows, time_constant, damping_ratio, impedance, tolerance, slope_tolerance,
+                      iterations, fixed_iterations, row_aref_out, row_violation_out, row_step_out,
+                      row_curvature_out, dof_curvature_out, gradient_out, hessian_out, newton_factor_out,
+                      newton_step_out, accel_out, world_contact_iterations_out, world_unconverged_steps_out,
                       world_first_unconverged_out, world_worst_residual_out)
         for pos in range(p0, p1):
             integrate_joint(dfs_joint[pos], joint_type, joint_child, joint_q_start, joint_qd_start, body_world,

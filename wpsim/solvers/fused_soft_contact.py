@@ -50,6 +50,7 @@ class FusedSoftContactStep(FusedArticulationStep):
         rows = contact._rows(pairs, False)
         rows["violation"] = contact._vector("violation", False, pairs.row_count)
         rows["row_step"] = contact._array("row_step", max(pairs.row_count, 1), False)
+        rows["row_curvature"] = contact._array("row_curvature", max(pairs.row_count, 1), False)
         self._in_contact = rows["in_contact"]
         options = contact.options
         self._settings = [contact.side_column, *contact._dof_row_flags, *contact._params,
@@ -58,8 +59,8 @@ class FusedSoftContactStep(FusedArticulationStep):
         self._outputs = [
             contact._vector("fused_accel", False),
             *(rows[k] for k in ("jacobian", "velocity", "inverse_mass", "distance", "in_contact", "aref", "weight",
-                                "violation", "row_step")),
-            contact._vector("gradient", False), contact._array("hessian", islands.hessian_size, False),
+                                "violation", "row_step", "row_curvature")),
+            contact._vector("dof_curvature", False), contact._vector("gradient", False), contact._array("hessian", islands.hessian_size, False),
             contact._array("factor", islands.hessian_size, False), contact._vector("step", False),
             contact.world_iterations, contact.world_unconverged_steps, contact.world_first_unconverged,
             contact.world_worst_residual,

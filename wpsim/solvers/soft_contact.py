@@ -457,7 +457,8 @@ class SoftContact:
                       pairs.pair_row_start, pairs.pair_dof, pairs.pair_dof_count,
                       scratch.mass_matrix, scratch.qdd, rows["jacobian"], rows["weight"], violation, state_in.joint_q,
                       state_in.joint_qd, accel, self.side_column, *self._dof_row_flags, *self._params],
-                     [gradient, hessian])
+                     [gradient, self._array("row_curvature", max(pairs.row_count, 1), grad), self._vector("dof_curvature", grad),
+                      hessian])
         return gradient, hessian, violation
 
     def _newton_direction(self, scratch, state_in, pairs: PairRows, rows, accel, islands: Islands, factor: wp.array,
