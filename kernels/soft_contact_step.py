@@ -16,15 +16,8 @@ import warp as wp
 from .articulation import articulation_fk, factor_and_solve, integrate_joint, triangular_solves, vec6
 from .articulation_step import articulation_dynamics
 from .generic import kernel, mat33, transform, vec3
-from .soft_contact import (
-    island_gradient,
-    island_hessian,
-    island_line_search,
-    pair_rows,
-    row_parameters,
-    row_violation,
-    step_ratio,
-)
+from .soft_contact import pair_rows, row_parameters, row_violation
+from .soft_contact_newton import island_gradient, island_hessian, island_line_search, step_ratio
 
 
 @wp.func

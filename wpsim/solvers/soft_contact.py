@@ -12,7 +12,7 @@ import numpy as np
 import warp as wp
 
 from wpsim.core.tape import active_tape, tape_paused
-from wpsim.kernels import rigid_contact, soft_contact
+from wpsim.kernels import rigid_contact, soft_contact, soft_contact_newton
 from wpsim.kernels.generic import for_precision
 from wpsim.solvers.prepared_launch import launch_unrecorded
 
@@ -449,7 +449,7 @@ class SoftContact:
                          [violation])
         gradient = self._vector("gradient", grad)
         hessian = self._array("hessian", islands.hessian_size, grad)
-        self._launch(soft_contact.soft_contact_newton_system, islands.count,
+        self._launch(soft_contact_newton.soft_contact_newton_system, islands.count,
                      [m.dof_joint, m.articulation_dof_start, m.articulation_H_start, m.joint_type, m.joint_q_start,
                       m.joint_limit_lower, m.joint_limit_upper, m.joint_friction, islands.dof_slot, islands.dof_start,
                       islands.H_start, islands.articulation_start, islands.articulations,
@@ -470,11 +470,11 @@ class SoftContact:
 
         grad = tape is not None
         gradient, hessian, violation = self._system(scratch, state_in, pairs, rows, accel, islands, grad)
-        ordered = self._reorder(soft_contact.to_island_order, gradient, islands, "ordered_gradient", grad)
+        ordered = self._reorder(soft_contact_newton.to_island_order, gradient, islands, "ordered_gradient", grad)
         ordered_step = self._vector("ordered_step", grad)
         cholesky_solve(self.model, hessian, ordered, ordered_step, factor, self._vector("work", False), tape,
                        (islands.dof_start, islands.H_start))
-        return self._reorder(soft_contact.from_island_order, ordered_step, islands, "step", grad), violation
+        return self._reorder(soft_contact_newton.from_island_order, ordered_step, islands, "step", grad), violation
 
     def _line_search(self, scratch, state_in, pairs: PairRows, rows, accel, step, violation, islands: Islands,
                      fresh: bool) -> wp.array:
@@ -484,7 +484,7 @@ class SoftContact:
         m = self.model
         alpha = (wp.zeros(islands.count, dtype=m.dtype, device=m.device) if fresh
                  else self._array("alpha", islands.count, False))
-        self._launch(soft_contact.soft_contact_line_search, islands.count,
+        self._launch(soft_contact_newton.soft_contact_line_search, islands.count,
                      [m.dof_joint, m.articulation_dof_start, m.articulation_H_start, m.joint_type, m.joint_q_start,
                      m.joint_limit_lower, m.joint_limit_upper, m.joint_friction, islands.dof_start,
                      islands.articulation_start, islands.articulations, pairs.articulation_pair_start,
@@ -504,14 +504,14 @@ class SoftContact:
                                                  self._array("factor", islands.hessian_size, grad), tape)
         alpha = self._line_search(scratch, state_in, pairs, rows, accel, step, violation, islands, grad)
         out = self._vector(out_name, grad)
-        self._launch(soft_contact.newton_update, self.model.joint_dof_count,
+        self._launch(soft_contact_newton.newton_update, self.model.joint_dof_count,
                      [accel, step, alpha, islands.dof_island], [out])
         return out, step
 
     def _residuals(self, step, accel, islands: Islands) -> np.ndarray:
         """(islands,) max |Newton step| / (1 + max |a|) of each island (reads back)."""
         residual = self._array("residual", islands.count, False)
-        self._launch(soft_contact.island_residual, islands.count,
+        self._launch(soft_contact_newton.island_residual, islands.count,
                      [self.model.articulation_dof_start, islands.dof_start, islands.articulation_start,
                       islands.articulations, step, accel], [residual], record=False)
         return residual.numpy()
@@ -566,11 +566,11 @@ class SoftContact:
         from wpsim.kernels import articulation
 
         m = self.model
-        ordered = self._reorder(soft_contact.to_island_order, result.grad, islands, "ordered_gradient", False, False)
+        ordered = self._reorder(soft_contact_newton.to_island_order, result.grad, islands, "ordered_gradient", False, False)
         ordered_lam = self._vector("ordered_step", False)
         self._launch(articulation.cholesky_back_solve, islands.count, [islands.dof_start, islands.H_start, factor,
                                                                         ordered], [ordered_lam], record=False)
-        lam = self._reorder(soft_contact.from_island_order, ordered_lam, islands, "step", True, False)
+        lam = self._reorder(soft_contact_newton.from_island_order, ordered_lam, islands, "step", True, False)
         detached = wp.clone(result, requires_grad=False)
         with tape_paused():
             residual_tape = wp.Tape()
@@ -579,6 +579,6 @@ class SoftContact:
                 self._build_rows(scratch, state_in, pairs, rows)
                 gradient = self._system(scratch, state_in, pairs, rows, detached, islands, True)[0]
             seed = wp.zeros_like(lam)
-            wp.launch(for_precision(soft_contact.negate, m.dtype), dim=m.joint_dof_count, inputs=[lam],
+            wp.launch(for_precision(soft_contact_newton.negate, m.dtype), dim=m.joint_dof_count, inputs=[lam],
                       outputs=[seed], device=m.device, record_tape=False)
             residual_tape.backward(grads={gradient: seed})
