@@ -516,10 +516,16 @@ def soft_contact_line_search(
 @kernel
 def newton_update(accel_in: wp.array(dtype=wp.Float), step_in: wp.array(dtype=wp.Float),
                   alpha_in: wp.array(dtype=wp.Float), dof_island_in: wp.array(dtype=int),
-                  accel_out: wp.array(dtype=wp.Float)):
-    """accel_out = accel_in - alpha_in[island] step_in: the line-searched Newton step."""
+                  island_done_in: wp.array(dtype=int), accel_out: wp.array(dtype=wp.Float)):
+    """accel_out = accel_in - alpha_in[island] step_in: the line-searched Newton step; accel_in
+    itself for an island that has converged (``island_done_in``), which stops there as the
+    fused step's thread does."""
     i = wp.tid()
-    accel_out[i] = accel_in[i] - alpha_in[dof_island_in[i]] * step_in[i]
+    island = dof_island_in[i]
+    if island_done_in[island] != 0:
+        accel_out[i] = accel_in[i]
+    else:
+        accel_out[i] = accel_in[i] - alpha_in[island] * step_in[i]
 
 
 @kernel(enable_backward=False)

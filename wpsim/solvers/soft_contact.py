@@ -496,17 +496,33 @@ class SoftContact:
                      [self._array("row_step", max(pairs.row_count, 1), False), alpha], record=False)
         return alpha
 
-    def _newton_step(self, scratch, state_in, pairs: PairRows, rows, accel, islands: Islands, tape, out_name: str):
+    def _newton_step(self, scratch, state_in, pairs: PairRows, rows, accel, islands: Islands, done: wp.array, tape,
+                     out_name: str):
         """One line-searched Newton step from ``accel`` into the buffer ``out_name`` (fresh
-        arrays on a tape); returns (new accelerations, Newton step)."""
+        arrays on a tape), islands flagged in ``done`` (islands,) kept where they are; returns
+        (new accelerations, Newton step)."""
         grad = tape is not None
         step, violation = self._newton_direction(scratch, state_in, pairs, rows, accel, islands,
                                                  self._array("factor", islands.hessian_size, grad), tape)
         alpha = self._line_search(scratch, state_in, pairs, rows, accel, step, violation, islands, grad)
         out = self._vector(out_name, grad)
         self._launch(soft_contact_newton.newton_update, self.model.joint_dof_count,
-                     [accel, step, alpha, islands.dof_island], [out])
+                     [accel, step, alpha, islands.dof_island, done], [out])
         return out, step
+
+    def _done_flags(self, count: int, flags: np.ndarray | None = None, fresh: bool = False) -> wp.array:
+        """(islands,) int32 flags of the islands that have converged (``flags``, else none), in
+        a reused buffer, or a new array when ``fresh`` (an unrolled tape reads each iteration's
+        flags at backward time)."""
+        values = np.zeros(max(count, 1), np.int32) if flags is None else flags.astype(np.int32)
+        buffer = self._buffers.get("done")
+        if fresh or buffer is None or buffer.shape != values.shape:
+            buffer = wp.array(values, dtype=wp.int32, device=self.model.device)
+            if not fresh:
+                self._buffers["done"] = buffer
+            return buffer
+        buffer.assign(values)
+        return buffer
 
     def _residuals(self, step, accel, islands: Islands) -> np.ndarray:
         """(islands,) max |Newton step| / (1 + max |a|) of each island (reads back)."""
@@ -536,13 +552,18 @@ class SoftContact:
             self._last_in_contact = rows["in_contact"]
             islands = self.islands = self._step_islands(pairs, rows["in_contact"])
             accel, residual = scratch.qdd, None
+            done = self._done_flags(islands.count)
             for k in range(self.options.iterations):  # off the tape: alternate between two buffers
-                accel, step = self._newton_step(scratch, state_in, pairs, rows, accel, islands,
+                accel, step = self._newton_step(scratch, state_in, pairs, rows, accel, islands, done,
                                                 tape if unrolled else None, f"accel{k % 2}")
                 if not self.options.fixed_iterations:
-                    residual = self._residuals(step, accel, islands)
+                    # an island stops at its first step within the tolerance (its residual is that step's)
+                    finished = None if residual is None else residual <= self._tolerance
+                    latest = self._residuals(step, accel, islands)
+                    residual = latest if finished is None else np.where(finished, residual, latest)
                     if residual.max(initial=0.0) <= self._tolerance:
                         break
+                    done = self._done_flags(islands.count, residual <= self._tolerance, fresh=unrolled)
             self.last_iterations = k + 1
             if residual is not None:
                 self._record_convergence(residual, step_index, tape is not None, islands)
