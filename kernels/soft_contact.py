@@ -285,6 +285,23 @@ def soft_contact_rows(
 
 
 @wp.func
+def impedance_at(penetration: wp.Float, impedance: wp.Float, impedance_min: wp.Float, width: wp.Float,
+                 midpoint: wp.Float, power: wp.Float):
+    """A contact's impedance at ``penetration`` (m), MuJoCo's solimp curve: dmin + (dmax - dmin)
+    y(x), x = penetration / width in [0, 1], y = x^p / m^(p-1) up to the midpoint m and
+    1 - (1 - x)^p / (1 - m)^(p-1) beyond; ``impedance`` (dmax) at every depth for width 0."""
+    one = type(impedance)(1.0)
+    value = impedance
+    if width > impedance * type(impedance)(0.0):
+        x = wp.clamp(penetration / width, impedance * type(impedance)(0.0), one)
+        y = one - wp.pow(one - x, power) / wp.pow(one - midpoint, power - one)
+        if x <= midpoint:
+            y = wp.pow(x, power) / wp.pow(midpoint, power - one)
+        value = impedance_min + (impedance - impedance_min) * y
+    return value
+
+
+@wp.func
 def row_parameters(
     r: int,
     row_velocity: wp.array(dtype=wp.Float),
@@ -294,6 +311,10 @@ def row_parameters(
     time_constant: wp.Float,
     damping_ratio: wp.Float,
     impedance: wp.Float,
+    impedance_min: wp.Float,
+    impedance_width: wp.Float,
+    impedance_midpoint: wp.Float,
+    impedance_power: wp.Float,
     row_aref_out: wp.array(dtype=wp.Float),
     row_weight_out: wp.array(dtype=wp.Float),
 ):
@@ -305,7 +326,8 @@ def row_parameters(
     first = r - r % EDGES
     inverse_mass = (row_inverse_mass[first] + row_inverse_mass[first + 1] + row_inverse_mass[first + 2]
                     + row_inverse_mass[first + 3]) * type(one)(0.25)
-    row_weight_out[r] = row_in_contact[r] * impedance / (one - impedance) / (inverse_mass + type(one)(1.0e-12))
+    d = impedance_at(-row_distance[r], impedance, impedance_min, impedance_width, impedance_midpoint, impedance_power)
+    row_weight_out[r] = row_in_contact[r] * d / (one - d) / (inverse_mass + type(one)(1.0e-12))
 
 
 @kernel
@@ -317,17 +339,22 @@ def soft_contact_row_parameters(
     time_constant: wp.Float,
     damping_ratio: wp.Float,
     impedance: wp.Float,
+    impedance_min: wp.Float,
+    impedance_width: wp.Float,
+    impedance_midpoint: wp.Float,
+    impedance_power: wp.Float,
     row_aref_out: wp.array(dtype=wp.Float),
     row_weight_out: wp.array(dtype=wp.Float),
 ):
     """One thread per row: reference acceleration aref = -b J v - k dist and weight
-    D = impedance / (1 - impedance) / A (0 for points not in contact), A the mean of A_rr
-    over the slot's four edges. One weight per slot: with a weight per edge, edges nearly
-    orthogonal to the motion got large weights, and at a penetrating contact their unequal
-    forces added up to a spurious friction force (a pendulum resting on its own base sank
-    24 mm)."""
+    D = d / (1 - d) / A (0 for points not in contact), d the impedance at the slot's
+    penetration (``impedance_at``), A the mean of A_rr over the slot's four edges. One weight
+    per slot: with a weight per edge, edges nearly orthogonal to the motion got large weights,
+    and at a penetrating contact their unequal forces added up to a spurious friction force (a
+    pendulum resting on its own base sank 24 mm)."""
     row_parameters(wp.tid(), row_velocity_in, row_inverse_mass_in, row_distance_in, row_in_contact_in, time_constant,
-                   damping_ratio, impedance, row_aref_out, row_weight_out)
+                   damping_ratio, impedance, impedance_min, impedance_width, impedance_midpoint, impedance_power,
+                   row_aref_out, row_weight_out)
 
 
 @wp.func

@@ -228,6 +228,10 @@ def soft_contact_steps(
     time_constant: wp.Float,
     damping_ratio: wp.Float,
     impedance: wp.Float,
+    impedance_min: wp.Float,
+    impedance_width: wp.Float,
+    impedance_midpoint: wp.Float,
+    impedance_power: wp.Float,
     tolerance: wp.Float,
     slope_tolerance: wp.Float,
     iterations: int,
@@ -318,7 +322,8 @@ def soft_contact_steps(
                       row_inverse_mass_out, row_distance_out, row_in_contact_out)
             for r in range(pair_row_start_in[pair], pair_row_start_in[pair + 1]):
                 row_parameters(r, row_velocity_out, row_inverse_mass_out, row_distance_out, row_in_contact_out,
-                               time_constant, damping_ratio, impedance, row_aref_out, row_weight_out)
+                               time_constant, damping_ratio, impedance, impedance_min, impedance_width,
+                               impedance_midpoint, impedance_power, row_aref_out, row_weight_out)
         contact_solve(a, world, step + s, dof_joint, joint_type, joint_q_start, joint_limit_lower,
                       joint_limit_upper, joint_friction, articulation_dof_start, articulation_H_start,
                       pair_row_start_in, row_pair_in, pair_dof_in, pair_dof_count_in, pair_articulation_in,

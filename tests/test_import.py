@@ -396,8 +396,9 @@ def test_mjcf_general_actuators_position_kv_and_contact_excludes(tmp_path):
 
 def test_mjcf_solref_and_solimp_set_the_soft_contact(tmp_path):
     """The geoms' common solref / solimp become the scene's soft-contact settings (time
-    constant, damping ratio, impedance = solimp's dmax); a geom that differs, or uses the
-    direct (negative) solref form, is listed as not honoured."""
+    constant, damping ratio, impedance curve: solimp's dmax, dmin, width, midpoint and power,
+    MuJoCo's defaults 0.5 and 2 for the last two); a geom that differs, or uses the direct
+    (negative) solref form, is listed as not honoured."""
     path = tmp_path / "s.xml"
     geoms = ('<geom type="plane" size="1 1 0.1"/>'
              '<body pos="0 0 1"><freejoint/><geom type="sphere" size="0.1"/></body>'
@@ -406,7 +407,9 @@ def test_mjcf_solref_and_solimp_set_the_soft_contact(tmp_path):
                     f'<worldbody>{geoms}</worldbody></mujoco>')
     with pytest.warns(UserWarning, match="time-constant form"):
         _, scene = import_mjcf(path)
-    assert scene.contact_settings == {"time_constant": 0.01, "damping_ratio": 0.8, "impedance": 0.9}
+    assert scene.contact_settings == {"time_constant": 0.01, "damping_ratio": 0.8, "impedance": 0.9,
+                                      "impedance_min": 0.8, "impedance_width": 0.002, "impedance_midpoint": 0.5,
+                                      "impedance_power": 2.0}
     assert [(u.element, u.attribute) for u in scene.unhonoured] == [("<geom>", "solref")]
     wpsim.SoftContactOptions(**scene.contact_settings)  # usable as given
     plain = geoms.replace(' solref="-1000 -10"', "")

@@ -104,17 +104,17 @@ def gradient_array(param: str, model, state, control) -> wp.array:
 
 
 def assert_adjoints_agree(make_model, param: str, steps: int = 30, wrench=(0.0,) * 6, direction=None, seed: int = 1,
-                          broad_phase: bool | None = None):
+                          broad_phase: bool | None = None, **options):
     """Gradient of the test loss w.r.t. ``param`` (see ``gradient_array``) with the implicit
     and the unrolled adjoint: they agree within 1e-4 of the largest entry, and the implicit
     one matches central differences (eps 1e-6, float64) within 1e-4 along ``direction``
     (random from ``seed`` by default, scaled by the values for body mass). ``broad_phase``:
-    the solver's."""
+    the solver's; ``options``: more ``SoftContactOptions``."""
     grads = {}
     for adjoint in ("implicit", "unrolled"):
         model = make_model()
-        solver = wpsim.SemiImplicitSolver(model, soft_contact=SoftContactOptions(adjoint=adjoint, tolerance=1e-13),
-                                          broad_phase=broad_phase)
+        solver = wpsim.SemiImplicitSolver(model, broad_phase=broad_phase,
+                                          soft_contact=SoftContactOptions(adjoint=adjoint, tolerance=1e-13, **options))
         loss, state, control = loss_of(model, solver, steps=steps, wrench=wrench)
         array = gradient_array(param, model, state, control)
         tape = wp.Tape()
@@ -186,6 +186,51 @@ def test_bad_options_are_refused():
         wpsim.SemiImplicitSolver(sliding_scene(), soft_contact=SoftContactOptions(adjoint="exact"))
     with pytest.raises(ValueError, match="impedance"):
         wpsim.SemiImplicitSolver(sliding_scene(), soft_contact=SoftContactOptions(impedance=1.0))
+    for bad in (dict(impedance_width=-1e-3), dict(impedance_width=1e-3, impedance_min=0.995),
+                dict(impedance_width=1e-3, impedance_midpoint=1.0), dict(impedance_width=1e-3, impedance_power=0.5)):
+        with pytest.raises(ValueError, match="impedance curve"):
+            wpsim.SemiImplicitSolver(sliding_scene(), soft_contact=SoftContactOptions(**bad))
+
+
+CURVE = dict(impedance_width=1e-3, impedance_min=0.0, impedance=0.95)
+"""A MuJoCo solimp curve (0, 0.95, 1 mm, 0.5, 2): the contact force grows from zero at the surface."""
+
+
+def dropped_sphere_height(speed: float, **options) -> float:
+    """Height (m) after 0.15 s of a 0.1 m sphere dropped from 0.1 m above the ground at
+    ``speed`` (m/s, downwards): it lands after about 0.1 s, at a step that moves with the speed."""
+    builder = wpsim.ModelBuilder()
+    builder.add_ground_plane()
+    body = builder.add_body()
+    builder.add_shape_sphere(body, radius=0.1, density=500.0)
+    builder.add_joint_free(body, pos=(0.0, 0.0, 0.2), lin_vel=(0.0, 0.0, -speed))
+    model = builder.finalize(dtype=wp.float64)
+    final = wpsim.simulate(wpsim.SemiImplicitSolver(model, soft_contact=SoftContactOptions(**options)),
+                           model.state(), 150, 1e-3)
+    return float(final.joint_q.numpy()[2])
+
+
+@pytest.mark.parametrize("options, continuous", [({}, False), (CURVE, True)])
+def test_an_impedance_curve_makes_the_onset_of_contact_continuous(options, continuous):
+    """Over speeds 1 to 1.02 m/s the landing step changes; the interval of the largest height
+    change is cut in 10 twice. At one impedance the change stays (3e-4 m: the first contact step
+    pushes at full stiffness); with the curve it shrinks with the interval (continuous)."""
+    speeds = 1.0 + np.linspace(0.0, 0.02, 41)
+    changes = []
+    for _ in range(3):
+        heights = np.array([dropped_sphere_height(v, **options) for v in speeds])
+        jump = int(np.argmax(np.abs(np.diff(heights))))
+        changes.append(abs(heights[jump + 1] - heights[jump]))
+        speeds = np.linspace(speeds[jump], speeds[jump + 1], 11)
+    if continuous:
+        assert changes[2] < 0.05 * changes[0]  # Lipschitz: 1 % of the change over 1 % of the interval
+    else:
+        assert changes[2] > 0.5 * changes[0] > 1e-4
+
+
+@pytest.mark.parametrize("param", ["joint_qd", "shape_mu"])
+def test_impedance_curve_gradients_match_unrolled_and_central_differences(param):
+    assert_adjoints_agree(sliding_scene, param, wrench=PUSH, **CURVE)
 
 
 def test_islands_join_the_articulations_that_touch():

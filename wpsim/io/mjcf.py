@@ -254,8 +254,10 @@ class _Reader:
         friction = self.numbers(geom, "friction", (1, 2, 3), (1.0,))
         contact = dict(ke=self.ke, kd=self.kd, mu=float(friction[0]))
         if collides and (geom.get("solref") is not None or geom.get("solimp") is not None):
-            self.softness.append((geom, tuple(self.numbers(geom, "solref", 2, (0.02, 1.0))),
-                                  tuple(self.numbers(geom, "solimp", (3, 5), (0.9, 0.95, 0.001))[:2])))
+            solimp = [0.9, 0.95, 0.001, 0.5, 2.0]  # MuJoCo's default, completed by what the file gives
+            given = self.numbers(geom, "solimp", (3, 4, 5), tuple(solimp[:3]))
+            solimp[:len(given)] = given
+            self.softness.append((geom, tuple(self.numbers(geom, "solref", 2, (0.02, 1.0))), tuple(solimp)))
         pos = self.numbers(geom, "pos", 3, (0.0, 0.0, 0.0))
         rot = self.rotation(geom)
         size = self.numbers(geom, "size", (1, 2, 3), (0.0,))
@@ -521,14 +523,14 @@ class _Reader:
 
     def set_contact_settings(self):
         """``scene.contact_settings`` from the geoms' solref / solimp: wpsim's soft contact has one
-        time constant, damping ratio and impedance (the solimp's dmax, held at every depth); the
-        most common setting is used and geoms that differ from it, or use solref's direct
-        (negative) form, are listed as not honoured."""
+        time constant, damping ratio and impedance curve (solimp's dmin, dmax, width, midpoint
+        and power); the most common setting is used and geoms that differ from it, or use
+        solref's direct (negative) form, are listed as not honoured."""
         if not self.softness:
             return
         settings = [(ref, imp) for _, ref, imp in self.softness]
         common = max(set(settings), key=settings.count)
-        (time_constant, damping_ratio), (_, dmax) = common
+        (time_constant, damping_ratio), (dmin, dmax, width, midpoint, power) = common
         for geom, ref, imp in self.softness:
             if min(ref) <= 0.0:
                 self.scene.unhonoured.append(self.tree.unhonoured_here(
@@ -541,6 +543,15 @@ class _Reader:
         if time_constant > 0.0 and damping_ratio > 0.0 and 0.0 < dmax < 1.0:
             self.scene.contact_settings = {"time_constant": float(time_constant), "damping_ratio": float(damping_ratio),
                                            "impedance": float(dmax)}
+            if width > 0.0 and 0.0 <= dmin <= dmax and 0.0 < midpoint < 1.0 and power >= 1.0:
+                self.scene.contact_settings.update(impedance_min=float(dmin), impedance_width=float(width),
+                                                   impedance_midpoint=float(midpoint), impedance_power=float(power))
+        else:
+            geom = next(g for g, ref, imp in self.softness if (ref, imp) == common)
+            self.scene.unhonoured.append(self.tree.unhonoured_here(
+                geom, "solimp", geom.get("solimp"), "is not honoured: the file's common solref / solimp is outside "
+                "wpsim's range (time constant and damping ratio > 0, 0 < dmax < 1); wpsim's default soft contact "
+                "is used"))
 
     def one_dof_joint(self, b: ModelBuilder, element, key: str) -> int:
         """The hinge or slide joint an element names in ``key`` (a SceneFileError otherwise)."""

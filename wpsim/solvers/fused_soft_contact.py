@@ -53,7 +53,7 @@ class FusedSoftContactStep(FusedArticulationStep):
         rows["row_curvature"] = contact._array("row_curvature", max(pairs.row_count, 1), False)
         self._in_contact = rows["in_contact"]
         options = contact.options
-        self._settings = [contact.side_column, *contact._dof_row_flags, *contact._params,
+        self._settings = [contact.side_column, *contact._dof_row_flags, *contact._params, *contact._impedance_curve,
                           model.real(contact._tolerance), model.real(contact._slope_tolerance), options.iterations,
                           int(options.fixed_iterations)]
         self._outputs = [

@@ -52,6 +52,13 @@ class SoftContactOptions:
     impedance: in (0, 1); closer to 1 makes contacts harder. Soft constraints let a
     sticking contact creep slowly (a 4 kg box on a 0.3 rad incline with mu = 0.5: about
     1.0 mm/s at the defaults, 11 mm/s at impedance 0.9) and sink slightly (0.01 mm).
+    impedance_width (m), impedance_min, impedance_midpoint, impedance_power: MuJoCo's solimp
+    (dmin, dmax = ``impedance``, width, midpoint, power): a contact's impedance grows from
+    impedance_min at the surface to ``impedance`` at a penetration of impedance_width along
+    MuJoCo's two-piece power curve; width 0 (default) holds ``impedance`` at every depth.
+    With impedance_min 0 the contact force grows from zero at the surface, so the onset of
+    contact is continuous in the inputs (a position or velocity that brings the contact
+    about). Joint limits and dry friction keep ``impedance``.
     """
 
     joint_limits: bool = True
@@ -64,6 +71,10 @@ class SoftContactOptions:
     time_constant: float = 0.02
     damping_ratio: float = 1.0
     impedance: float = 0.99
+    impedance_width: float = 0.0
+    impedance_min: float = 0.9
+    impedance_midpoint: float = 0.5
+    impedance_power: float = 2.0
 
 
 def contact_islands(articulation_count: int, art_a: np.ndarray, art_b: np.ndarray,
@@ -139,6 +150,14 @@ class SoftContact:
             raise ValueError(f"soft contact adjoint must be one of {ADJOINTS}, got {options.adjoint!r}")
         if options.iterations < 1 or not options.time_constant > 0 or not 0.0 < options.impedance < 1.0:
             raise ValueError("soft contact needs iterations >= 1, time_constant > 0 s and 0 < impedance < 1")
+        if options.impedance_width != 0.0 and not (options.impedance_width > 0.0
+                                                   and 0.0 <= options.impedance_min <= options.impedance
+                                                   and 0.0 < options.impedance_midpoint < 1.0
+                                                   and options.impedance_power >= 1.0):
+            raise ValueError("soft contact impedance curve needs impedance_width > 0 m, 0 <= impedance_min <= "
+                             "impedance, 0 < impedance_midpoint < 1 and impedance_power >= 1, got "
+                             f"{options.impedance_width}, {options.impedance_min}, {options.impedance_midpoint}, "
+                             f"{options.impedance_power}")
         self.model, self.options = model, options
         pairs = model.contact_pair.numpy().reshape(-1, 2)
         shape_body = model.shape_body.numpy()
@@ -188,6 +207,9 @@ class SoftContact:
         real = model.real
         self._dof_row_flags = (int(options.joint_limits), int(options.joint_friction))
         self._params = (real(options.time_constant), real(options.damping_ratio), real(options.impedance))
+        self._impedance_curve = (real(options.impedance_min), real(options.impedance_width),
+                                 real(options.impedance_midpoint), real(options.impedance_power))
+        """(dmin, width m, midpoint, power) of the contacts' impedance (``impedance_at``)."""
         eps = float(np.finfo(np.float32 if model.dtype == wp.float32 else np.float64).eps)
         self._tolerance = max(options.tolerance, ROUNDING_STEPS * eps * (1.0 + options.impedance / (1.0 - options.impedance)))
         self._slope_tolerance = max(1e-13, 1e3 * eps)
@@ -434,7 +456,8 @@ class SoftContact:
             [rows[k] for k in ("jacobian", "velocity", "inverse_mass", "distance", "in_contact")],
         )
         self._launch(soft_contact.soft_contact_row_parameters, pairs.row_count,
-                     [*(rows[k] for k in ("velocity", "inverse_mass", "distance", "in_contact")), *self._params],
+                     [*(rows[k] for k in ("velocity", "inverse_mass", "distance", "in_contact")), *self._params,
+                      *self._impedance_curve],
                      [rows["aref"], rows["weight"]])
 
     def _system(self, scratch, state_in, pairs: PairRows, rows, accel, islands: Islands, grad: bool):
