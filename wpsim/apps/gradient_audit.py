@@ -271,6 +271,18 @@ def _incline_scene() -> AuditScene:
     return AuditScene(b, 30, 1e-3, setup)
 
 
+def _landing_scene() -> AuditScene:
+    """A ball 2 mm above the ground falling at 0.2 m/s and sliding: it touches down a third of
+    the way into the 30 steps, so the soft contact's onset lies inside the rollout (stepped with
+    the impedance curve, which grows from zero at the surface)."""
+    b = ModelBuilder()
+    b.add_ground_plane(mu=0.3)
+    ball = b.add_body()
+    b.add_shape_sphere(ball, radius=0.05, density=500.0, mu=0.3)
+    b.add_joint_free(ball, pos=(0.0, 0.0, 0.052), lin_vel=(0.3, 0.1, -0.2))
+    return AuditScene(b, 30, 1e-3)
+
+
 def _box_on_box_scene() -> AuditScene:
     """A box sliding at 0.4 m/s on another resting on the ground (mu 0.3), both settled into
     their contacts; stepped with soft-constraint contact (one island of two bodies)."""
@@ -356,6 +368,8 @@ SOLVERS = {
     "semi-implicit": SemiImplicitSolver,
     "implicit Euler": ImplicitEulerSolver,
     "soft contact": lambda model: SemiImplicitSolver(model, soft_contact=SoftContactOptions(tolerance=1e-13)),
+    "soft contact, impedance curve": lambda model: SemiImplicitSolver(model, soft_contact=SoftContactOptions(
+        tolerance=1e-13, impedance_min=0.0, impedance=0.95, impedance_width=1e-3)),
     "smoothed contact": lambda model: SemiImplicitSolver(model, contact_gradient_width=1.0e-5),
 }
 """Solver classes the audit runs, by name."""
@@ -491,6 +505,10 @@ SOFT_CONTACT_CASES = (
               solver="soft contact"),
     AuditCase("soft joint friction", "initial velocities", _joint_friction_scene, "state.joint_qd",
               solver="soft contact"),
+    *(AuditCase("soft contact onset (solimp curve)", param, _landing_scene, path,
+                solver="soft contact, impedance curve", eps=eps)
+      for param, path, eps in (("initial velocities", "state.joint_qd", None), ("mu", "model.shape_mu", None),
+                               ("initial coordinates", "state.joint_q", 1e-6))),
     AuditCase("soft mesh contact", "mu", _mesh_contact_scene, "model.shape_mu", solver="soft contact"),
     AuditCase("soft mesh contact", "contact points", _mesh_contact_scene, "model.shape_points", solver="soft contact",
               eps=1e-6),

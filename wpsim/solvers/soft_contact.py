@@ -211,7 +211,8 @@ class SoftContact:
                                  real(options.impedance_midpoint), real(options.impedance_power))
         """(dmin, width m, midpoint, power) of the contacts' impedance (``impedance_at``)."""
         eps = float(np.finfo(np.float32 if model.dtype == wp.float32 else np.float64).eps)
-        self._tolerance = max(options.tolerance, ROUNDING_STEPS * eps * (1.0 + options.impedance / (1.0 - options.impedance)))
+        self._tolerance = max(options.tolerance,
+                              ROUNDING_STEPS * eps * (1.0 + options.impedance / (1.0 - options.impedance)))
         self._slope_tolerance = max(1e-13, 1e3 * eps)
         """The line search stops where |phi'| <= this * |phi'(0)| (float32: 1.2e-4)."""
 
@@ -480,8 +481,8 @@ class SoftContact:
                       pairs.pair_row_start, pairs.pair_dof, pairs.pair_dof_count,
                       scratch.mass_matrix, scratch.qdd, rows["jacobian"], rows["weight"], violation, state_in.joint_q,
                       state_in.joint_qd, accel, self.side_column, *self._dof_row_flags, *self._params],
-                     [gradient, self._array("row_curvature", max(pairs.row_count, 1), grad), self._vector("dof_curvature", grad),
-                      hessian])
+                     [gradient, self._array("row_curvature", max(pairs.row_count, 1), grad),
+                      self._vector("dof_curvature", grad), hessian])
         return gradient, hessian, violation
 
     def _newton_direction(self, scratch, state_in, pairs: PairRows, rows, accel, islands: Islands, factor: wp.array,
@@ -610,7 +611,8 @@ class SoftContact:
         from wpsim.kernels import articulation
 
         m = self.model
-        ordered = self._reorder(soft_contact_newton.to_island_order, result.grad, islands, "ordered_gradient", False, False)
+        ordered = self._reorder(soft_contact_newton.to_island_order, result.grad, islands, "ordered_gradient", False,
+                                False)
         ordered_lam = self._vector("ordered_step", False)
         self._launch(articulation.cholesky_back_solve, islands.count, [islands.dof_start, islands.H_start, factor,
                                                                         ordered], [ordered_lam], record=False)
