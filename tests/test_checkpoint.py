@@ -1,6 +1,7 @@
 """Checkpointed rollouts: bitwise the gradients of full tapes; truncation; controllers; errors."""
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -12,7 +13,10 @@ from wpsim import bench
 from wpsim.apps import scene_library
 from wpsim.bench import checkpoint as bench_checkpoint
 from wpsim.diff import Rollout
-from wpsim.diff.losses import joint_state_loss, linear_state_loss, squared_distance
+from wpsim.diff.losses import body_position_loss, joint_state_loss, linear_state_loss, squared_distance
+from wpsim.io.mjcf import import_mjcf
+
+ASSETS = Path(__file__).resolve().parents[1] / "assets"
 
 
 @dataclass
@@ -520,3 +524,57 @@ def test_truncation_that_cuts_nothing_does_not_warn():
     rollout.forward(case.state)
     rollout.backward()
     assert rollout.warnings == []
+
+
+def _arm_tip_loss(model, tip, target, fk_first):
+    def loss_fn(k, state, loss):
+        if fk_first:  # the formerly documented way: a no-op on the poses the rollout computes
+            wpsim.eval_fk(model, state)
+        body_position_loss(state, [tip], target, loss)
+
+    return loss_fn
+
+
+def _arm_tip_truth(model, solver, qd0, target, steps, dt) -> float:
+    """sum_k |tip(k) - target|^2 over states 0..T from poses of ``wpsim.eval_fk``."""
+    state = model.state()
+    state.joint_qd.assign(qd0)
+    tips = [wpsim.eval_fk(model, s).body_q.numpy()[-1, :3] for s in wpsim.simulate(solver, state, steps, dt,
+                                                                                     keep_states=True)]
+    return float(((np.array(tips) - target.numpy()) ** 2).sum())
+
+
+@pytest.mark.parametrize("fk_first", [False, True])
+@pytest.mark.parametrize("mode", ["full", "checkpoint"])
+def test_a_loss_on_body_poses_sees_the_poses_of_the_joint_state(mode, fk_first):
+    """Body poses a loss reads in a Rollout were those of whatever filled the state's arrays
+    last (loss 0 gradient exactly 0); now its value is that of eval_fk poses and its gradient
+    matches central differences."""
+    model = import_mjcf(ASSETS / "arm_2link.xml")[0].finalize(device="cpu", dtype=wp.float64, requires_grad=True)
+    solver, tip, steps, dt = wpsim.SemiImplicitSolver(model), model.body_count - 1, 12, 1.0e-2
+    target = wp.array([[0.1, 0.2, 1.0]], dtype=wp.vec3d)
+    qd0 = np.array([1.5, -2.0])
+    state0 = model.state(requires_grad=True)
+    state0.joint_qd.assign(qd0)
+    rollout = Rollout(solver, steps, dt, _arm_tip_loss(model, tip, target, fk_first), mode=mode, segment_length=5)
+    loss = rollout.forward(state0)
+    rollout.backward()
+    assert loss == pytest.approx(_arm_tip_truth(model, solver, qd0, target, steps, dt), rel=1e-12)
+    eps, fd = 1.0e-6, []
+    for i in range(2):
+        step = np.eye(2)[i] * eps
+        fd.append((_arm_tip_truth(model, solver, qd0 + step, target, steps, dt)
+                   - _arm_tip_truth(model, solver, qd0 - step, target, steps, dt)) / (2 * eps))
+    np.testing.assert_allclose(state0.joint_qd.grad.numpy(), fd, rtol=1e-6)
+
+
+def test_a_controller_sees_the_poses_of_the_joint_state():
+    model = import_mjcf(ASSETS / "arm_2link.xml")[0].finalize(device="cpu", dtype=wp.float64, requires_grad=True)
+    seen = []
+    rollout = Rollout(wpsim.SemiImplicitSolver(model), 3, 1.0e-2, lambda k, state, loss: None,
+                      control=lambda k, state, control: seen.append(state.body_q.numpy().copy()), mode="full")
+    state0 = model.state(requires_grad=True)
+    state0.joint_qd.assign([1.5, -2.0])
+    rollout.forward(state0)
+    states = wpsim.simulate(wpsim.SemiImplicitSolver(model), state0, 3, 1.0e-2, keep_states=True)
+    np.testing.assert_array_equal(seen, [wpsim.eval_fk(model, s).body_q.numpy() for s in states[:3]])

@@ -55,9 +55,12 @@ backward reads them as they are then (unchecked), a checkpointed backward re-run
 with them: it checks that ``state0`` and the end state of every re-run segment are bitwise
 the forward's, and raises RuntimeError otherwise (one read-back per segment). ``loss_fn``
 and a controller must not keep references to the states they get (checkpoint mode reuses
-them), and must read only integrated fields: a state's ``particle_f``, neighbour lists and
-body poses/velocities/wrenches belong to the step that starts from it, which has not run
-yet when the state's loss term is recorded.
+them), and must read only a state's integrated fields and its body poses and velocities:
+they get a ``PosedState`` (where the model has bodies), whose ``body_q``/``body_qd`` are
+computed from its joint coordinates and velocities when first read, recorded with the loss
+term or the step, so gradients reach the joint state. A state's ``particle_f``, neighbour
+lists and body wrenches belong to the step that starts from it, which has not run yet when
+the state's loss term is recorded.
 """
 
 from __future__ import annotations
@@ -83,6 +86,7 @@ from wpsim.diff.grad_health import (
     nonfinite_grads,
 )
 from wpsim.solvers.base import start_rollout
+from wpsim.solvers.kinematics import PosedState
 
 MODES = ("full", "checkpoint")
 
@@ -357,19 +361,28 @@ class Rollout:
             control = self._controls[k]
         else:
             control = scratch
-            self._controller(k, state, control)
+            self._controller(k, self._posed(state), control)
         self.solver.step(state, out, control, self.dt)
+
+    def _posed(self, state: State) -> State:
+        """What the loss and the controller see of ``state``: a ``PosedState`` where the model has
+        bodies, so that their poses are those of the joint state (a step fills the state's own
+        only when it starts from it, after its loss term and its controller have run)."""
+        return PosedState(self.model, state) if self.model.body_count else state
+
+    def _loss_term(self, k: int, state: State, loss: wp.array):
+        self.loss_fn(k, self._posed(state), loss)
 
     def _record_range(self, s: int, e: int, states: list, loss: wp.array, scratch: list | None):
         """Record the loss terms of states s..e-1 (and T when e == T) and steps s..e-1 into
         ``states`` (states[j] is state s + j), one tape each; returns (loss_tapes, step_tapes)."""
         loss_tapes, step_tapes = [], []
         for k in range(s, e):
-            loss_tapes.append(_record(self.loss_fn, k, states[k - s], loss))
+            loss_tapes.append(_record(self._loss_term, k, states[k - s], loss))
             step_tapes.append(_record(self._step, k, states[k - s], states[k - s + 1],
                                       None if scratch is None else scratch[k - s]))
         if e == self.num_steps:
-            loss_tapes.append(_record(self.loss_fn, e, states[e - s], loss))
+            loss_tapes.append(_record(self._loss_term, e, states[e - s], loss))
         self._loss_terms.update(k for k, tape in zip(range(s, e + 1), loss_tapes) if tape.launches)
         return loss_tapes, step_tapes
 
@@ -382,7 +395,7 @@ class Rollout:
         scratch = None if self._scratch is None else self._scratch[0]
         state = start
         if loss is not None:
-            self.loss_fn(a, state, loss)
+            self._loss_term(a, state, loss)
         for k in range(a, b):
             if (k - a) % length == 0:
                 for name, store in zip(DYNAMIC_STATE_FIELDS, self._checkpoint(level, a, k)):
@@ -392,7 +405,7 @@ class Rollout:
                 _zero_control(scratch, grads=False)
             self._step(k, state, out, scratch)
             if loss is not None:
-                self.loss_fn(k + 1, out, loss)
+                self._loss_term(k + 1, out, loss)
             state = out
         if loss is not None:
             self._final.assign(state)

@@ -106,7 +106,8 @@ def _first_slot(count: int, device) -> wp.array:
 
 def body_position_loss(state: State, bodies, targets: wp.array, loss: wp.array | None = None) -> wp.array:
     """sum_i |origin of body bodies[i] - targets[i]|^2 (m^2) from ``state.body_q``, added into
-    ``loss`` (new if None). Call ``wpsim.eval_fk`` first for a state no step started from."""
+    ``loss`` (new if None). In a ``Rollout``'s loss these are the poses of the state's joint
+    coordinates; elsewhere call ``wpsim.eval_fk`` first for a state no step started from."""
     index = wp.array(list(bodies), dtype=wp.int32, device=state.body_q.device)
     if targets.shape[0] != index.shape[0]:
         raise ValueError(f"body_position_loss: {index.shape[0]} bodies but {targets.shape[0]} targets")

@@ -4,14 +4,12 @@ trajectories (``wpsim.io.measurements`` ``marker:`` columns)."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 import warp as wp
 
 from wpsim.kernels import markers
 from wpsim.kernels.generic import for_precision
-from wpsim.solvers.kinematics import ArticulationScratch, launch_kinematics
+from wpsim.solvers.kinematics import body_poses
 
 
 def _named(names, count: int, what: str) -> list:
@@ -46,16 +44,10 @@ class BodyMarkers:
         recorded on an active tape."""
         model = self.model
         grad = state.joint_q.requires_grad
-        poses = SimpleNamespace(
-            joint_q=state.joint_q, joint_qd=state.joint_qd,
-            body_q=wp.zeros(model.body_count, dtype=wp.types.transformation(model.dtype), device=model.device,
-                            requires_grad=grad),
-            body_qd=wp.zeros(model.body_count, dtype=wp.types.vector(6, model.dtype), device=model.device,
-                             requires_grad=grad))
-        launch_kinematics(model, poses, ArticulationScratch(model, requires_grad=grad))
+        body_q = body_poses(model, state)[0]
         out = wp.zeros(len(self.names), dtype=model.vec3, device=model.device, requires_grad=grad)
         wp.launch(for_precision(markers.body_marker_positions, model.dtype), dim=len(self.names),
-                  inputs=[self._bodies, self._points, poses.body_q], outputs=[out], device=model.device)
+                  inputs=[self._bodies, self._points, body_q], outputs=[out], device=model.device)
         return out
 
 

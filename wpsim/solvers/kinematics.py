@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import warp as wp
 
+from wpsim.core.model import State
 from wpsim.kernels import articulation
 from wpsim.kernels.generic import for_precision
 from wpsim.solvers.base import KernelLaunch
@@ -103,8 +106,54 @@ def eval_fk(model, state):
     A step fills these for the state it starts from; call this for a state no step starts
     from (a new ``model.state()``, the last state of a rollout) before reading
     ``body_q``/``body_qd``. Recorded on an active ``wp.Tape``, so losses on body poses are
-    differentiable; call it at most once per state while recording.
+    differentiable; call it at most once per state while recording. A ``PosedState`` (what a
+    ``Rollout`` hands its loss and controller) computes its own: this only makes sure it has.
     """
-    if model.body_count:
+    if isinstance(state, PosedState):
+        state.body_q  # noqa: B018 -- computed once, when first read
+    elif model.body_count:
         launch_kinematics(model, state, ArticulationScratch(model, requires_grad=state.joint_q.requires_grad))
     return state
+
+
+def body_poses(model, state) -> tuple:
+    """(body_q, body_qd) of ``state`` from its joint coordinates and velocities, by forward
+    kinematics into fresh arrays (the state's own are untouched); recorded on an active tape,
+    so gradients reach ``joint_q`` and ``joint_qd``."""
+    grad, spatial = state.joint_q.requires_grad, wp.types.vector(6, model.dtype)
+
+    def zeros(n, dtype):
+        return wp.zeros(n, dtype=dtype, device=model.device, requires_grad=grad)
+
+    nb = model.body_count
+    poses = SimpleNamespace(joint_q=state.joint_q, joint_qd=state.joint_qd,
+                            body_q=zeros(nb, wp.types.transformation(model.dtype)), body_qd=zeros(nb, spatial))
+    scratch = SimpleNamespace(body_twist=zeros(nb, spatial), body_bias_acc=zeros(nb, spatial),
+                              dof_motion=zeros(model.joint_dof_count, spatial))
+    if nb:
+        kinematics_launch(model, poses, scratch).run(model.device)
+    return poses.body_q, poses.body_qd
+
+
+_POSE_FIELDS = ("body_q", "body_qd")
+
+
+class PosedState(State):
+    """``state`` with body poses and velocities that are those of its joint coordinates and
+    velocities: ``body_q``/``body_qd`` are computed by ``body_poses`` when first read
+    (recorded on the tape active then); every other field is the state's own array.
+
+    A state's own body poses are filled by the step that starts from it, so a loss or a
+    controller that reads them before that step (as in a ``Rollout``) would see stale ones.
+    """
+
+    def __init__(self, model, state: State):
+        super().__init__(model, state.requires_grad, {name: array for name, array in vars(state).items()
+                                                      if name in State.field_names and name not in _POSE_FIELDS})
+        self.model = model
+
+    def __getattr__(self, name):
+        if name not in _POSE_FIELDS:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self.__dict__.update(zip(_POSE_FIELDS, body_poses(self.model, self)))
+        return self.__dict__[name]
