@@ -8,6 +8,7 @@ recover parameters that generated the data.
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -205,29 +206,55 @@ def test_parameter_without_gradient_path_is_reported(measured):
 
 
 @wp.kernel
-def sqrt_height_loss(q: wp.array(dtype=wp.vec3d), loss: wp.array(dtype=wp.float64)):
-    """loss += sqrt(z - 0.5) + 4 (z - 0.4)^2 of particle 0: NaN once z < 0.5."""
+def sqrt_height_loss(q: wp.array(dtype=wp.vec3d), weight: wp.float64, centre: wp.float64,
+                     loss: wp.array(dtype=wp.float64)):
+    """loss += weight sqrt(z - 0.5) + 4 (z - centre)^2 of particle 0: NaN once z < 0.5."""
     z = q[0][2]
-    wp.atomic_add(loss, 0, wp.sqrt(z - wp.float64(0.5)) + wp.float64(4.0) * (z - wp.float64(0.4)) ** wp.float64(2.0))
+    wp.atomic_add(loss, 0, weight * wp.sqrt(z - wp.float64(0.5)) + wp.float64(4.0) * (z - centre) ** wp.float64(2.0))
 
 
-def test_nan_loss_stops_with_the_best_result_and_names_the_values():
+def sqrt_height_problem(weight: float, centre: float) -> Problem:
+    """The height z of a particle (start 0.9 m) under ``sqrt_height_loss``."""
     b = wpsim.ModelBuilder(gravity=0.0)
     b.add_particle((0.0, 0.0, 0.9), mass=1.0)
     model = b.finalize(dtype=wp.float64, requires_grad=True)
 
     def loss_fn(k, state, loss):
         if k == 1:
-            wp.launch(sqrt_height_loss, dim=1, inputs=[state.particle_q], outputs=[loss])
+            wp.launch(sqrt_height_loss, dim=1, inputs=[state.particle_q, weight, centre], outputs=[loss])
 
     rollout = Rollout(wpsim.SemiImplicitSolver(model), 1, 1e-3, loss_fn, mode="full")
-    problem = Problem(rollout, model.state(), [Parameter("state.particle_q", index=0)])
+    return Problem(rollout, model.state(), [Parameter("state.particle_q", index=0)])
+
+
+@pytest.mark.filterwarnings("ignore:no gradient path")
+def test_nan_loss_stops_with_the_best_result_and_names_the_values():
+    """The minimum lies on the edge of the NaN region: Adam backs off from it until its step
+    halved MAX_BACKOFFS times is still too long, then stops with the best point."""
+    problem = sqrt_height_problem(1.0, 0.4)
     result = minimize(problem, "adam", iterations=200, lr=0.2, progress=False)
     assert not result.success
     assert "stopped at iteration" in result.message and "state.particle_q[0, 2] = " in result.message
+    assert "after 20 halvings of the step" in result.message
     assert np.isfinite(result.loss) and result.x[2] >= 0.5
     with pytest.raises(NonFiniteLoss, match="the loss is nan"):
         problem.loss(np.array([0.0, 0.0, 0.2]))
+    with pytest.raises(NonFiniteLoss, match="the loss is nan"):
+        minimize(problem, "adam", iterations=3, x0=[0.0, 0.0, 0.2], progress=False)
+
+
+@pytest.mark.parametrize("method, options", [("lbfgsb", {}), ("adam", {"lr": 0.3}), ("nelder-mead", {})])
+@pytest.mark.filterwarnings("ignore:no gradient path")
+def test_a_nan_trial_point_is_backed_off_from(method, options):
+    """A NaN below z = 0.5 m used to end the run at the first trial step across it (the
+    minimum is at 0.55 m); now each method steps back and says so."""
+    result = minimize(sqrt_height_problem(0.0, 0.55), method, iterations=100, progress=False, **options)
+    assert result.success and result.x[2] == pytest.approx(0.55, abs=1e-3)
+    backoffs = sum(h.get("backoffs", 0) for h in result.history)  # those before the last iteration
+    said = re.search(r"backed off from (\d+) trial point\(s\) with a non-finite loss or gradient \(first: the loss "
+                     r"is nan at state.particle_q\[0, 0\] = ", result.message)
+    assert said and int(said[1]) >= backoffs >= 1
+    assert sum(h.get("backoffs", 0) for h in result.to_dict()["history"]) == backoffs
 
 
 def falling_pendulum(steps: int, **rollout_options) -> tuple:

@@ -7,12 +7,21 @@ Methods:
   only, no gradient.
 Every method works on the internal vector z (scaled, or log for log-space parameters),
 stops after ``iterations`` iterations or ``max_rollouts`` rollouts, keeps the best point
-seen, and leaves its values written into the problem's arrays. A NaN or Inf loss stops the
-run with a message naming the iteration and the values; the best result so far is kept.
+seen, and leaves its values written into the problem's arrays.
+
+A NaN or Inf loss (or gradient) at a trial point after the first iteration is backed off
+from: L-BFGS-B gets a finite penalty there (the last iterate's loss plus |that loss| + 1)
+with a gradient pointing back to the last iterate, so its line search shortens the step;
+Nelder-Mead gets +inf (the worst vertex); Adam halves its step, up to ``MAX_BACKOFFS``
+times. Each iteration's history entry counts its back-offs ("backoffs") and the result's
+message says how many there were and names the first point. A NaN or Inf loss at the start,
+or an Adam step still non-finite after its halvings, stops the run with a message naming the
+iteration and the values; the best result so far is kept.
 """
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -25,6 +34,8 @@ METHODS = ("lbfgsb", "adam", "nelder-mead")
 NELDER_MEAD_STEP = 0.1
 """Edge of Nelder-Mead's first simplex in optimiser units (10 % of each parameter's scale,
 or of its value in log-space), like the first steps of the gradient methods."""
+MAX_BACKOFFS = 20
+"""Halvings of an Adam step whose trial point has a non-finite loss before the run stops."""
 
 
 class _Budget(Exception):
@@ -52,6 +63,9 @@ class Tracker:
         self.params = params
         self.best_x, self.best_loss = params.x0.copy(), np.inf
         self.history = []
+        self.backoffs: list = []
+        """Messages of the non-finite trial points backed off from, in order."""
+        self._new_backoffs = 0  # since the last recorded iteration
         self.bar = ProgressBar(total, name, enabled=progress, every=max(total // 20, 1))
 
     def seen(self, x: np.ndarray, loss: float):
@@ -62,11 +76,21 @@ class Tracker:
     def iteration(self, z: np.ndarray, loss: float, grad_norm: float | None, **extra):
         """Record one iteration ending at z with ``loss`` (and d loss / d z's norm)."""
         x = self.params.to_physical(z)
+        if self._new_backoffs:
+            extra["backoffs"], self._new_backoffs = self._new_backoffs, 0
         self.history.append({"iteration": len(self.history), "loss": float(loss), "grad_norm": grad_norm,
                              "x": x.copy(), **extra})
         if len(self.history) > 1:
             shown = ", ".join(f"{v:.4g}" for v in x[:4]) + (", ..." if len(x) > 4 else "")
             self.bar.update(f"loss {loss:.4g} [{shown}]")
+
+    def backed_off(self, error: Exception):
+        """A trial point whose loss or gradient is not finite (``error`` names it) was backed
+        off from; one at the start (no iteration recorded yet) raises ``error``."""
+        if not self.history:
+            raise error
+        self.backoffs.append(str(error))
+        self._new_backoffs += 1
 
     def guard(self, solve) -> tuple:
         """(converged, message, stopped) of ``solve()`` -> (converged, message); a non-finite
@@ -84,6 +108,9 @@ class Tracker:
         """The ``OptimizationResult`` (``counts``: rollouts, gradients, no_gradient, warnings),
         the best values written into the parameters' arrays."""
         converged, message, stopped = outcome
+        if self.backoffs:
+            message += (f"; backed off from {len(self.backoffs)} trial point(s) with a non-finite loss or gradient "
+                        f"(first: {self.backoffs[0]})")
         self.params.write(self.best_x)
         return OptimizationResult(
             method=method, labels=list(self.params.labels), units=list(self.params.units), x0=x_start.copy(),
@@ -101,6 +128,7 @@ class _Run(Tracker):
         self.problem = problem
         self.max_rollouts = None if max_rollouts is None else problem.rollouts + int(max_rollouts)
         self.last_grad_norm = None
+        self._last_z = None  # the last recorded iterate
         self._cached = None  # (z, loss, grad_z) of the last gradient evaluation
 
     def _spend(self):
@@ -133,6 +161,28 @@ class _Run(Tracker):
         if self.params.worlds > 1 and self._cached is not None and np.array_equal(self._cached[0], z):
             extra["world_losses"] = self.problem.world_losses()
         self.iteration(z, loss, self.last_grad_norm, **extra)
+        self._last_z = np.array(z, dtype=np.float64, copy=True)
+
+    def backing_off(self, evaluate, penalty):
+        """``evaluate(z)``, or ``penalty(z)`` at a trial point where it raises ``NonFiniteLoss``
+        (``backed_off``)."""
+
+        def evaluated(z):
+            try:
+                return evaluate(z)
+            except NonFiniteLoss as error:
+                self.backed_off(error)
+                return penalty(z)
+
+        return evaluated
+
+    def penalty_and_grad(self, z: np.ndarray) -> tuple:
+        """(loss, gradient) standing for a non-finite trial point z of a line search from the
+        last iterate z0 (loss f0): f0 + |f0| + 1, and the gradient of the bowl through both
+        points centred at z0, which points back to z0."""
+        f0, d = self.history[-1]["loss"], z - self._last_z
+        rise = abs(f0) + 1.0
+        return f0 + rise, 2.0 * rise * d / d.dot(d)
 
 
 def _lbfgsb(run: _Run, z0: np.ndarray, iterations: int, tolerance: float):
@@ -141,7 +191,7 @@ def _lbfgsb(run: _Run, z0: np.ndarray, iterations: int, tolerance: float):
     def callback(intermediate_result):
         run.record(intermediate_result.x, intermediate_result.fun)
 
-    out = scipy_minimize(run.loss_and_grad, z0, jac=True, method="L-BFGS-B", bounds=run.params.internal_bounds(),
+    out = scipy_minimize(run.backing_off(run.loss_and_grad, run.penalty_and_grad), z0, jac=True, method="L-BFGS-B", bounds=run.params.internal_bounds(),
                          callback=callback, options={"maxiter": iterations, "ftol": tolerance, "gtol": 1e-12})
     return out.status == 0, str(out.message)
 
@@ -156,7 +206,7 @@ def _nelder_mead(run: _Run, z0: np.ndarray, iterations: int, tolerance: float):
     bounded = any(a is not None or b is not None for a, b in bounds)
     # first simplex: 0.1 optimiser units along each axis (10 % of a parameter's scale or value)
     simplex = np.vstack([z0, z0 + NELDER_MEAD_STEP * np.eye(len(z0))])
-    out = scipy_minimize(run.loss, z0, method="Nelder-Mead", bounds=bounds if bounded else None, callback=callback,
+    out = scipy_minimize(run.backing_off(run.loss, lambda z: math.inf), z0, method="Nelder-Mead", bounds=bounds if bounded else None, callback=callback,
                          options={"maxiter": iterations, "fatol": tolerance, "xatol": 1e-10, "initial_simplex": simplex})
     return out.status == 0, str(out.message)
 
@@ -168,8 +218,17 @@ def _adam(run: _Run, z0: np.ndarray, iterations: int, tolerance: float, lr: floa
     for _ in range(iterations):
         if loss <= tolerance:
             return True, f"loss {loss:.3g} at or below the tolerance {tolerance:g}"
-        z = np.clip(adam.step(z, grad), lower, upper)
-        loss, grad = run.loss_and_grad(z)
+        trial = np.clip(adam.step(z, grad), lower, upper)
+        for halvings in range(MAX_BACKOFFS + 1):
+            try:
+                loss, grad = run.loss_and_grad(trial)
+                break
+            except NonFiniteLoss as error:
+                if halvings == MAX_BACKOFFS:
+                    raise NonFiniteLoss(f"{error} (after {MAX_BACKOFFS} halvings of the step)") from error
+                run.backed_off(error)
+                trial = 0.5 * (z + trial)
+        z = trial
         run.record(z, loss)
     return False, f"iteration limit ({iterations}) reached"
 

@@ -16,7 +16,7 @@ class OptimizationResult:
     labels, units: one per parameter entry; x0, x: initial and best physical values;
     loss0, loss: loss at x0 and at x; history: one dict per iteration ("iteration",
     "loss", "grad_norm" (of d loss / d z, the optimiser's vector; None without gradient),
-    "x"); rollouts / gradients: forward rollouts and backward passes spent; wall_s: wall
+    "x", and "backoffs" where non-finite trial points were backed off from); rollouts / gradients: forward rollouts and backward passes spent; wall_s: wall
     time (s); success: False if a non-finite loss stopped the run; converged: whether the
     optimiser's own stopping test was met (not an iteration or rollout limit); message: how
     it ended; no_gradient, warnings: as the Problem reported.
@@ -67,7 +67,8 @@ class OptimizationResult:
             "loss_initial": num(self.loss0),
             "loss": num(self.loss),
             "history": [{"iteration": h["iteration"], "loss": num(h["loss"]), "grad_norm": num(h["grad_norm"]),
-                         "x": [num(v) for v in h["x"]]} for h in self.history],
+                         "x": [num(v) for v in h["x"]], **({"backoffs": h["backoffs"]} if "backoffs" in h else {})}
+                        for h in self.history],
             "rollouts": self.rollouts,
             "gradients": self.gradients,
             "wall_s": self.wall_s,
