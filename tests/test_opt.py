@@ -257,6 +257,35 @@ def test_a_nan_trial_point_is_backed_off_from(method, options):
     assert sum(h.get("backoffs", 0) for h in result.to_dict()["history"]) == backoffs
 
 
+def log_space_height_problem(upper: float) -> Problem:
+    """The height z of a particle (start 1 m) in log-space, pulled towards 10^5 m."""
+    b = wpsim.ModelBuilder(gravity=0.0)
+    b.add_particle((1.0, 1.0, 1.0), mass=1.0)
+    model = b.finalize(dtype=wp.float64, requires_grad=True)
+    target = wp.array([[1.0, 1.0, 1.0e5]], dtype=wp.vec3d)
+
+    def loss_fn(k, state, loss):
+        if k == 1:
+            squared_distance(state.particle_q, target, loss=loss)
+
+    rollout = Rollout(wpsim.SemiImplicitSolver(model), 1, 1e-3, loss_fn, mode="full")
+    return Problem(rollout, model.state(), [Parameter("state.particle_q", index=0, log=True, upper=upper)])
+
+
+@pytest.mark.filterwarnings("ignore:no gradient path")
+def test_a_log_space_parameter_running_away_is_warned_about():
+    """A log-space parameter without an upper bound went to 10^5 times its start silently."""
+    with pytest.warns(UserWarning, match=r"log-space parameter state.particle_q\[0, 2\] moved by more than a factor "
+                                         r"e\^10 from its start \(1 -> .* m\) with no bound on that side"):
+        result = minimize(log_space_height_problem(math.inf), "lbfgsb", iterations=40, progress=False)
+    runaways = [w for w in result.warnings if w.startswith("log-space parameter")]
+    assert result.x[2] > 2.2e4 and len(runaways) == 1 and "state.particle_q[0, 2]" in runaways[0]
+    # a trial step whose exp overflowed ended minimize with a ValueError; now it is backed off from
+    assert "state.particle_q[0, 2] overflows at the optimiser's value" in result.message
+    bounded = minimize(log_space_height_problem(1.0e6), "lbfgsb", iterations=40, progress=False)
+    assert bounded.x[2] > 2.2e4 and not any(w.startswith("log-space parameter") for w in bounded.warnings)
+
+
 def falling_pendulum(steps: int, **rollout_options) -> tuple:
     """(model, Rollout of ``steps`` ms) of an inverted pendulum (a particle on a stiff spring
     above its pivot) falling over, its loss on the final position: the adjoint of the early

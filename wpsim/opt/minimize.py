@@ -16,17 +16,21 @@ Nelder-Mead gets +inf (the worst vertex); Adam halves its step, up to ``MAX_BACK
 times. Each iteration's history entry counts its back-offs ("backoffs") and the result's
 message says how many there were and names the first point. A NaN or Inf loss at the start,
 or an Adam step still non-finite after its halvings, stops the run with a message naming the
-iteration and the values; the best result so far is kept.
+iteration and the values; the best result so far is kept. A log-space parameter that moves
+more than ``LOG_RUNAWAY`` e-folds from its start towards a side without a bound is warned
+about, once (also in the result's warnings).
 """
 
 from __future__ import annotations
 
 import math
 import time
+import warnings
 
 import numpy as np
 
 from wpsim.opt.optimisers import Adam
+from wpsim.opt.parameters import LOG_RUNAWAY
 from wpsim.opt.problem import NonFiniteLoss, Problem
 from wpsim.opt.result import OptimizationResult
 
@@ -66,6 +70,9 @@ class Tracker:
         self.backoffs: list = []
         """Messages of the non-finite trial points backed off from, in order."""
         self._new_backoffs = 0  # since the last recorded iteration
+        self.warnings: list = []
+        """Warnings of the run: log-space parameters running away (``ParameterSet.runaways``)."""
+        self._runaways: set = set()
         self.bar = ProgressBar(total, name, enabled=progress, every=max(total // 20, 1))
 
     def seen(self, x: np.ndarray, loss: float):
@@ -80,9 +87,23 @@ class Tracker:
             extra["backoffs"], self._new_backoffs = self._new_backoffs, 0
         self.history.append({"iteration": len(self.history), "loss": float(loss), "grad_norm": grad_norm,
                              "x": x.copy(), **extra})
+        self._warn_runaways(x)
         if len(self.history) > 1:
             shown = ", ".join(f"{v:.4g}" for v in x[:4]) + (", ..." if len(x) > 4 else "")
             self.bar.update(f"loss {loss:.4g} [{shown}]")
+
+    def _warn_runaways(self, x: np.ndarray):
+        """Warn once per log-space entry that ran ``LOG_RUNAWAY`` e-folds from the run's start
+        towards a side without a bound."""
+        params, x_start = self.params, self.history[0]["x"]
+        for i in params.runaways(x_start, x):
+            if i not in self._runaways:
+                self._runaways.add(i)
+                message = (f"log-space parameter {params.labels[i]} moved by more than a factor e^{LOG_RUNAWAY:g} "
+                           f"from its start ({x_start[i]:.6g} -> {x[i]:.6g} {params.units[i]}".rstrip() +
+                           ") with no bound on that side: give it a lower/upper bound if it should not")
+                self.warnings.append(message)
+                warnings.warn(message, stacklevel=4)
 
     def backed_off(self, error: Exception):
         """A trial point whose loss or gradient is not finite (``error`` names it) was backed
@@ -112,6 +133,7 @@ class Tracker:
             message += (f"; backed off from {len(self.backoffs)} trial point(s) with a non-finite loss or gradient "
                         f"(first: {self.backoffs[0]})")
         self.params.write(self.best_x)
+        counts["warnings"] = [*counts.get("warnings", []), *self.warnings]
         return OptimizationResult(
             method=method, labels=list(self.params.labels), units=list(self.params.units), x0=x_start.copy(),
             x=self.best_x, loss0=self.history[0]["loss"], loss=self.best_loss, history=self.history,
@@ -135,9 +157,17 @@ class _Run(Tracker):
         if self.max_rollouts is not None and self.problem.rollouts >= self.max_rollouts:
             raise _Budget
 
+    def _physical(self, z: np.ndarray) -> np.ndarray:
+        """Physical values of z; ``NonFiniteLoss`` names an entry whose value overflows."""
+        x = self.params.to_physical(z)
+        if not np.isfinite(x).all():
+            i = int(np.flatnonzero(~np.isfinite(x))[0])
+            raise NonFiniteLoss(f"{self.params.labels[i]} overflows at the optimiser's value {z[i]:.6g}")
+        return x
+
     def loss(self, z: np.ndarray) -> float:
         self._spend()
-        x = self.params.to_physical(z)
+        x = self._physical(z)
         loss = self.problem.loss(x)
         self.seen(x, loss)
         return loss
@@ -146,7 +176,7 @@ class _Run(Tracker):
         if self._cached is not None and np.array_equal(self._cached[0], z):
             return self._cached[1], self._cached[2].copy()
         self._spend()
-        x = self.params.to_physical(z)
+        x = self._physical(z)
         loss, grad_x = self.problem.loss_and_grad(x)
         grad_z = self.params.internal_gradient(x, grad_x)
         self.last_grad_norm = float(np.linalg.norm(grad_z))
@@ -181,8 +211,9 @@ class _Run(Tracker):
         last iterate z0 (loss f0): f0 + |f0| + 1, and the gradient of the bowl through both
         points centred at z0, which points back to z0."""
         f0, d = self.history[-1]["loss"], z - self._last_z
-        rise = abs(f0) + 1.0
-        return f0 + rise, 2.0 * rise * d / d.dot(d)
+        rise, size = abs(f0) + 1.0, np.abs(d).max()
+        unit = d / size  # d / |d|^2 without overflow for a huge step
+        return f0 + rise, 2.0 * rise * unit / (size * unit.dot(unit))
 
 
 def _lbfgsb(run: _Run, z0: np.ndarray, iterations: int, tolerance: float):

@@ -34,6 +34,9 @@ from wpsim.core.fields import CONTROL_FIELDS, MODEL_FIELDS, STATE_FIELDS
 
 OWNER_FIELDS = {"model": MODEL_FIELDS, "state": STATE_FIELDS, "control": CONTROL_FIELDS}
 """Field specs of the objects a parameter target may name."""
+LOG_RUNAWAY = 10.0
+"""e-folds (a factor e^10, about 22026) a log-space entry may move from its start towards a
+side without a bound before ``ParameterSet.runaways`` names it."""
 
 
 @dataclass
@@ -346,9 +349,10 @@ class ParameterSet:
             return np.where(self.log, np.log(np.where(self.log, x, 1.0)), x / self.scale)
 
     def to_physical(self, z: np.ndarray) -> np.ndarray:
-        """Physical values x of the optimiser's vector z."""
+        """Physical values x of the optimiser's vector z (inf where exp(z) overflows)."""
         z = np.asarray(z, dtype=np.float64)
-        return np.where(self.log, np.exp(np.where(self.log, z, 0.0)), z * self.scale)
+        with np.errstate(over="ignore"):
+            return np.where(self.log, np.exp(np.where(self.log, z, 0.0)), z * self.scale)
 
     def internal_bound_arrays(self) -> tuple:
         """(lower, upper) arrays of z (-inf, inf where unbounded)."""
@@ -384,6 +388,15 @@ class ParameterSet:
         for part, s in zip(self.parts, self._slices):
             out[s] = part.gradient(grads, x[s]) if isinstance(part, _DerivedValues) else part.gradient(grads)
         return out
+
+    def runaways(self, x_start: np.ndarray, x: np.ndarray) -> list:
+        """Indices of the log-space entries of x more than ``LOG_RUNAWAY`` e-folds from
+        ``x_start`` towards a side without a bound (up with no upper bound, down with none
+        above 0 below)."""
+        positive = lambda v: np.where(self.log, v, 1.0)  # noqa: E731
+        moved = np.log(positive(np.asarray(x, dtype=np.float64))) - np.log(positive(np.asarray(x_start)))
+        away = ((moved > LOG_RUNAWAY) & np.isinf(self.upper)) | ((moved < -LOG_RUNAWAY) & (self.lower <= 0.0))
+        return np.flatnonzero(self.log & away).tolist()
 
     def internal_gradient(self, x: np.ndarray, grad_x: np.ndarray) -> np.ndarray:
         """d loss / d z from d loss / d x at x (chain rule through the transform)."""
