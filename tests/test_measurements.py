@@ -51,7 +51,8 @@ def test_resample_interpolates_angles_and_holds_torques(tmp_path):
         ("time,q:a\n0,1\n0.1,abc\n", r"run.csv, line 3, column 'q:a': 'abc' is not a number"),
         ("time,q:a\n0,1\n0.1,nan\n", r"run.csv, line 3, column 'q:a': value nan is not finite"),
         ("time,q:a\n0,1\n0.2,2\n0.1,3\n", r"run.csv, line 4: time 0.1 s is not after the previous sample's 0.2 s"),
-        ("time,angle\n0,1\n0.1,2\n", r"column 'angle' is neither 'time' nor 'kind:name'"),
+        ("time,q:\n0,1\n0.1,2\n", r"column 'q:' is neither 'time' nor 'kind:name'"),
+        ("time,angle\n0,1\n0.1,2\n", r"only a time column, no channels \(ignored: angle\)"),
         ("time,marker:tip:w\n0,1\n0.1,2\n", r"marker column 'marker:tip:w' must end in :x, :y or :z"),
         ("time,q:a,q:a\n0,1,1\n0.1,2,2\n", "column 'q:a' appears twice"),
         ("time,q:a\n0,1\n", r"1 sample\(s\); at least 2"),
@@ -61,6 +62,19 @@ def test_resample_interpolates_angles_and_holds_torques(tmp_path):
 def test_bad_csv_files_name_the_problem(tmp_path, text, message):
     with pytest.raises(MeasurementError, match=message):
         load_trajectory(write(tmp_path, text))
+
+
+def test_columns_that_are_not_channels_are_ignored_and_listed(tmp_path):
+    """Extra columns (a note, another instrument's channel) made the file unusable."""
+    path = write(tmp_path, "time,comment,q:a,temperature:motor,comment\n0,start,1,20.5,x\n0.1,,2,n/a,y\n")
+    with pytest.warns(UserWarning, match=r"run.csv: ignoring column\(s\) 'comment', 'temperature:motor', 'comment'"):
+        data = load_trajectory(path)
+    assert data.ignored == ("comment", "temperature:motor", "comment") and list(data.columns) == ["q:a"]
+    assert data.channel("q", "a").tolist() == [1.0, 2.0] and data.resample([0.05]).ignored == data.ignored
+    npz = tmp_path / "run.npz"
+    np.savez(npz, time=np.array([0.0, 0.1]), **{"q:a": np.array([1.0, 2.0]), "notes": np.zeros((2, 2))})
+    with pytest.warns(UserWarning, match=r"run.npz: ignoring column\(s\) 'notes'"):
+        assert load_trajectory(npz).ignored == ("notes",)
 
 
 def test_bad_files_and_unknown_names(tmp_path):

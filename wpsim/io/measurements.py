@@ -9,16 +9,20 @@ A file holds a ``time`` column (s, strictly increasing) and channels named ``kin
     marker:<name>:x|y|z    position of a marker (m), three columns
     activation:<name>      an actuation input (dimensionless)
 
+Other columns (a name without one of these kinds, e.g. ``comment`` or ``temperature:motor``)
+are not read: they are listed in ``Trajectory.ignored`` and named in a warning.
+
 CSV: one header row of column names, then one row of numbers per sample. NPZ: one 1-D
 array per column name, all of the same length. Errors name the file, and the column and
 line (CSV; line 1 is the header) or array (NPZ): a missing or non-increasing time, a value
-that is not a finite number, a row with the wrong number of values, an unknown column kind.
+that is not a finite number, a row with the wrong number of values, a malformed marker column.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +38,11 @@ class MeasurementError(ValueError):
     """A measurement file cannot be used; the message names the file and where."""
 
 
+def _is_read(column: str) -> bool:
+    """Whether ``column`` is the time or a channel (``kind:...`` with a known kind)."""
+    return column == "time" or column.partition(":")[0] in KINDS
+
+
 def _check_name(path, column: str):
     if column == "time":
         return
@@ -47,11 +56,13 @@ def _check_name(path, column: str):
 
 @dataclass
 class Trajectory:
-    """Samples of named channels: ``time`` (N,) s and ``columns`` name -> (N,) values."""
+    """Samples of named channels: ``time`` (N,) s and ``columns`` name -> (N,) values;
+    ``ignored``: the file's columns that are not channels (not read)."""
 
     path: str
     time: np.ndarray
     columns: dict
+    ignored: tuple = ()
 
     def names(self, kind: str) -> list:
         """The names of the channels of one kind, in file order (marker names once each)."""
@@ -98,7 +109,7 @@ class Trajectory:
         for column, values in self.columns.items():
             held = column.partition(":")[0] in hold
             out[column] = values[latest] if held else np.interp(times, self.time, values)
-        return Trajectory(self.path, times, out)
+        return Trajectory(self.path, times, out, self.ignored)
 
 
 def _from_csv(path: Path) -> tuple:
@@ -108,11 +119,13 @@ def _from_csv(path: Path) -> tuple:
     if not rows:
         raise MeasurementError(f"{path}: the file is empty (a header row and samples are needed)")
     header = [cell.strip() for cell in rows[0]]
-    values = {name: [] for name in header}
+    values = {name: [] for name in header if _is_read(name)}
     for line, row in enumerate(rows[1:], start=2):
         if len(row) != len(header):
             raise MeasurementError(f"{path}, line {line}: {len(row)} values for {len(header)} columns")
         for name, cell in zip(header, row):
+            if name not in values:
+                continue
             try:
                 values[name].append(float(cell))
             except ValueError:
@@ -124,17 +137,19 @@ def _from_csv(path: Path) -> tuple:
 def _from_npz(path: Path) -> tuple:
     try:
         with np.load(path, allow_pickle=False) as data:
-            arrays = {name: data[name] for name in data.files}
+            header = list(data.files)
+            arrays = {name: data[name] for name in header if _is_read(name)}
     except Exception as error:  # numpy raises several kinds on a damaged or foreign file
         raise MeasurementError(f"{path}: cannot be read as an NPZ archive ({type(error).__name__})") from None
     for name, arr in arrays.items():
         if arr.ndim != 1 or arr.dtype.kind not in "fiu":
             raise MeasurementError(f"{path}: array {name!r} must be 1-D numbers, got shape {arr.shape} {arr.dtype}")
-    return list(arrays), {k: v.astype(np.float64) for k, v in arrays.items()}, "sample", 0
+    return header, {k: v.astype(np.float64) for k, v in arrays.items()}, "sample", 0
 
 
 def load_trajectory(path) -> Trajectory:
-    """A validated ``Trajectory`` from a ``.csv`` or ``.npz`` file (see the module docstring)."""
+    """A validated ``Trajectory`` from a ``.csv`` or ``.npz`` file (see the module docstring);
+    warns naming the columns it ignores."""
     path = Path(path)
     if path.suffix.lower() not in (".csv", ".npz"):
         raise MeasurementError(f"{path}: unsupported data format {path.suffix!r}; expected .csv or .npz")
@@ -144,16 +159,18 @@ def load_trajectory(path) -> Trajectory:
         header, values, where, first = _from_csv(path) if path.suffix.lower() == ".csv" else _from_npz(path)
     except UnicodeDecodeError as error:
         raise MeasurementError(f"{path}: not a UTF-8 text file ({error.reason} at byte {error.start})") from None
-    if len(set(header)) != len(header):
-        raise MeasurementError(f"{path}: column {next(h for h in header if header.count(h) > 1)!r} appears twice")
-    for column in header:
+    ignored = tuple(column for column in header if not _is_read(column))
+    read = [column for column in header if _is_read(column)]
+    if len(set(read)) != len(read):
+        raise MeasurementError(f"{path}: column {next(h for h in read if read.count(h) > 1)!r} appears twice")
+    for column in read:
         _check_name(path, column)
     if "time" not in header:
         raise MeasurementError(f"{path}: no 'time' column (columns: {', '.join(header)})")
     lengths = {len(v) for v in values.values()}
     if len(lengths) != 1:
         raise MeasurementError(f"{path}: columns of different lengths {sorted(lengths)}")
-    columns = {name: np.asarray(values[name], dtype=np.float64) for name in header}
+    columns = {name: np.asarray(values[name], dtype=np.float64) for name in read}
     for name, arr in columns.items():
         bad = np.flatnonzero(~np.isfinite(arr))
         if bad.size:
@@ -168,8 +185,12 @@ def load_trajectory(path) -> Trajectory:
         raise MeasurementError(f"{path}, {where} {first + k}: time {time[k]:g} s is not after the previous sample's "
                                f"{time[k - 1]:g} s")
     if not columns:
-        raise MeasurementError(f"{path}: only a time column, no channels")
-    return Trajectory(str(path), time, columns)
+        raise MeasurementError(f"{path}: only a time column, no channels" +
+                               (f" (ignored: {', '.join(ignored)})" if ignored else ""))
+    if ignored:
+        warnings.warn(f"{path}: ignoring column(s) {', '.join(map(repr, ignored))}: not 'time' nor 'kind:name' with "
+                      f"kind one of {', '.join(KINDS)}", stacklevel=2)
+    return Trajectory(str(path), time, columns, ignored)
 
 
 def save_trajectory(path, time, columns: dict):
