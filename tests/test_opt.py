@@ -6,6 +6,7 @@ rule) are checked against central differences of the problem's own loss in float
 recover parameters that generated the data.
 """
 
+import itertools
 import json
 import math
 import re
@@ -18,6 +19,7 @@ import wpsim
 from wpsim.core.validation import lame_parameters
 from wpsim.diff import Rollout
 from wpsim.diff.losses import squared_distance
+from wpsim.io import plots
 from wpsim.opt import DerivedParameter, NonFiniteLoss, Parameter, Problem, minimize
 
 STEPS, DT = 60, 2.0e-3
@@ -255,6 +257,33 @@ def test_a_nan_trial_point_is_backed_off_from(method, options):
                      r"is nan at state.particle_q\[0, 0\] = ", result.message)
     assert said and int(said[1]) >= backoffs >= 1
     assert sum(h.get("backoffs", 0) for h in result.to_dict()["history"]) == backoffs
+
+
+def drawn_tick_labels(axis) -> list:
+    """The labels of an axis's major ticks within its view limits."""
+    lo, hi = sorted(axis.get_view_interval())
+    return [tick.label1 for tick, at in zip(axis.get_major_ticks(), axis.get_majorticklocs()) if lo <= at <= hi]
+
+
+def test_history_plot_texts_do_not_overlap_at_nine_parameters(tmp_path, monkeypatch):
+    """At 9 parameters the stacked panels' vertical labels ran into each other."""
+    figures = []
+    monkeypatch.setattr(plots, "save_figure", lambda fig, path: figures.append(fig))
+    labels = [f"model.joint_damping[{i}] (N m s/rad or N s/m)" for i in range(9)]
+    plots.plot_optimization_history(np.geomspace(1.0, 1e-3, 20), {label: np.linspace(0.0, i + 1.0, 20) ** 2
+                                                                  for i, label in enumerate(labels)}, tmp_path / "h.png")
+    fig = figures[0]
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    texts = []  # (panel, extent, text) of every visible text of every panel
+    for k, ax in enumerate(fig.axes):
+        for t in [ax.title, ax.xaxis.label, ax.yaxis.label, *drawn_tick_labels(ax.xaxis), *drawn_tick_labels(ax.yaxis)]:
+            if t.get_visible() and t.get_text():
+                texts.append((k, t.get_window_extent(renderer), t.get_text()))
+    shown = " ".join(text.replace("\n", " ") for _, _, text in texts)
+    assert all(label in shown for label in labels)
+    for (a, box_a, text_a), (b, box_b, text_b) in itertools.combinations(texts, 2):
+        assert a == b or not box_a.overlaps(box_b), f"{text_a!r} overlaps {text_b!r}"
 
 
 def log_space_height_problem(upper: float) -> Problem:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -48,27 +49,35 @@ def plot_gradient_norms(report: GradientReport, path, title: str | None = None):
 
 
 def plot_optimization_history(losses, traces: dict, path, title: str = "optimisation"):
-    """PNG of an optimisation run: the loss per iteration (log scale) and, below, each
-    parameter's value per iteration (label -> values, labels with units); returns the path."""
+    """PNG of an optimisation run: the loss per iteration (log scale) on top and, below, each
+    parameter's value per iteration (label -> values, labels with units) in a grid of
+    ceil(sqrt(count)) columns, each panel titled with its (wrapped) label; returns the path."""
+    import textwrap
+
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     count = len(traces)
-    fig = Figure(figsize=(7.0, 3.0 + 1.6 * count))
+    columns = max(1, math.ceil(math.sqrt(count)))
+    rows = math.ceil(count / columns)
+    fig = Figure(figsize=(max(7.0, 3.4 * columns), 3.0 + 2.2 * rows), layout="constrained")
     FigureCanvasAgg(fig)
-    axes = fig.subplots(1 + count, 1, sharex=True, squeeze=False)[:, 0]
+    grid = fig.add_gridspec(1 + rows, columns, height_ratios=[1.4] + [1.0] * rows)
     iterations = np.arange(len(losses))
     positive = np.where(np.asarray(losses, dtype=np.float64) > 0.0, losses, np.nan)
-    axes[0].plot(iterations, positive, marker=".", linewidth=1.0)
-    axes[0].set_yscale("log")
-    axes[0].set_ylabel("loss")
-    axes[0].set_title(title)
-    axes[0].grid(True, which="both", alpha=0.3)
-    for ax, (label, values) in zip(axes[1:], traces.items()):
+    top = fig.add_subplot(grid[0, :])
+    top.plot(iterations, positive, marker=".", linewidth=1.0)
+    top.set_yscale("log")
+    top.set(ylabel="loss", xlabel="iteration", title=title)
+    top.grid(True, which="both", alpha=0.3)
+    for i, (label, values) in enumerate(traces.items()):
+        ax = fig.add_subplot(grid[1 + i // columns, i % columns])
         ax.plot(iterations, values, marker=".", linewidth=1.0)
-        ax.set_ylabel(label, fontsize=8)
+        ax.set_title(textwrap.fill(label, 50 if columns > 1 else 100), fontsize=8)
+        ax.tick_params(labelsize=7)
         ax.grid(True, alpha=0.3)
-    axes[-1].set_xlabel("iteration")
+        if i + columns >= count:  # nothing below it
+            ax.set_xlabel("iteration", fontsize=8)
     return save_figure(fig, path)
 
 
