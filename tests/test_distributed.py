@@ -8,6 +8,7 @@ the pools a test adds reserve no CPU (cpus_per_worker=0) so that they can start 
 The shards are 4 windows of 25 steps of the arm's measured run (assets/).
 """
 
+import json
 import os
 import signal
 import subprocess
@@ -154,6 +155,29 @@ def test_import_wpsim_distributed_does_not_load_ray():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "True"]
+
+
+LISTENING = """
+import json, os, psutil
+from wpsim.distributed.transport import RayTransport
+transport = RayTransport([], workers=1, cpus_per_worker=0, init_options={"num_cpus": 1, "log_to_driver": False})
+transport.worker_info()  # the worker is up
+ours = {os.getpid()} | {child.pid for child in psutil.Process().children(recursive=True)}
+print(json.dumps(sorted({c.laddr.ip for c in psutil.net_connections("tcp") if c.status == "LISTEN" and c.pid in ours})))
+transport.close()
+"""
+
+
+def test_a_ray_the_pool_starts_listens_on_the_loopback_address_only():
+    """A pool's local Ray listened on every interface (token-authenticated)."""
+    pytest.importorskip("ray")
+    pytest.importorskip("psutil")
+    env = {name: value for name, value in os.environ.items() if name != "RAY_ADDRESS"}
+    out = subprocess.run([sys.executable, "-c", LISTENING], capture_output=True, text=True, timeout=300, env=env,
+                         check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    addresses = json.loads(out.stdout.strip().splitlines()[-1])
+    assert addresses and set(addresses) <= {"127.0.0.1", "::ffff:127.0.0.1"}, addresses
 
 
 def test_placement_keeps_shards_on_workers_and_spreads_populations():

@@ -112,14 +112,15 @@ class WorkerPool(ShardPool):
     """The shards evaluated on ``workers`` Ray actors (``wpsim.distributed.transport``).
 
     address: the Ray cluster to join ("auto": the one ``ray start`` runs on this node,
-        "ray://host:10001": a remote client); None starts a local Ray unless one is running.
-        An already initialised Ray is used as it is.
+        "ray://host:10001": a remote client); None starts a local Ray unless one is running,
+        listening on the loopback address only, without a dashboard
+        (``wpsim.distributed.transport.start_ray``). An already initialised Ray is used as it is.
     gpus_per_worker: GPUs Ray reserves for each actor (1: one actor per GPU; 0: CPU workers).
     cpus_per_worker: CPUs Ray reserves for each actor.
     max_restarts: how often Ray restarts a worker that died; max_task_retries: how often a
         call to a dead worker is retried on its replacement (the result is the same).
     init_options: further arguments of ``ray.init`` when this pool starts Ray (e.g.
-        num_cpus=2, include_dashboard=False).
+        num_cpus=2).
     """
 
     def __init__(self, scenes, workers: int = 2, address: str | None = None, gpus_per_worker: float = 0.0,

@@ -16,6 +16,9 @@ On Ray, each actor owns one device: the GPU Ray assigns it (``gpus_per_worker``)
 CPU. A worker that dies is restarted by Ray (``max_restarts``: a new process, which rebuilds
 its shards on first use) and the call it was running, all its tasks, is retried there
 (``max_task_retries``). A worker gone for good raises ``WorkerLost`` naming it and its shards.
+
+A Ray this module starts for itself (no cluster address given) listens on the loopback
+address only and has no dashboard (``start_ray``); joining a cluster is asking for the network.
 """
 
 from __future__ import annotations
@@ -54,6 +57,30 @@ class Closing:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def start_ray(ray, address: str | None, init_options: dict | None):
+    """``ray.init(address, **init_options)``. A local Ray (address None without a
+    ``RAY_ADDRESS`` in the environment, or "local") starts without a dashboard and with the
+    loopback address as its node address, so that its servers bind to it alone: Ray replaces
+    ``_node_ip_address="127.0.0.1"`` by a reachable address, but takes the loopback one while
+    its ``ENABLE_RAY_CLUSTER`` constant is off (a Ray without that constant listens as it
+    chooses). ``init_options`` override the defaults."""
+    local = address == "local" or (address is None and not os.environ.get("RAY_ADDRESS"))
+    if not local:
+        ray.init(address=address, **(init_options or {}))
+        return
+    from ray._private import ray_constants
+
+    clusters = getattr(ray_constants, "ENABLE_RAY_CLUSTER", None)
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        ray.init(address=address, **{"include_dashboard": False, **(init_options or {})})
+    finally:
+        if clusters is None:
+            del ray_constants.ENABLE_RAY_CLUSTER
+        else:
+            ray_constants.ENABLE_RAY_CLUSTER = clusters
 
 
 class LocalTransport:
@@ -126,7 +153,7 @@ class RayTransport:
         self.actors = []
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
-            ray.init(address=address, **(init_options or {}))
+            start_ray(ray, address, init_options)
         actor = ray.remote(_Worker).options(num_cpus=cpus_per_worker, num_gpus=gpus_per_worker,
                                             max_restarts=self.max_restarts, max_task_retries=self.max_task_retries,
                                             max_concurrency=2)  # info() answers while run() works
