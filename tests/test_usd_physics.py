@@ -140,6 +140,14 @@ def Xform "World"
     ('def Xform "b" (prepend apiSchemas = ["PhysicsRigidBodyAPI"])\n{\n}\n'
      'def PhysicsRevoluteJoint "j"\n{\nrel physics:body1 = </World/b>\nuniform token physics:axis = "W"\n}',
      "axis"),
+    *[(f'def Xform "b" (prepend apiSchemas = ["PhysicsRigidBodyAPI", "PhysicsMassAPI"])\n{{\n{attribute}\n'
+       'def Sphere "s" (prepend apiSchemas = ["PhysicsCollisionAPI"])\n{\ndouble radius = 0.1\n}\n}', match)
+      for attribute, match in [  # were recomputed from the density silently
+          ("float physics:mass = nan", r"prim /World/b: physics:mass nan must be a finite mass >= 0"),
+          ("float physics:mass = -1", r"prim /World/b: physics:mass -1.0 must be a finite mass >= 0"),
+          ("float physics:mass = inf", r"prim /World/b: physics:mass inf must be"),
+          ("float3 physics:diagonalInertia = (1, -1, 1)", r"physics:diagonalInertia \[1.0, -1.0, 1.0\] must be"),
+          ("point3f physics:centerOfMass = (0, nan, 0)", r"physics:centerOfMass \[0.0, nan, 0.0\] is not a number")]],
 ])
 def test_bad_stages_name_file_and_prim_and_add_nothing(tmp_path, text, match):
     path = tmp_path / "bad.usda"
@@ -149,6 +157,24 @@ def test_bad_stages_name_file_and_prim_and_add_nothing(tmp_path, text, match):
         import_usd(path, builder)
     assert str(path) in str(error.value)
     assert builder.bodies.count == 0 and builder.shapes.count == 0
+
+
+@pytest.mark.parametrize("layer, kind, reason", [
+    ("missing.usda", "sublayer", "no such file"), ("garbage.usda", "sublayer", "not a USD layer")])
+def test_a_layer_that_cannot_be_loaded_is_named(tmp_path, layer, kind, reason):
+    """USD skipped it with a warning: the stage imported as an empty scene."""
+    (tmp_path / "garbage.usda").write_text("not a USD layer\n")
+    export_physics(mixed_scene().finalize(dtype=wp.float64), tmp_path / "robot.usda")
+    path = tmp_path / "scene.usda"
+    path.write_text(f'#usda 1.0\n(\n    subLayers = [@./{layer}@, @./robot.usda@]\n)\n')
+    with pytest.raises(ValueError, match=rf"scene.usda: {kind} @./{layer}@ of layer .*scene.usda cannot be loaded "
+                                         rf"\({reason}: .*{layer}\)"):
+        import_usd(path)
+    path.write_text('#usda 1.0\ndef Xform "World" (\n    references = @./gone.usda@\n)\n{\n}\n')
+    with pytest.raises(ValueError, match=r"reference or payload @./gone.usda@ of layer .* cannot be loaded"):
+        import_usd(path)
+    path.write_text('#usda 1.0\n(\n    subLayers = [@./robot.usda@]\n)\n')
+    assert import_usd(path)[0].bodies.count == mixed_scene().bodies.count
 
 
 def test_truncated_stage_fails_cleanly(tmp_path):

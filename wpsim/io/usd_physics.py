@@ -18,7 +18,8 @@ builder's; revolute limits and angular drive gains are converted from degrees. B
 without a joint are free; without ``wpsim:q`` a joint starts at coordinate 0. Rejected
 with a ``SceneFileError`` naming the file and prim: unreadable stages, scaled bodies,
 joints whose body0 is not the parent side of a tree, unknown joint axes, shapes that
-cannot be read. Nothing is added to the builder on error.
+cannot be read, a mass, centre of mass or inertia that is NaN or negative, a sublayer,
+reference or payload that cannot be loaded (named). Nothing is added to the builder on error.
 """
 
 from __future__ import annotations
@@ -253,9 +254,16 @@ class _StageReader:
         b = self.builder
         com = np.array(mass_api.GetCenterOfMassAttr().Get() or (0.0, 0.0, 0.0), dtype=np.float64) if mass_api \
             else np.zeros(3)
+        if np.isnan(com).any():
+            self.fail(prim, f"physics:centerOfMass {com.tolist()} is not a number")
         com = com * self.mpu if np.isfinite(com).all() else np.zeros(3)  # unauthored: (-inf, -inf, -inf)
         moments = np.array(mass_api.GetDiagonalInertiaAttr().Get() or (0.0, 0.0, 0.0), dtype=np.float64) if mass_api \
             else np.zeros(3)
+        if mass is not None and not (math.isfinite(mass) and mass >= 0.0):
+            self.fail(prim, f"physics:mass {mass} must be a finite mass >= 0 (0: derived from the colliders)")
+        if not (np.isfinite(moments).all() and (moments >= 0.0).all()):
+            self.fail(prim, f"physics:diagonalInertia {moments.tolist()} must be finite moments >= 0 "
+                            "((0, 0, 0): derived from the colliders)")
         self.target_mass = None  # set: scale the colliders' mass properties to this mass (kg)
         density = 1000.0
         if mass is not None and mass == 0.0:
@@ -427,6 +435,7 @@ def import_usd(path, builder: ModelBuilder | None = None) -> tuple:
         raise SceneFileError(f"{path}: cannot be read as a USD stage (not a USD file, or a damaged one)") from error
     if stage is None:
         raise SceneFileError(f"{path}: cannot be read as a USD stage")
+    _check_layers(path, stage)
     up = str(UsdGeom.GetStageUpAxis(stage)).lower()
     builder = ModelBuilder(up_axis=up) if builder is None else builder
     if builder.up_axis != {"x": 0, "y": 1, "z": 2}[up]:
@@ -475,6 +484,26 @@ def import_usd(path, builder: ModelBuilder | None = None) -> tuple:
     if gravity is not None:
         builder.gravity = gravity
     return builder, reader.scene
+
+
+def _check_layers(path: Path, stage):
+    """A ``SceneFileError`` naming the first sublayer, reference or payload of the stage's
+    layers that cannot be loaded (USD skips it with a warning, leaving a stage without its
+    prims)."""
+    from pxr import Sdf
+
+    for layer in stage.GetUsedLayers():
+        for asset in layer.GetCompositionAssetDependencies():
+            target = layer.ComputeAbsolutePath(asset)
+            try:
+                loaded = Sdf.Layer.FindOrOpen(target)
+            except Exception:  # pxr raises Tf errors for a file that is not a layer
+                loaded = None
+            if loaded is None:
+                kind = "sublayer" if asset in layer.subLayerPaths else "reference or payload"
+                reason = "not a USD layer" if Path(target).is_file() else "no such file"
+                raise SceneFileError(f"{path}: {kind} @{asset}@ of layer {layer.realPath or layer.identifier} "
+                                     f"cannot be loaded ({reason}: {target})")
 
 
 def _scene_timestep(path: Path, prim) -> float | None:
