@@ -270,8 +270,8 @@ def test_history_plot_texts_do_not_overlap_at_nine_parameters(tmp_path, monkeypa
     figures = []
     monkeypatch.setattr(plots, "save_figure", lambda fig, path: figures.append(fig))
     labels = [f"model.joint_damping[{i}] (N m s/rad or N s/m)" for i in range(9)]
-    plots.plot_optimization_history(np.geomspace(1.0, 1e-3, 20), {label: np.linspace(0.0, i + 1.0, 20) ** 2
-                                                                  for i, label in enumerate(labels)}, tmp_path / "h.png")
+    traces = {label: np.linspace(0.0, i + 1.0, 20) ** 2 for i, label in enumerate(labels)}
+    plots.plot_optimization_history(np.geomspace(1.0, 1e-3, 20), traces, tmp_path / "h.png")
     fig = figures[0]
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
