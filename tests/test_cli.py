@@ -23,7 +23,8 @@ def test_gradcheck_json_every_family_passes():
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = json.loads(proc.stdout)
     assert {tuple(sorted(r)) for r in rows} == {("family", "ok", "param", "rel_error", "solver")}
-    assert {r["solver"] for r in rows} == {"semi-implicit", "implicit Euler", "soft contact", "smoothed contact"}
+    assert {r["solver"] for r in rows} == {"semi-implicit", "implicit Euler", "soft contact", "smoothed contact",
+                                           "soft contact, impedance curve"}
     families = {r["family"] for r in rows}
     assert {"particle", "spring", "cloth membrane", "cloth bending", "soft body", "tet activation",
             "ground contact", "shape contact", "particle contact", "rigid body", "joint", "joint drive",
