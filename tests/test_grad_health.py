@@ -17,7 +17,8 @@ from wpsim.diff import (
     clip_grad_norm,
     nonfinite_grads,
 )
-from wpsim.diff.losses import joint_state_loss, linear_state_loss, squared_distance
+from wpsim.diff.grad_health import ADJOINT_GROWTH_LIMIT
+from wpsim.diff.losses import joint_state_loss, joint_tracking_loss, linear_state_loss, squared_distance
 from wpsim.io.plots import plot_gradient_norms
 
 
@@ -335,7 +336,8 @@ def test_adjoint_growth_warns_once_with_the_state_range():
     model, rollout = falling_pendulum(steps, adjoint_growth_limit=10.0)
     state = model.state(requires_grad=True)
     rollout.forward(state)
-    with pytest.warns(UserWarning, match=r"the adjoint of states 0-\d+ is more than 10x that of state 650"):
+    with pytest.warns(UserWarning, match=r"the adjoint of states 0-\d+ is more than 10x what the loss terms of those and the later "
+                                         r"states \(up to state 650\) put in directly"):
         report = rollout.backward(diagnostics=True)
     growth = adjoint_growth(report, 10.0)
     assert growth["first"] == 0 and 0 < growth["last"] < steps and growth["growth"] > 10.0
@@ -346,3 +348,62 @@ def test_adjoint_growth_warns_once_with_the_state_range():
     quiet.forward(state)
     quiet.backward(diagnostics=True)
     assert quiet.warnings == []
+
+
+def _swinging_tracking(steps: int, dt: float):
+    """(rollout maker, model) of a double pendulum swinging over the top (chaotic), its loss
+    a joint tracking term at every state; the maker takes ``Rollout`` options."""
+    b = wpsim.ModelBuilder()
+    upper = b.add_body(mass=1.0, com=(0.0, 0.0, -0.2), inertia=(0.01, 0.01, 0.002))
+    b.add_joint_revolute(-1, upper, axis=(1.0, 0.0, 0.0), parent_pos=(0.0, 0.0, 1.0), q=2.5, qd=3.0)
+    lower = b.add_body(mass=0.5, com=(0.0, 0.0, -0.15), inertia=(0.004, 0.004, 0.001))
+    b.add_joint_revolute(upper, lower, axis=(1.0, 0.0, 0.0), parent_pos=(0.0, 0.0, -0.4), q=-0.3)
+    model = b.finalize(requires_grad=True, dtype=wp.float64)
+    target, weights = wp.array([0.1, -0.2], dtype=wp.float64), wp.array([1.0, 0.5], dtype=wp.float64)
+
+    def loss_fn(k, state, loss):
+        joint_tracking_loss(state, target, weights, loss)
+
+    def make(**options):
+        return Rollout(wpsim.SemiImplicitSolver(model), steps, dt, loss_fn, **options)
+
+    return make, model
+
+
+def _growth_and_fd_error(steps: int, dt: float) -> tuple:
+    """(report, warnings, relative error of the tape derivative w.r.t. the upper joint's
+    initial velocity against central differences, eps 1e-6) of ``_swinging_tracking``."""
+    make, model = _swinging_tracking(steps, dt)
+    state = model.state(requires_grad=True)
+    rollout = make(adjoint_growth_limit=ADJOINT_GROWTH_LIMIT)
+    rollout.forward(state)
+    report = rollout.backward(diagnostics=True)
+    tape = state.joint_qd.grad.numpy()[0]
+    values = []
+    for eps in (1.0e-6, -1.0e-6):
+        shifted = model.state()
+        shifted.joint_qd.assign(shifted.joint_qd.numpy() + np.array([eps, 0.0]))
+        values.append(make().forward(shifted))
+    central = (values[0] - values[1]) / 2.0e-6
+    return report, rollout.warnings, abs(tape - central) / abs(central)
+
+
+def test_a_loss_summed_over_every_state_is_not_taken_for_adjoint_growth():
+    """1 s of the swinging pendulum, tracked at every state: the gradient agrees with central
+    differences to 1e-6 and the adjoint of state 0 is 1e4 times that of the last state (the
+    old criterion warned), but only about 16 times what the loss terms put in directly."""
+    report, warned, error = _growth_and_fd_error(1000, 1.0e-3)
+    assert error < 1.0e-6 and report.state_norm[0] > 1.0e3 * report.state_norm[-1]
+    assert warned == []
+    assert report.loss_adjoint_norms[-1] == pytest.approx(report.state_norm[-1], rel=1e-12)
+    assert adjoint_growth(report, 1.0)["growth"] < 100.0
+
+
+def test_adjoint_growth_of_a_chaotic_rollout_is_warned_about():
+    """8 s of the swinging pendulum (chaotic), tracked at every state: the gradient disagrees
+    with central differences, and the adjoint grows far beyond what the loss terms put in."""
+    with pytest.warns(UserWarning, match="may be unreliable"):
+        report, warned, error = _growth_and_fd_error(2000, 4.0e-3)
+    assert error > 0.5
+    assert adjoint_growth(report)["growth"] > 1.0e5
+    assert len(warned) == 1 and "may be unreliable" in warned[0]

@@ -156,8 +156,8 @@ class Rollout:
         loss_size: entries of ``loss`` (e.g. one per world, for per-world losses of a batch
             of independent worlds); the rollout's loss is their sum, ``losses()`` each one.
         adjoint_growth_limit: with ``backward(diagnostics=True)``, warn (once per Rollout)
-            when the adjoint of the states grows past this factor back from the latest
-            state with a non-zero adjoint, naming the state range (``adjoint_growth``);
+            when the adjoint of the states grows past this factor beyond what the loss
+            terms of the later states put in (``adjoint_growth``), naming the state range;
             None: no check.
     """
 
@@ -520,6 +520,8 @@ class Rollout:
                 arr.grad.zero_()
         elif self.adjoint_clip is not None and 0 < k < self.num_steps:
             clip_grad_norm(integrated, self.adjoint_clip, sync=False)
+        if self._monitor is not None:
+            self._monitor.before_loss_term(state)
         self._run(loss_tape, k, True, _state_names(state, k) if self._check else {})
         if self._monitor is not None:
             self._monitor.state_adjoint(k, state)

@@ -9,8 +9,9 @@ per-step adjoint norms of a rollout.
   adjoint of every state (particles, joints, bodies) and of each step's contribution to
   chosen gradients; its ``GradientReport`` is JSON-ready (``to_dict``) and plotted by
   ``wpsim.io.plots.plot_gradient_norms``.
-- ``adjoint_growth`` finds the states whose adjoint grew past a factor (``growth_message``
-  words the warning that ``Rollout`` and ``wpsim.opt.Problem`` give).
+- ``adjoint_growth`` finds the states whose adjoint grew past a factor beyond what the loss
+  terms explain (``growth_message`` words the warning that ``Rollout`` and
+  ``wpsim.opt.Problem`` give).
 
 All reductions run on the device over flat scalar views of the gradient arrays (any
 float32/float64 scalar, vector or matrix dtype, contiguous), launched with
@@ -239,10 +240,10 @@ ADJOINT_FIELDS = ("particle_q", "particle_qd", "joint_q", "joint_qd", "body_q", 
 """State fields whose adjoint norms a ``GradientReport`` holds for every state."""
 
 ADJOINT_GROWTH_LIMIT = 1.0e3
-"""Default growth of the per-state adjoint norm, from the latest state back, that triggers a
-warning. A loss with terms at many states accumulates their sensitivities into the early
-adjoints (up to about the number of terms times, without any instability): such problems
-may pass a higher limit."""
+"""Default growth of the per-state adjoint norm that triggers a warning: the adjoint of a
+state over the sum of the adjoints that the loss terms of it and of the later states put in
+directly (see ``adjoint_growth``), so that a loss summed over many states does not count as
+growth by itself."""
 
 
 @dataclass
@@ -259,6 +260,9 @@ class GradientReport:
         at state T; the joint adjoints include it.
     step_contributions: tracked array name -> (T,) 2-norm of step k's contribution to
         dL/d(array) (loss units per unit of the array), k = 0..T-1.
+    loss_adjoint_norms: (T+1,) combined 2-norm, over the integrated fields (as
+        ``state_norm``), of the adjoint that the loss term of state k added to that state
+        directly (0 where it has no term); None in a report made without it.
     nonfinite: ``NonFiniteGrad`` of the rollout's named gradients after the backward.
     truncation_window, adjoint_clip: the rollout's settings.
     """
@@ -268,6 +272,7 @@ class GradientReport:
     nonfinite: list = field(default_factory=list)
     truncation_window: int | None = None
     adjoint_clip: float | None = None
+    loss_adjoint_norms: np.ndarray | None = None
 
     @property
     def num_steps(self) -> int:
@@ -302,21 +307,33 @@ class GradientReport:
             "nonfinite": [vars(g) for g in self.nonfinite],
             "truncation_window": self.truncation_window,
             "adjoint_clip": self.adjoint_clip,
+            "loss_adjoint_norms": None if self.loss_adjoint_norms is None else floats(self.loss_adjoint_norms),
         }
 
 
 def adjoint_growth(report: GradientReport, limit: float = ADJOINT_GROWTH_LIMIT) -> dict | None:
-    """Where the adjoint of a rollout grows past ``limit`` (None if nowhere), from a
-    ``GradientReport``: the growth of state k is its combined adjoint norm
-    (``GradientReport.state_norm``) over that of the latest state with a non-zero adjoint
-    (``reference``). Returns {"reference", "first", "last" (states over the limit), "peak"
-    (state), "growth"}."""
+    """Where the adjoint of a rollout grows past ``limit`` beyond what its loss terms explain
+    (None if nowhere), from a ``GradientReport``.
+
+    The growth of state k is its combined adjoint norm (``GradientReport.state_norm``) over
+    the sum, over the states j >= k, of the norms of the adjoints that their loss terms
+    added directly (``loss_adjoint_norms``; the latest state with a non-zero adjoint,
+    ``reference``, counts with its whole adjoint). By the triangle inequality it is at most
+    the largest amplification of an adjoint by the steps between k and a later loss term:
+    a loss summed over many states does not raise it, an unstable or chaotic rollout does.
+    With a loss at the last state only it is the growth back from that state. Returns
+    {"reference", "first", "last" (states over the limit), "peak" (state), "growth"}."""
     norms = report.state_norm
     live = np.flatnonzero(norms > 0.0)
     if live.size == 0:
         return None
     reference = int(live[-1])
-    growth = norms[: reference + 1] / norms[reference]
+    injected = np.zeros(reference + 1)
+    if report.loss_adjoint_norms is not None:
+        injected[:] = report.loss_adjoint_norms[: reference + 1]
+    injected[reference] = max(injected[reference], norms[reference])
+    explained = np.cumsum(injected[::-1])[::-1]  # sum over j >= k, > 0 up to the reference
+    growth = norms[: reference + 1] / explained
     over = np.flatnonzero(growth > limit)
     if over.size == 0:
         return None
@@ -327,10 +344,11 @@ def adjoint_growth(report: GradientReport, limit: float = ADJOINT_GROWTH_LIMIT) 
 
 def growth_message(growth: dict, limit: float) -> str:
     """The warning text for an ``adjoint_growth`` result, with the state range and remedies."""
-    return (f"the adjoint of states {growth['first']}-{growth['last']} is more than {limit:g}x that of state "
-            f"{growth['reference']} (up to {growth['growth']:.3g}x at state {growth['peak']}): the gradient is "
-            "dominated by those early steps and may be unreliable; consider Rollout(truncation_window=...) or "
-            "Rollout(adjoint_clip=...)")
+    return (f"the adjoint of states {growth['first']}-{growth['last']} is more than {limit:g}x what the loss terms "
+            f"of those and the later states (up to state {growth['reference']}) put in directly (up to "
+            f"{growth['growth']:.3g}x at state {growth['peak']}): the rollout amplifies sensitivities back in time, "
+            "so the gradient is dominated by those early steps and may be unreliable; consider "
+            "Rollout(truncation_window=...) or Rollout(adjoint_clip=...)")
 
 
 class GradientMonitor:
@@ -347,6 +365,8 @@ class GradientMonitor:
         self._track = [(name, _flat(_grad(name, a), name, writable=True)) for name, a in (track or {}).items()]
         self._before = [wp.empty_like(flat) for _, flat in self._track]
         self._changes = wp.zeros(len(self._track) * num_steps, dtype=wp.float64, device=device)
+        self._loss_norms = wp.zeros(num_steps + 1, dtype=wp.float64, device=device)
+        self._held: dict = {}  # field -> the state's adjoint before its loss term
         self._start = start
         self._baseline = {} if start is None else {
             name: wp.clone(flat) for name, flat in self._state_grads(start)}
@@ -357,10 +377,21 @@ class GradientMonitor:
         grads = [(name, getattr(state, name).grad) for name in ADJOINT_FIELDS]
         return [(name, _flat(g, f"adjoint of {name}")) for name, g in grads if g is not None and g.size > 0]
 
+    def before_loss_term(self, state):
+        """Keep the adjoint of ``state``'s integrated fields before its loss term's backward."""
+        for name, flat in self._state_grads(state):
+            if name in DYNAMIC_STATE_FIELDS:
+                if name not in self._held:
+                    self._held[name] = wp.empty_like(flat)
+                wp.copy(self._held[name], flat)
+
     def state_adjoint(self, k: int, state):
-        """Record the norms of the adjoints (gradients) of state k's ``ADJOINT_FIELDS``."""
+        """Record the norms of the adjoints (gradients) of state k's ``ADJOINT_FIELDS``, and
+        of what its loss term added since ``before_loss_term``."""
         baseline = self._baseline if state is self._start else {}
         for name, flat in self._state_grads(state):
+            if name in self._held:
+                _launch(sum_squared_change, flat, flat.size, [flat, self._held[name], k], [self._loss_norms])
             slot = ADJOINT_FIELDS.index(name) * (self.num_steps + 1) + k
             if name in baseline:
                 _launch(sum_squared_change, flat, flat.size, [flat, baseline[name], slot], [self._norms])
@@ -384,4 +415,4 @@ class GradientMonitor:
         contributions = {name: changes[i * self.num_steps:(i + 1) * self.num_steps]
                          for i, (name, _) in enumerate(self._track)}
         return GradientReport(dict(zip(ADJOINT_FIELDS, norms)), contributions, nonfinite, truncation_window,
-                              adjoint_clip)
+                              adjoint_clip, np.sqrt(self._loss_norms.numpy()))

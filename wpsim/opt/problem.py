@@ -40,7 +40,7 @@ class Problem:
     initial vector). The first gradient also checks the adjoint: a parameter whose gradient
     is exactly zero is reported in ``no_gradient`` (it has no path to the loss there), and
     an adjoint that grows by more than ``adjoint_growth_limit`` (None: no check) back along
-    the rollout is reported in ``warnings`` with the state range and the remedies
+    the rollout, beyond what the loss terms explain (``wpsim.diff.adjoint_growth``), is reported in ``warnings`` with the state range and the remedies
     ``Rollout`` offers.
     """
 
