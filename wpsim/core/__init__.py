@@ -2,9 +2,10 @@
 validation, geometry, mass properties and health records. Nothing here launches a kernel
 (arrays are allocated and copied, no more)."""
 
+from wpsim.core import spatial
 from wpsim.core.builder import ModelBuilder
 from wpsim.core.health import ContactNotConverged, HealthReport, SimulationBlowUp, SimulationError
 from wpsim.core.model import Control, Model, State
 
 __all__ = ["ContactNotConverged", "Control", "HealthReport", "Model", "ModelBuilder", "SimulationBlowUp",
-           "SimulationError", "State"]
+           "SimulationError", "State", "spatial"]

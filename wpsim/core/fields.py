@@ -15,7 +15,10 @@ per particle (0 when particle-particle contact is off), B rigid bodies, J joints
 Q joint coordinates, D joint dofs, A articulations, M mass-matrix entries (sum over
 articulations of dofs^2). Joint coordinates and dofs are laid out depth first, articulation
 by articulation (``joint_q_start``/``joint_qd_start`` give each joint's first entry).
-Spatial vectors ("spatial") are (angular, linear), see ``wpsim.kernels.articulation``.
+Spatial vectors ("spatial": body_qd, body_f, body_f_ext) are (angular, linear) in world axes; a free
+joint's six joint_qd entries are the other way round, (linear, angular), as MuJoCo's: see
+``wpsim.core.spatial`` for both conventions and accessors that name the parts, and
+``wpsim.kernels.articulation`` for every joint type.
 """
 
 from __future__ import annotations
@@ -332,12 +335,18 @@ STATE_FIELDS = (
     FieldSpec("particle_f", "vec3", "(P,)", "N", "forces of the step that starts from this state (solver output)"),
     FieldSpec("neighbor_count", "int", "(P,)", "-", "contact neighbours found for the step from this state", False),
     FieldSpec("neighbor_index", "int", "(P, K)", "-", "those neighbours' particle indices", False),
-    FieldSpec("joint_q", "real", "(Q,)", "m, rad, quat", "joint coordinates"),
-    FieldSpec("joint_qd", "real", "(D,)", "m/s, rad/s", "joint velocities"),
+    FieldSpec("joint_q", "real", "(Q,)", "m, rad, quat",
+              "joint coordinates; a free joint's 7 are (position of the child origin in the parent frame, "
+              "quaternion xyzw), a ball joint's 4 a quaternion xyzw"),
+    FieldSpec("joint_qd", "real", "(D,)", "m/s, rad/s",
+              "joint velocities; a free joint's 6 are (linear, angular): the velocity of the child origin in "
+              "parent axes, then the angular velocity in child axes (wpsim.core.spatial.free_joint_velocity)"),
     FieldSpec("body_q", "transform", "(B,)", "m, quat xyzw", "body poses (forward kinematics of joint_q)"),
-    FieldSpec("body_qd", "spatial", "(B,)", "rad/s, m/s", "world angular velocity, world velocity of the body origin"),
+    FieldSpec("body_qd", "spatial", "(B,)", "rad/s, m/s",
+              "(angular, linear): world angular velocity, then the world velocity of the body frame's origin "
+              "(wpsim.core.spatial.body_velocity)"),
     FieldSpec("body_f", "spatial", "(B,)", "N m, N",
-              "applied + contact wrench about body_origin, of the step from this state"),
+              "(torque, force): applied + contact wrench about body_origin, world axes, of the step from this state"),
 )
 
 
