@@ -239,3 +239,51 @@ def boundary_faces(tets: np.ndarray) -> np.ndarray:
     keys = np.sort(faces, axis=1)
     _, first, counts = np.unique(keys, axis=0, return_index=True, return_counts=True)
     return faces[np.sort(first[counts == 1])]
+
+
+def _lathe(profile: np.ndarray, segments: int) -> tuple:
+    """(vertices, faces) of the closed surface swept by a (radius, z) profile from the bottom
+    pole (radius 0) to the top pole (radius 0) about the z axis; faces point outward."""
+    angles = 2.0 * np.pi * np.arange(segments) / segments
+    rings = profile[1:-1]
+    circle = np.stack([np.cos(angles), np.sin(angles)], axis=1)
+    ring_points = np.concatenate([np.column_stack([r * circle, np.full(segments, z)]) for r, z in rings])
+    vertices = np.vstack([[0.0, 0.0, profile[0, 1]], ring_points, [0.0, 0.0, profile[-1, 1]]])
+    top, k = len(vertices) - 1, np.arange(segments)
+    nxt = (k + 1) % segments
+    faces = [np.column_stack([np.zeros(segments, int), 1 + nxt, 1 + k])]  # bottom fan
+    for i in range(len(rings) - 1):
+        a, b = 1 + i * segments, 1 + (i + 1) * segments
+        faces += [np.column_stack([a + k, a + nxt, b + nxt]), np.column_stack([a + k, b + nxt, b + k])]
+    last = 1 + (len(rings) - 1) * segments
+    faces.append(np.column_stack([last + k, last + nxt, np.full(segments, top)]))  # top fan
+    return vertices, np.concatenate(faces).astype(np.int64)
+
+
+def primitive_surface(kind: str, size, segments: int = 24) -> tuple:
+    """(vertices (V, 3) m, faces (F, 3)) of a closed, outward-facing triangle surface of a
+    primitive about its own frame, for drawing: "sphere" (radius), "ellipsoid" (semi-axes),
+    "capsule" and "cylinder" (radius, half length of the axis or cylinder along z), "box"
+    (half extents)."""
+    size = np.asarray(size, dtype=np.float64)
+    if kind == "box":
+        corners = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], np.float64) * size[:3]
+        faces = [[0, 1, 3], [0, 3, 2], [4, 6, 7], [4, 7, 5], [0, 4, 5], [0, 5, 1], [2, 3, 7], [2, 7, 6],
+                 [0, 2, 6], [0, 6, 4], [1, 5, 7], [1, 7, 3]]
+        return corners, np.array(faces, np.int64)
+    if kind == "cylinder":
+        r, h = size[0], size[1]
+        return _lathe(np.array([[0.0, -h], [r, -h], [r, h], [0.0, h]]), segments)
+    half = size[1] if kind == "capsule" else 0.0
+    theta = np.linspace(-0.5 * np.pi, 0.5 * np.pi, segments // 2 + 1)
+    arc = np.column_stack([np.cos(theta), np.sin(theta)])
+    arc[[0, -1], 0] = 0.0
+    if kind == "capsule":
+        lower, upper = arc[: len(arc) // 2 + 1], arc[len(arc) // 2:]
+        profile = np.vstack([lower * size[0] - [0.0, half], upper * size[0] + [0.0, half]])
+        return _lathe(profile, segments)
+    if kind in ("sphere", "ellipsoid"):
+        radii = np.broadcast_to(size[:3] if kind == "ellipsoid" else size[:1], (3,))
+        vertices, faces = _lathe(arc, segments)
+        return vertices * radii, faces
+    raise ValueError(f"primitive_surface: unknown kind {kind!r}")
