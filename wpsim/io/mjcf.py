@@ -25,7 +25,7 @@ orientation ``density mass friction contype conaffinity``):
   (listed), and collides through its hull; planes only in the worldbody;
 - ``contype`` / ``conaffinity`` filter contacts as MuJoCo's bits do
   (``ModelBuilder.set_collision_bits``); geoms with both 0 add their mass but no collision
-  shape, and mesh ones among them are drawn (``ModelBuilder.add_visual_mesh``).
+  shape, and are drawn (``ModelBuilder.add_visual_mesh``; primitives as their surface).
 
 Actuators: ``<motor joint gear>``, ``<position joint kp kv inheritrange>``, ``<velocity joint
 kv>`` and ``<general>`` ones whose fixed gain and affine bias make a motor, a position or a
@@ -70,7 +70,14 @@ from pathlib import Path
 import numpy as np
 
 from wpsim.core.builder import ModelBuilder
-from wpsim.core.geometry import quat_between, quat_to_matrix, transform_inverse, transform_multiply, transform_point
+from wpsim.core.geometry import (
+    primitive_surface,
+    quat_between,
+    quat_to_matrix,
+    transform_inverse,
+    transform_multiply,
+    transform_point,
+)
 from wpsim.core.mass import (
     box_mass_properties,
     capsule_mass_properties,
@@ -242,16 +249,16 @@ class _Reader:
     # -------------------------------------------------------------- geoms
     def add_geom(self, b: ModelBuilder, geom, body: int, use_density: bool):
         """Add a geom to ``body`` (-1: static): a collision shape with its mass, or, with
-        contype and conaffinity 0, only its mass (as MuJoCo, such geoms still weigh)."""
+        contype and conaffinity 0, its mass (as MuJoCo, such geoms still weigh) and a drawn surface."""
         gtype = geom.get("type", "sphere")
         bits = tuple(self.integer(geom, key) for key in ("contype", "conaffinity"))
         collides = bits != (0, 0)
         weighs = body >= 0 and use_density and float(geom.get("density", 1000.0)) > 0.0
         if not collides and gtype == "mesh":
             self.add_visual_mesh(b, geom, body)
-        if not collides and not weighs:
+        if not collides and not weighs and gtype in ("mesh", "plane"):
             return
-        friction = self.numbers(geom, "friction", (1, 2, 3), (1.0,))
+        friction = self.numbers(geom, "friction", (1, 2, 3), (1.0,)) if collides else (1.0,)
         contact = dict(ke=self.ke, kd=self.kd, mu=float(friction[0]))
         if collides and (geom.get("solref") is not None or geom.get("solimp") is not None):
             solimp = [0.9, 0.95, 0.001, 0.5, 2.0]  # MuJoCo's default, completed by what the file gives
@@ -281,6 +288,10 @@ class _Reader:
                 b.set_collision_bits(b.add_shape_plane(pos=pos, rot=rot, **contact), *bits)
                 return
             shape_volume, properties, add = self.primitive(b, geom, gtype, size)
+            if not collides:  # drawn, as the mesh geoms that do not collide
+                b.add_visual_mesh(body, *primitive_surface(gtype, size), pos, rot)
+                if not weighs:
+                    return
             mass = geom.get("mass")
             if use_density and mass is not None:
                 density = float(mass) / shape_volume
