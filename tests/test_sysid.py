@@ -54,6 +54,21 @@ def test_cli_writes_report_plots_and_calibrated_robot(tmp_path):
     assert "PhysicsRevoluteJoint" in stage and f"{fitted:.6g}"[:5] in stage
 
 
+def test_calibrated_robot_keeps_the_files_names_and_time_step(tmp_path):
+    """calibrated.usda names its bodies and joints as the robot file did (they were
+    /World/body_0, /World/joints/joint_0...), so the same data fits it again."""
+    from wpsim.io.usd_physics import import_usd
+
+    result = identify(ROBOT, DATA, ["damping"], iterations=1, duration=0.05, mode="full", progress=False)
+    robot = result.write(tmp_path)["robot"]
+    _, scene = import_usd(robot)
+    assert scene.bodies == {"link1": 0, "link2": 1} and scene.joints == {"link1_joint": 0, "link2_joint": 1}
+    assert scene.timestep == pytest.approx(result.run.dt)
+    again = identify(robot, DATA, ["damping"], iterations=1, duration=0.05, mode="full", progress=False)
+    assert again.run.joints == ["link1_joint", "link2_joint"]
+    assert again.rms(again.simulated_before) == pytest.approx(result.rms(result.simulated_after), rel=1e-6)
+
+
 @pytest.mark.parametrize("options, method", [(["--method", "least-squares", "--residual-every", "5"], "least-squares"),
                                              (["--starts", "3"], "lbfgsb, best of 3 starts")])
 def test_cli_least_squares_and_multistart(tmp_path, options, method):

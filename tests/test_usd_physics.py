@@ -275,3 +275,24 @@ def test_the_time_step_and_a_tilted_gravity_survive_a_round_trip(tmp_path):
     assert import_usd(export_physics(back.finalize(), tmp_path / "none.usda"))[1].timestep is None
     with pytest.raises(ValueError, match="timestep"):
         export_physics(back.finalize(), tmp_path / "bad.usda", timestep=-1.0)
+
+
+def test_body_and_joint_names_round_trip(tmp_path):
+    """Names given to the export (any text, two that sanitise alike, a free joint's, a body
+    named like a stage scope) come back from the import as given; unnamed ones by prim path."""
+    from pxr import Usd
+
+    original = mixed_scene().finalize(dtype=wp.float64)
+    bodies = {0: "base link", 1: "upper/arm", 2: "upper_arm", 3: "joints", 4: "welded"}
+    joints = {0: "floating base", 1: "shoulder", 2: "slide", 3: "wrist ball"}  # the fixed joint 4 unnamed
+    path = export_physics(original, tmp_path / "named.usda", body_names=bodies, joint_names=joints)
+    builder, scene = import_usd(path)
+    assert scene.bodies == {name: b for b, name in bodies.items()}
+    assert {name: j for name, j in scene.joints.items() if j != 4} == {name: j for j, name in joints.items()}
+    stage = Usd.Stage.Open(str(path))
+    (fixed,) = [p for p in stage.Traverse() if p.GetTypeName() == "PhysicsFixedJoint"]
+    assert scene.joints[str(fixed.GetPath())] == 4 and str(fixed.GetPath()) == "/World/joints/joint_4"
+    assert stage.GetPrimAtPath("/World/base_link") and stage.GetPrimAtPath("/World/upper_arm_2")
+    assert stage.GetPrimAtPath("/World/joints").GetTypeName() == "Scope"
+    restored = builder.finalize(dtype=wp.float64)
+    assert np.allclose(restored.joint_q.numpy(), original.joint_q.numpy(), atol=1e-6)

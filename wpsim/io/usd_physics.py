@@ -11,7 +11,8 @@ damping and friction of shapes, joint damping, armature, limit stiffness and dam
 the initial joint coordinates and velocities. The stage is written atomically.
 
 Import (``import_usd``): the same, from any stage using that subset (bodies and joints are
-named by prim path in the returned ``ImportedScene``; a MassAPI with only a mass scales
+named by their ``wpsim:name`` where an export kept one, else by prim path, in the returned
+``ImportedScene``; a MassAPI with only a mass scales
 the colliders' mass properties to it, an authored mass of 0 makes a body massless). Lengths are scaled by
 ``metersPerUnit``, masses by ``kilogramsPerUnit``; the stage's up axis (Y or Z) becomes the
 builder's; revolute limits and angular drive gains are converted from degrees. Bodies
@@ -77,11 +78,31 @@ def _quat_mul(a, b) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ export
-def export_physics(model, path, timestep: float | None = None) -> Path:
+def _prim_names(names: dict | None, count: int, stem: str, taken: set) -> list:
+    """Prim name of each of ``count`` elements: its name in ``names`` (index -> name) made a
+    valid identifier, unique among ``taken`` (updated), else ``<stem>_<index>``."""
+    from pxr import Tf
+
+    out = []
+    for i in range(count):
+        name = Tf.MakeValidIdentifier(str(names[i])) if names and i in names else f"{stem}_{i}"
+        unique, n = name, 1
+        while unique in taken:
+            n += 1
+            unique = f"{name}_{n}"
+        taken.add(unique)
+        out.append(unique)
+    return out
+
+
+def export_physics(model, path, timestep: float | None = None, body_names: dict | None = None,
+                   joint_names: dict | None = None) -> Path:
     """Write the rigid bodies, shapes and joints of ``model`` (its initial state) as a
     UsdPhysics stage at ``path`` (.usd, .usda, .usdc); ``timestep`` (s), when given, goes on
     the physics scene as ``wpsim:timestep`` and PhysX's ``physxScene:timeStepsPerSecond``.
-    Returns the path."""
+    ``body_names`` / ``joint_names`` (index -> name, e.g. from an importer's ``ImportedScene``)
+    name the prims (made valid identifiers) and are kept as ``wpsim:name``, which
+    ``import_usd`` names them by. Returns the path."""
     from pxr import Gf, Sdf, Usd, UsdGeom, UsdPhysics, Vt
 
     from wpsim.solvers.kinematics import eval_fk
@@ -123,12 +144,20 @@ def export_physics(model, path, timestep: float | None = None) -> Path:
     if (bodies < 0).any():  # defined first, so an importer meets static shapes in model order
         UsdGeom.Scope.Define(stage, "/World/static")
     masses, coms, inertias = model.body_mass.numpy(), model.body_com.numpy(), model.body_inertia.numpy()
+    body_prims = _prim_names(body_names, model.body_count, "body", {"physicsScene", "static", "joints"})
+    joint_prims = _prim_names(joint_names, model.joint_count, "joint", set())
+
+    def name_attr(prim, names, index, attribute="name"):
+        if names and index in names:
+            prim.CreateAttribute(f"wpsim:{attribute}", Sdf.ValueTypeNames.String).Set(str(names[index]))
+
     body_paths = []
     for b in range(model.body_count):
-        xform = UsdGeom.Xform.Define(stage, f"/World/body_{b}")
+        xform = UsdGeom.Xform.Define(stage, f"/World/{body_prims[b]}")
         xform.AddTranslateOp(UsdGeom.XformOp.PrecisionDouble).Set(Gf.Vec3d(*poses[b, :3]))
         xform.AddOrientOp(UsdGeom.XformOp.PrecisionDouble).Set(Gf.Quatd(*_quat_wxyz(poses[b, 3:])))
         prim = xform.GetPrim()
+        name_attr(prim, body_names, b)
         UsdPhysics.RigidBodyAPI.Apply(prim)
         mass = UsdPhysics.MassAPI.Apply(prim)
         moments, axes = np.linalg.eigh(inertias[b].astype(np.float64))
@@ -144,7 +173,7 @@ def export_physics(model, path, timestep: float | None = None) -> Path:
     rows = zip(kinds, bodies, model.shape_transform.numpy(), model.shape_size.numpy(), model.shape_ke.numpy(),
                model.shape_kd.numpy(), model.shape_mu.numpy())
     for s, (kind, body, transform, size, ke, kd, mu) in enumerate(rows):
-        parent = f"/World/body_{body}" if body >= 0 else "/World/static"
+        parent = f"/World/{body_prims[body]}" if body >= 0 else "/World/static"
         prim = define_shape(stage, f"{parent}/shape_{s}", int(kind), transform.astype(np.float64),
                             size.astype(np.float64), model.shape_meshes.get(s)).GetPrim()
         UsdPhysics.CollisionAPI.Apply(prim)
@@ -167,11 +196,12 @@ def export_physics(model, path, timestep: float | None = None) -> Path:
             prim = stage.GetPrimAtPath(body_paths[child])
             double_attr(prim, "qd", qd0[ds:ds + 6])
             int_attr(prim, "joint_index", j)
+            name_attr(prim, joint_names, j, "joint_name")
             continue
         token, align = _axis_token(axes_[j].astype(np.float64))
         define = {JOINT_REVOLUTE: UsdPhysics.RevoluteJoint, JOINT_PRISMATIC: UsdPhysics.PrismaticJoint,
                   JOINT_BALL: UsdPhysics.SphericalJoint, JOINT_FIXED: UsdPhysics.FixedJoint}[jtype]
-        joint = define.Define(stage, f"/World/joints/joint_{j}")
+        joint = define.Define(stage, f"/World/joints/{joint_prims[j]}")
         if parents[j] >= 0:
             joint.CreateBody0Rel().SetTargets([body_paths[parents[j]]])
         joint.CreateBody1Rel().SetTargets([body_paths[child]])
@@ -181,6 +211,7 @@ def export_physics(model, path, timestep: float | None = None) -> Path:
         joint.CreateLocalRot1Attr(Gf.Quatf(*_quat_wxyz(_quat_mul(X_c[j, 3:], align))))
         prim = joint.GetPrim()
         int_attr(prim, "joint_index", j)
+        name_attr(prim, joint_names, j)
         n_q, n_d = JOINT_COORD_COUNT[jtype], JOINT_DOF_COUNT[jtype]
         if n_d:
             double_attr(prim, "q", q0[qs:qs + n_q])
@@ -283,7 +314,7 @@ class _StageReader:
             if mass is not None and mass > 0.0:
                 self.target_mass = float(mass) * self.kpu
         self.body_of_path[prim.GetPath()] = body
-        self.scene.bodies[str(prim.GetPath())] = body
+        self.scene.bodies[self.name(prim, "name", self.scene.bodies)] = body
         return body, pos, rot, density
 
     def scale_body_mass(self, prim, body: int):
@@ -392,7 +423,14 @@ class _StageReader:
             raise
         except ValueError as error:
             self.fail(prim, str(error))
-        self.scene.joints[str(prim.GetPath())] = index
+        self.scene.joints[self.name(prim, "name", self.scene.joints)] = index
+
+    def name(self, prim, attribute: str, taken: dict, suffix: str = "") -> str:
+        """The name an exporter kept in ``wpsim:<attribute>`` (a string not in ``taken``),
+        else the prim's path followed by ``suffix``."""
+        attr = prim.GetAttribute(f"wpsim:{attribute}")
+        kept = attr.Get() if attr else None
+        return kept if isinstance(kept, str) and kept and kept not in taken else f"{prim.GetPath()}{suffix}"
 
     def add_single_dof(self, prim, parent: int, child: int, frames: dict) -> int:
         from pxr import UsdPhysics
@@ -477,7 +515,7 @@ def import_usd(path, builder: ModelBuilder | None = None) -> tuple:
             else:
                 body = reader.body_of_path[prim.GetPath()]
                 velocity = reader.custom(prim, "qd", np.zeros(6))
-                reader.scene.joints[f"{prim.GetPath()}:free"] = b.add_joint_free(
+                reader.scene.joints[reader.name(prim, "joint_name", reader.scene.joints, ":free")] = b.add_joint_free(
                     body, pos=poses[body][0], rot=poses[body][1], lin_vel=velocity[:3], ang_vel=velocity[3:])
 
     add_all_or_nothing(builder, build)

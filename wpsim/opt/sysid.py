@@ -27,7 +27,7 @@ residuals take ceil(N / B) such passes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import warp as wp
@@ -59,8 +59,8 @@ class RobotRun:
     indices in world 0 (world w's are offset by w times the per-world counts); hinges:
     whether each is revolute (else prismatic); dt (s) and steps: the grid;
     measured: (steps + 1, joints) angles on the grid (rad or m); controls: one Control per
-    step with the measured torques; state0: the initial State; body_names: body index ->
-    name.
+    step with the measured torques; state0: the initial State; body_names / joint_names: body
+    / joint index -> name in the robot file.
     """
 
     model: object
@@ -75,6 +75,7 @@ class RobotRun:
     state0: object
     body_names: dict
     worlds: int = 1
+    joint_names: dict = field(default_factory=dict)
 
     def world_rows(self, rows: np.ndarray, count: int) -> np.ndarray:
         """World-0 ``rows`` of a table of ``count`` rows in all worlds -> the same rows in
@@ -120,7 +121,8 @@ def prepare_run(builder, scene, data: Trajectory, dt: float | None = None, durat
     dofs = np.array([qd_start[one_dof[j]] for j in joints])
     measured = np.stack([grid.channel("q", j) for j in joints], axis=1)
     body_names = {index: name for name, index in scene.bodies.items()}
-    run = RobotRun(model, joints, coords, dofs, hinges, dt, steps, measured, [], model.state(), body_names, worlds)
+    run = RobotRun(model, joints, coords, dofs, hinges, dt, steps, measured, [], model.state(), body_names, worlds,
+                   {index: name for name, index in scene.joints.items()})
     q, qd = run.state0.joint_q.numpy(), run.state0.joint_qd.numpy()
     q[run.world_rows(coords, len(q))] = np.tile(measured[0], worlds)
     measured_rates = data.names("qd")
@@ -346,7 +348,7 @@ class SysidResult:
         """Write sysid.json, tracking.png (measured vs simulated before and after),
         history.png, rollouts.usd (the initial and the fitted model's replays as the
         variants of "iteration"), rollouts.png (frames of the fitted replay) and calibrated.usda (the fitted robot as a UsdPhysics
-        stage) into the folder ``out``; returns name -> path."""
+        stage with the file's body and joint names and the time step) into the folder ``out``; returns name -> path."""
         from pathlib import Path
 
         from wpsim.io.files import write_json
@@ -367,7 +369,7 @@ class SysidResult:
             "rollouts": write_rollouts(rollouts, self.run.model, self.frames, FRAME_RATE,
                                        body_names=self.run.body_names),
             "frames": render_strip(rollouts, frames, take="fitted")["out"],
-            "robot": export_physics(self.run.model, robot),
+            "robot": export_physics(self.run.model, robot, self.run.dt, self.run.body_names, self.run.joint_names),
         }
 
 
