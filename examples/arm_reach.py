@@ -172,7 +172,7 @@ def main(argv=None) -> int:
         return None
 
     return example_main(__doc__, "arm_reach", "short run; fail unless the tip ends within 5 mm of the target", run,
-                        check, argv)
+                        check, argv, inputs=[ASSET])
 
 
 if __name__ == "__main__":

@@ -146,7 +146,8 @@ def main(argv=None) -> int:
         return None if ratio <= LIMIT else f"held-out RMS error ratio (b) / (a) = {ratio:.3f} > {LIMIT}"
 
     return example_main(__doc__, "arm_residual", f"shorter fits; fail unless the held-out RMS joint-angle error "
-                        f"with the residual is at most {LIMIT * 100:.0f} %% of the analytic fit's", run, check, argv)
+                        f"with the residual is at most {LIMIT * 100:.0f} %% of the analytic fit's", run, check, argv,
+                        inputs=[ROBOT, *sorted(DATA.iterdir())])
 
 
 if __name__ == "__main__":

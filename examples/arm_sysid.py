@@ -102,7 +102,7 @@ def main(argv=None) -> int:
         return None
 
     return example_main(__doc__, "arm_sysid", "short run; fail unless every parameter is recovered within 3 %%",
-                        run, check, argv)
+                        run, check, argv, inputs=[ROBOT, *sorted(ASSETS.glob("arm_2link_sysid*"))])
 
 
 if __name__ == "__main__":

@@ -167,7 +167,8 @@ def main(argv=None) -> int:
         return f"friction off by {error:+.2%} (> 3 %)" if abs(error) > 0.03 else None
 
     return example_main(__doc__, "box_toss_friction", "short run; fail unless the friction is within 3 %%", run,
-                        check, argv)
+                        check, argv,
+                        inputs=[ASSETS / name for name in ("box_toss.xml", "box_toss.csv", "box_toss_truth.json")])
 
 
 if __name__ == "__main__":

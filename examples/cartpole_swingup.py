@@ -215,7 +215,7 @@ def main(argv=None) -> int:
         __doc__, "cartpole_swingup", "short budget; fail unless APG reaches 50 % held-out success and beats ES",
         lambda test, out, device: run(SwingUpConfig(iterations=50, apg_value=None) if test else SwingUpConfig(),
                                       out, device),
-        check, argv,
+        check, argv, inputs=[ASSET],
     )
 
 
