@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import signal
 import sys
 from pathlib import Path
 
@@ -145,6 +144,7 @@ def cmd_run(args) -> int:
         simulate_to_usd,
         soft_scene,
     )
+    from wpsim.apps.scene_inputs import files_read, usd_dependencies
     from wpsim.io.robots import is_robot_file
     from wpsim.solvers import SoftContactOptions
 
@@ -162,7 +162,11 @@ def cmd_run(args) -> int:
     quality, dt, soft_contact, body_names, make_controller, joint_names = None, args.dt, None, None, None, None
     mode = None
     if is_robot_file(args.scene):
-        builder, scene = robot_scene(args.scene, floating=args.floating)
+        with files_read() as read:  # the scene's includes and meshes are inputs too
+            builder, scene = robot_scene(args.scene, floating=args.floating)
+        for option, out in (("--out", args.out), ("--video", args.video)):
+            if out is not None:
+                check_outputs(option, out, [*read, *usd_dependencies(args.scene)])
         body_names = {index: name for name, index in scene.bodies.items()}
         joint_names = {index: name for name, index in scene.joints.items()}
         dt = dt or scene.timestep or 1e-3
@@ -215,6 +219,7 @@ def cmd_render(args) -> int:
     """Render a USD stage (e.g. one ``wpsim run`` or the demo wrote) into a video or pictures."""
     _quiet_warp()
     from wpsim.apps.run_scene import check_outputs
+    from wpsim.apps.scene_inputs import usd_dependencies
     from wpsim.io.render import VIDEO_SUFFIXES
     from wpsim.io.usd_render import render_stage
 
@@ -223,7 +228,7 @@ def cmd_render(args) -> int:
     if not (1 <= args.width <= MAX_IMAGE_SIDE and 1 <= args.height <= MAX_IMAGE_SIDE):
         raise ValueError(f"--width and --height must be 1 to {MAX_IMAGE_SIDE} pixels, got {args.width} x {args.height}")
     _check_device(args.device)
-    check_outputs("--out", args.out, [args.stage])
+    check_outputs("--out", args.out, [args.stage, *usd_dependencies(args.stage)])
     summary = render_stage(args.stage, args.out, args.take, args.width, args.height, args.every, args.device)
     take = f" (take {summary['take']})" if summary["take"] else ""
     print(f"wrote {summary['out']}: {summary['frames']} frames{take} at {summary['fps']:.3g} fps, "
@@ -236,6 +241,7 @@ def cmd_sysid(args) -> int:
     the report, plots and the calibrated robot."""
     _quiet_warp()
     from wpsim.apps.run_scene import check_outputs
+    from wpsim.apps.scene_inputs import scene_inputs
     from wpsim.core.validation import require_dt
     from wpsim.opt.sysid import OUTPUT_FILES, identify
 
@@ -243,6 +249,7 @@ def cmd_sysid(args) -> int:
         require_dt(args.dt, "--dt")
     _check_device(args.device)
     check_outputs("--out", args.out, [args.robot, args.data], names=OUTPUT_FILES)
+    check_outputs("--out", args.out, scene_inputs(args.robot), names=OUTPUT_FILES)  # its includes and meshes
     families = [f.strip() for f in args.fit.split(",") if f.strip()]
     result = identify(args.robot, args.data, families, method=args.method, iterations=args.iterations,
                       duration=args.duration, dt=args.dt, zero_order=args.zero_order, progress=not args.quiet,
@@ -405,29 +412,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+USD_COMMANDS = ("demo", "run", "render", "sysid")
+"""Commands that read or write USD: ``pxr`` is imported first, with the stop signals held back."""
+
+
 def main(argv=None) -> int:
-    """Entry point of the ``wpsim`` console script: ``_run``; Ctrl-C prints one line, exit status 130."""
-    # Ctrl-C and a terminated run unwind (temporary files are removed) instead of dying where they stand
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    try:
-        return _run(argv)
-    except KeyboardInterrupt:
-        print("wpsim: interrupted", file=sys.stderr)
-        return 130
+    """Entry point of the ``wpsim`` console script: ``_run``; SIGINT and SIGTERM print one line
+    (``wpsim: interrupted`` / ``terminated``), exit status 130 / 143 (``wpsim.apps.signals``)."""
+    from wpsim.apps.signals import stopping
+
+    return stopping(lambda: _run(argv))
 
 
 def _run(argv) -> int:
     """Parse ``argv`` and run the command; bad input and failed simulations are one line."""
+    from wpsim.apps.signals import import_pxr, received
     from wpsim.core.health import SimulationError
 
     args = build_parser().parse_args(argv)
     try:
+        if args.command in USD_COMMANDS:
+            import_pxr()
         return args.func(args)
     except ValueError as error:  # bad input: one line, no traceback
+        if received():  # a stop that some library turned into another error
+            raise
         print(f"wpsim {args.command}: error: {error}", file=sys.stderr)
         return 2
     except SimulationError as error:  # the simulation itself failed: one line, with what to try
+        if received():
+            raise
         hint = "; try a smaller --dt" + (" or --contact soft" if args.command == "run" else "")
         print(f"wpsim {args.command}: simulation failed: {error}{hint}", file=sys.stderr)
         return 1
