@@ -84,16 +84,19 @@ def _records(case: str, params: dict, best: dict) -> list:
 
 def distributed_suite(device=None, quick: bool = False) -> list[dict]:
     """Suite ``distributed`` (see the module docstring); starts a new local Ray on this
-    machine's CPUs (never joins a cluster) unless this process has one. The workers run on
-    the CPU whatever ``device`` is."""
+    machine's CPUs, listening on the loopback address only (``wpsim.distributed.transport.start_ray``;
+    never joins a cluster), unless this process has one. The workers run on the CPU whatever
+    ``device`` is."""
     try:
         import ray
     except ImportError as error:
         raise ImportError("benchmark suite 'distributed' needs Ray: pip install 'wpsim[distributed]'") from error
+    from wpsim.distributed.transport import start_ray
+
     config = suite_config(quick)
     started = not ray.is_initialized()
-    if started:
-        ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
+    if started:  # bound to the loopback address, as a pool's own Ray
+        start_ray(ray, "local", {"num_cpus": os.cpu_count(), "log_to_driver": False})
     try:
         base = {"device": "cpu", "precision": "float64", "cpus": os.cpu_count()}
         main = {**base, "windows": config["windows"], "steps": config["steps"], "repeats": config["repeats"]}
