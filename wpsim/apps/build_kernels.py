@@ -83,7 +83,14 @@ def build_kernel_modules(device: str = "cpu", processes: int = 1, arch: int | No
     output = None if verbose else subprocess.DEVNULL
     jobs = [(share, subprocess.Popen([sys.executable, "-c", _BUILD_SCRIPT, device, str(arch or ""), *share],
                                      stdout=output)) for share in shares]
-    failed = [share for share, job in jobs if job.wait()]
+    try:
+        failed = [share for share, job in jobs if job.wait()]
+    except BaseException:  # interrupted: the builders stop too (they would compile on, orphaned)
+        for _, job in jobs:
+            job.terminate()
+        for _, job in jobs:
+            job.wait()
+        raise
     if failed:
         raise RuntimeError(f"building wpsim's kernel modules failed in the processes building {failed}")
     return time.perf_counter() - start

@@ -236,20 +236,39 @@ def cmd_render(args) -> int:
     return 0
 
 
+MAX_STARTS = 1024
+"""The most initial guesses ``wpsim sysid --starts`` fits (as worlds of one model)."""
+MAX_SYSID_STEPS = 1_000_000
+"""The most time steps of one ``wpsim sysid`` rollout (data span / dt)."""
+
+
 def cmd_sysid(args) -> int:
     """Fit a robot's parameters to a measured run; print fitted vs initial values and write
     the report, plots and the calibrated robot."""
     _quiet_warp()
     from wpsim.apps.run_scene import check_outputs
-    from wpsim.apps.scene_inputs import scene_inputs
+    from wpsim.apps.scene_inputs import files_read, usd_dependencies
     from wpsim.core.validation import require_dt
+    from wpsim.io.measurements import load_trajectory
+    from wpsim.io.robots import import_robot
     from wpsim.opt.sysid import OUTPUT_FILES, identify
 
     if args.dt is not None:
         require_dt(args.dt, "--dt")
+    if not 1 <= args.starts <= MAX_STARTS:
+        raise ValueError(f"--starts must be 1 to {MAX_STARTS:,} (the guesses are worlds of one model), got {args.starts}")
     _check_device(args.device)
     check_outputs("--out", args.out, [args.robot, args.data], names=OUTPUT_FILES)
-    check_outputs("--out", args.out, scene_inputs(args.robot), names=OUTPUT_FILES)  # its includes and meshes
+    with files_read() as read:  # the robot's includes and meshes are inputs too
+        _, scene = import_robot(args.robot)
+    check_outputs("--out", args.out, [*read, *usd_dependencies(args.robot)], names=OUTPUT_FILES)
+    dt = args.dt or scene.timestep
+    if dt:
+        data = load_trajectory(args.data)
+        span = float(data.time[-1] - data.time[0]) if args.duration is None else args.duration
+        if span / dt > MAX_SYSID_STEPS:
+            raise ValueError(f"{span:g} s of data at dt {dt:g} s is {span / dt:,.0f} steps per rollout, more than "
+                             f"{MAX_SYSID_STEPS:,}: pass a larger --dt or a shorter --duration")
     families = [f.strip() for f in args.fit.split(",") if f.strip()]
     result = identify(args.robot, args.data, families, method=args.method, iterations=args.iterations,
                       duration=args.duration, dt=args.dt, zero_order=args.zero_order, progress=not args.quiet,
