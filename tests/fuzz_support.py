@@ -64,7 +64,8 @@ class Table:
 
     def rows(self) -> list:
         """[{"target", "inputs", category: count, ...}] in target order."""
-        return [{"target": t, "inputs": sum(c.values()), **{k: c[k] for k in CATEGORIES}} for t, c in self.counts.items()]
+        return [{"target": t, "inputs": sum(c.values()), **{k: c[k] for k in CATEGORIES}}
+                for t, c in self.counts.items()]
 
     def emit(self):
         """Print the table (and append its rows to ``WPSIM_FUZZ_TABLE`` when set)."""

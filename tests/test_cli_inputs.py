@@ -33,7 +33,8 @@ def mjcf_scene(tmp_path) -> Path:
     (tmp_path / "calibrated.usda").write_text('<mujoco><option timestep="0.002"/></mujoco>')
     scene = tmp_path / "scene.xml"
     scene.write_text('<mujoco><asset><mesh name="m" file="cube.obj" scale="0.1 0.1 0.1"/></asset>'
-                     '<include file="part.usda"/><include file="calibrated.usda"/><worldbody><body name="b" pos="0 0 1">'
+                     '<include file="part.usda"/><include file="calibrated.usda"/>'
+                     '<worldbody><body name="b" pos="0 0 1">'
                      '<joint name="h" type="hinge"/><geom type="mesh" mesh="m"/></body></worldbody>'
                      '<actuator><motor name="m" joint="h"/></actuator></mujoco>')
     return scene
@@ -68,7 +69,8 @@ def test_run_and_render_refuse_to_overwrite_a_usd_sublayer_or_asset(capsys, tmp_
                    timestep=1e-3)
     (tmp_path / "tex.png").write_bytes(b"\x89PNG not really")
     stage = tmp_path / "stage.usda"
-    stage.write_text('#usda 1.0\n(\n    subLayers = [@robot.usda@]\n)\ndef Xform "Extra"\n{\n    asset tex = @tex.png@\n}\n')
+    stage.write_text('#usda 1.0\n(\n    subLayers = [@robot.usda@]\n)\n'
+                     'def Xform "Extra"\n{\n    asset tex = @tex.png@\n}\n')
     assert set(scene_inputs(stage)) == {stage, tmp_path / "robot.usda", tmp_path / "tex.png"}
     before = digests(tmp_path)
     status, lines = cli(capsys, "run", stage, "--steps", "2", "--out", tmp_path / "robot.usda")

@@ -60,7 +60,8 @@ def _argv(data, command: str, inputs: Path, out: Path) -> tuple:
     outs = []
     if command == "run":
         scene = data.draw(st.sampled_from((i("arm_2link.xml"), i("arm_2link.xml"), i("cartpole.urdf"), i("cube.obj"),
-                                           i("garbage.xml"), i("missing.urdf"), str(inputs), "/dev/null")), label="scene")
+                                           i("garbage.xml"), i("missing.urdf"), str(inputs), "/dev/null")),
+                          label="scene")
         target = data.draw(st.sampled_from((f"{out}/r.usd", f"{out}/r.usda", f"{out}/sub/r.usdc", f"{out}/r.txt",
                                             f"{out}", i("rollout.usda"), "/proc/wpsim/r.usd")), label="--out")
         argv, outs = ["run", scene, "--out", target], [target]
@@ -99,19 +100,19 @@ def _argv(data, command: str, inputs: Path, out: Path) -> tuple:
         if "--width" not in argv:  # keep accepted renders tiny
             argv += ["--width", "16", "--height", "12"]
     elif command == "sysid":
-        robot = data.draw(st.sampled_from((i("arm_2link.xml"), i("arm_2link.xml"), i("cartpole.urdf"),
+        robot = data.draw(st.sampled_from((*[i("arm_2link.xml")] * 3, i("cartpole.urdf"),
                                            i("garbage.xml"), i("missing.xml"), i("rollout.usda"))), label="robot")
-        measured = data.draw(st.sampled_from((i("data.csv"), i("data.csv"), i("garbage.xml"), i("missing.csv"),
+        measured = data.draw(st.sampled_from((*[i("data.csv")] * 3, i("garbage.xml"), i("missing.csv"),
                                               i("arm_2link.xml"))), label="data")
         target = data.draw(st.sampled_from((f"{out}", f"{out}/sub", str(inputs), "/proc/wpsim")), label="--out")
         argv, outs = ["sysid", robot, measured, "--out", target, "--quiet"], [target]
-        argv += ["--iterations", data.draw(st.sampled_from(("1", "2", "0", "-1", "abc")), label="--iterations")]
+        argv += ["--iterations", data.draw(st.sampled_from(("1", "1", "2", "0", "-1", "abc")), label="--iterations")]
         for option, values in (("--fit", ("masses", "damping,armature", "bogus", "", "masses,masses")),
                                ("--method", ("lbfgsb", "adam", "nelder-mead", "least-squares", "bogus")),
                                ("--starts", ("1", "2", "0", "-1", "1000000")), ("--duration", ("0.05", *BAD)),
                                ("--dt", ("1e-3", "2e-3", *BAD, "10", "1e-9")),
                                ("--residual-every", ("1", "5", "0", "-1", "1000000")), ("--device", ("cpu", "bogus"))):
-            value = _pick(data, option, values, 0.75)
+            value = _pick(data, option, values, 0.85)
             if value is not None:
                 argv += [option, value]
     elif command == "demo":  # only refused settings: an accepted demo runs a whole calibration
@@ -123,7 +124,8 @@ def _argv(data, command: str, inputs: Path, out: Path) -> tuple:
     elif command == "build-kernels":  # only refused settings: an accepted one compiles every kernel
         argv = ["build-kernels"] + data.draw(st.sampled_from((["--device", "bogus"], ["--processes", "0"],
                                                               ["--processes", "abc"], ["--arch", "10"],
-                                                              ["--module", "bogus"], ["--arch", "abc"])), label="refused")
+                                                              ["--module", "bogus"], ["--arch", "abc"])),
+                                          label="refused")
     else:  # gradcheck, bench and nonsense: refused settings only
         argv = data.draw(st.sampled_from((["gradcheck", "--bogus"], ["gradcheck", "--device", "bogus"],
                                           ["bench", "--suite", "bogus"], ["bench", "--device", "bogus", "--quick"],

@@ -104,7 +104,8 @@ def long_stage(tmp_path_factory) -> Path:
     return path
 
 
-@pytest.mark.parametrize("point, sig", [(0.3, signal.SIGINT), (2.5, signal.SIGTERM)], ids=["loading-INT", "drawing-TERM"])
+@pytest.mark.parametrize("point, sig", [(0.3, signal.SIGINT), (2.5, signal.SIGTERM)],
+                         ids=["loading-INT", "drawing-TERM"])
 def test_render_stops_in_one_line_leaving_no_partial_video(tmp_path, long_stage, point, sig):
     out = tmp_path / "out"
     command = Command(["render", long_stage, "--out", out / "r.gif"])

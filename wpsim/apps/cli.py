@@ -256,7 +256,8 @@ def cmd_sysid(args) -> int:
     if args.dt is not None:
         require_dt(args.dt, "--dt")
     if not 1 <= args.starts <= MAX_STARTS:
-        raise ValueError(f"--starts must be 1 to {MAX_STARTS:,} (the guesses are worlds of one model), got {args.starts}")
+        raise ValueError(f"--starts must be 1 to {MAX_STARTS:,} (the guesses are worlds of one model), "
+                         f"got {args.starts}")
     _check_device(args.device)
     check_outputs("--out", args.out, [args.robot, args.data], names=OUTPUT_FILES)
     with files_read() as read:  # the robot's includes and meshes are inputs too
