@@ -152,7 +152,7 @@ def _processes_with(marker: str) -> list:
 @pytest.mark.parametrize("point, sig", [(0.3, signal.SIGTERM), (r"building 1 kernel modules", signal.SIGINT)],
                          ids=["loading-TERM", "building-INT"])
 def test_build_kernels_stops_in_one_line_and_stops_its_builders(tmp_path, point, sig):
-    marker = f"wpsim-kill-test-{tmp_path.name}"
+    marker = f"wpsim-kill-test-{tmp_path}"  # unique across pytest-xdist workers
     command = Command(["build-kernels", "--module", "wpsim.kernels.particles", "--processes", "1"],
                       env={"WARP_CACHE_PATH": str(tmp_path / "cache"), "WPSIM_KILL_TEST": marker})
     at(command, point)
