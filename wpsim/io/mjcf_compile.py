@@ -5,7 +5,8 @@ XML tree so that ``wpsim.io.mjcf`` reads plain, explicit elements.
 relative to the including file, which must exist; cycles are refused), merges ``<default>``
 classes into the elements that use them (``class``, inherited through nested defaults,
 and ``childclass`` of bodies and frames), flattens ``<frame>`` elements into their
-children's poses and records, for every element, the file and line it came from. Before
+children's poses and records, for every element, the file and line it came from; elements
+nested deeper than ``MAX_NESTING`` (includes too) are refused, naming the element. Before
 the merge it lists each element and attribute that the importer does not honour
 (``Unhonoured``), so that nothing a file asks for is lost silently. Rendering-only
 elements and attributes (lights, cameras, textures, materials, colours, sites, groups),
@@ -72,6 +73,10 @@ values the importer honours (ANY: every value)."""
 RENDERING_TAGS = {"light", "camera", "texture", "material", "visual", "site", "statistic", "size", "skin", "custom"}
 RENDERING_ATTRIBUTES = {"rgba", "material", "group", "user", "texture", "hfield_rgba"}
 DEFAULTABLE = {"joint", "geom", "mesh", "motor", "position", "velocity", "site", "camera", "light", "general"}
+MAX_NESTING = 500
+"""The deepest element nesting read, includes resolved (``<mujoco><worldbody>``, then 497
+nested bodies with their geoms): the passes that resolve defaults and frames and add bodies
+recurse once per level, and stay well within Python's recursion limit (1,000) at this depth."""
 _BODY_ITEMS = ("body", "geom", "site", "camera", "light", "frame")
 
 
@@ -99,6 +104,7 @@ class MjcfTree:
         self.path = path
         self.lines: dict = {}
         self.root = self._parse(path, ())
+        self._refuse_deep_nesting()
         self._merge_sections()
         self.unhonoured: list = []
         self._report(self.root, inside_default=False)
@@ -115,6 +121,8 @@ class MjcfTree:
     # -------------------------------------------------------------- includes
     def _parse(self, path: Path, chain: tuple):
         lines: dict = {}
+        if len(chain) >= MAX_NESTING:
+            raise SceneFileError(f"{chain[-1]}: includes nested more than {MAX_NESTING} files deep (at {path.name})")
         root = parse_xml(path, "mujoco", lines)
         self.lines.update({element: (path, line) for element, line in lines.items()})
         for parent in list(root.iter()):
@@ -133,6 +141,15 @@ class MjcfTree:
                 for k, child in enumerate(self._parse(target, chain + (path.resolve(),))):
                     parent.insert(index + k, child)
         return root
+
+    def _refuse_deep_nesting(self):
+        """Refuse elements nested deeper than ``MAX_NESTING`` (walked without recursion)."""
+        stack = [(self.root, 1)]
+        while stack:
+            element, depth = stack.pop()
+            if depth > MAX_NESTING:
+                self.fail(element, f"nested {depth} elements deep; at most {MAX_NESTING} are read (MAX_NESTING)")
+            stack.extend((child, depth + 1) for child in element)
 
     def _merge_sections(self):
         """Fold repeated top-level sections (a file and its includes may each give a
