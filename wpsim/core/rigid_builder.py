@@ -8,6 +8,7 @@ import warp as wp
 
 from wpsim.core import geometry
 from wpsim.core import mass as mass_props
+from wpsim.core.limits import require_memory
 from wpsim.core.tables import Table
 from wpsim.core.validation import as_array, require_finite, require_pose
 from wpsim.kernels.enums import (
@@ -51,6 +52,33 @@ def _check_inertia(kind: str, index: int, mass: float, inertia: np.ndarray, stri
         raise ValueError(f"{kind} {index}: principal moments {np.round(eig, 12).tolist()} kg m^2 break the triangle "
                          f"inequality (the largest, {eig[2]:.6g}, exceeds the sum of the other two, "
                          f"{eig[0] + eig[1]:.6g}): no rigid body has this inertia")
+
+
+PAIR_LISTING_BYTES = 64
+"""Bytes per candidate shape pair that finalize holds at its peak while listing the pairs
+(``world_pairs`` and the rule that filters them; measured: about 56)."""
+MAX_CANDIDATE_PAIRS = 2**31 - 1
+"""The most candidate shape pairs (``world_pairs`` rows) a model may have: the pair rule runs
+one kernel thread per pair, and thread indices are 32-bit."""
+
+
+def check_candidate_pairs(shape_world: np.ndarray):
+    """Refuse (``ValueError``) shapes whose candidate pairs (``world_pairs``, counted without
+    listing them) exceed ``MAX_CANDIDATE_PAIRS`` or the memory budget
+    (``wpsim.core.limits``), naming the shape counts, the pairs and the bytes needed."""
+    world = np.asarray(shape_world, dtype=np.int64)
+    shared, own = int(np.count_nonzero(world < 0)), world[world >= 0]
+    sizes = np.bincount(own) if len(own) else np.zeros(1, np.int64)
+    count = int(np.square(sizes.astype(object)).sum()) + 2 * len(own) * shared + shared * shared
+    largest = int(np.argmax(sizes))
+    what = (f"{len(world):,} collision shapes ({int(sizes[largest]):,} in world {largest}, {shared:,} shared by every "
+            f"world) make {count:,} candidate contact pairs")
+    remedy = ("spread the shapes over more worlds (shapes of two worlds are never paired), merge a body's shapes "
+              "into fewer, or leave out shapes that never touch (MJCF contype=\"0\" conaffinity=\"0\" keeps their mass "
+              "without a shape)")
+    if count > MAX_CANDIDATE_PAIRS:
+        raise ValueError(f"{what}; at most {MAX_CANDIDATE_PAIRS:,} (MAX_CANDIDATE_PAIRS) are listed: {remedy}")
+    require_memory(f"{what}; listing them", count * PAIR_LISTING_BYTES, remedy)
 
 
 def world_pairs(shape_world: np.ndarray) -> np.ndarray:
@@ -150,8 +178,11 @@ class RigidBodyBuilder:
         children = self.joints.array("joint_child")
         if child in children:
             raise ValueError(f"{kind} {index}: body {child} already has a joint ({int(np.flatnonzero(children == child)[0])})")
-        parents = dict(zip(children.tolist(), self.joints.array("joint_parent").tolist()))
-        ancestor = parent
+        joint_parents = self.joints.array("joint_parent")
+        # only a child that already carries bodies can have the parent below it (a cycle); the
+        # walk up from the parent is skipped otherwise, so a long chain is added in linear time
+        ancestor = parent if parent == child or child in joint_parents else -1
+        parents = dict(zip(children.tolist(), joint_parents.tolist())) if ancestor >= 0 else {}
         while ancestor >= 0:
             if ancestor == child:
                 raise ValueError(f"{kind} {index}: parent body {parent} is a descendant of child body {child} (cycle)")
@@ -326,12 +357,15 @@ class RigidBodyBuilder:
 
     def _body_roots(self) -> np.ndarray:
         """Root body of each body's articulation (a body without a joint is its own root)."""
-        parent_of = dict(zip(self.joints.array("joint_child").tolist(), self.joints.array("joint_parent").tolist()))
-        roots = np.arange(self.bodies.count)
-        for b in range(self.bodies.count):
-            while parent_of.get(int(roots[b]), -1) >= 0:
-                roots[b] = parent_of[int(roots[b])]
-        return roots
+        up = np.arange(self.bodies.count)  # each body's parent body, a root itself
+        child, parent = self.joints.array("joint_child"), self.joints.array("joint_parent")
+        up[child[parent >= 0]] = parent[parent >= 0]
+        for _ in range(max(self.bodies.count, 1).bit_length()):  # pointer doubling: log2(depth) passes
+            higher = up[up]
+            if np.array_equal(higher, up):
+                break
+            up = higher
+        return up
 
     def exclude_contact(self, body_a: int, body_b: int):
         """Never let the shapes of two bodies collide (-1: the static shapes)."""
@@ -544,6 +578,7 @@ class RigidBodyBuilder:
 
         shapes = self.shapes
         kind, size = shapes.array("shape_kind"), shapes.array("shape_size")
+        check_candidate_pairs(shapes.array("shape_world"))
         pairs = world_pairs(shapes.array("shape_world"))
         if len(pairs):
             inputs = [wp.array(shapes.array(name).astype(np.int32), dtype=int, device="cpu")
