@@ -9,6 +9,8 @@ from wpsim.core import limits, rigid_builder
 from wpsim.core.builder import ModelBuilder
 from wpsim.io.mjcf import import_mjcf
 from wpsim.io.scene_parsing import SceneFileError
+from wpsim.io.urdf import import_urdf
+from wpsim.solvers import SemiImplicitSolver, articulation_size
 
 
 def nested_mjcf(path, depth: int):
@@ -16,6 +18,17 @@ def nested_mjcf(path, depth: int):
     bodies = "".join(f'<body name="b{i}" pos="0 0 0.1"><joint type="hinge"/><geom type="sphere" size="0.01"/>'
                      for i in range(depth))
     path.write_text(f"<mujoco><worldbody>{bodies}{'</body>' * depth}</worldbody></mujoco>")
+    return path
+
+
+def chain_urdf(path, links: int):
+    """A URDF serial chain of ``links`` links joined by revolute joints."""
+    inertial = ('<inertial><mass value="0.1"/><inertia ixx="1e-4" iyy="1e-4" izz="1e-4" ixy="0" ixz="0" iyz="0"/>'
+                '</inertial>')
+    parts = [f'<link name="l{i}">{inertial}</link>' for i in range(links)]
+    parts += [f'<joint name="j{i}" type="revolute"><parent link="l{i - 1}"/><child link="l{i}"/>'
+              f'<origin xyz="0 0 0.05"/><axis xyz="0 1 0"/></joint>' for i in range(1, links)]
+    path.write_text(f'<robot name="chain">{"".join(parts)}</robot>')
     return path
 
 
@@ -61,3 +74,22 @@ def test_candidate_pairs_of_100000_shapes_in_one_world_are_refused():
     budget, source = limits.memory_budget()
     assert 0 < budget and "of" in source
 
+
+def test_a_10000_link_chain_is_refused_up_front_with_the_reason(tmp_path):
+    builder, scene = import_urdf(chain_urdf(tmp_path / "chain.urdf", 10_000))  # was 11 s (quadratic), now linear
+    model = builder.finalize(device="cpu")  # was 32 s (quadratic root search), now under a second
+    assert model.max_articulation_dofs == 9_999
+    with pytest.raises(ValueError, match=r"articulation 0 \(root body 0\) has 9,999 dofs, more than the 2,048 a solver "
+                                         r"steps \(MAX_ARTICULATION_DOFS\): its dense mass matrix takes 762\.8 MiB per "
+                                         r"world with its factor and a step about 1\.7e\+11 multiply-adds"):
+        SemiImplicitSolver(model)  # was accepted: 1.6 GB of scratch, then minutes per step
+
+
+def test_the_articulation_limit_is_the_module_constant(tmp_path, monkeypatch):
+    model = import_urdf(chain_urdf(tmp_path / "chain.urdf", 12))[0].finalize(device="cpu")
+    monkeypatch.setattr(articulation_size, "MAX_ARTICULATION_DOFS", 10)
+    with pytest.raises(ValueError, match="has 11 dofs, more than the 10 a solver steps"):
+        SemiImplicitSolver(model)
+    monkeypatch.setattr(articulation_size, "MAX_ARTICULATION_DOFS", 11)
+    solver, state = SemiImplicitSolver(model), model.state()
+    solver.step(state, model.state(), None, 1e-3)

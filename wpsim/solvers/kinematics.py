@@ -111,9 +111,21 @@ def eval_fk(model, state):
     """
     if isinstance(state, PosedState):
         state.body_q  # noqa: B018 -- computed once, when first read
-    elif model.body_count:
-        launch_kinematics(model, state, ArticulationScratch(model, requires_grad=state.joint_q.requires_grad))
+    elif model.body_count:  # the motion scratch only: no dense joint-space matrices
+        launch_kinematics(model, state, _motion_scratch(model, state.joint_q.requires_grad))
     return state
+
+
+def _motion_scratch(model, requires_grad: bool) -> SimpleNamespace:
+    """The scratch arrays forward kinematics writes besides the poses: body twists, bias
+    accelerations and dof motion columns."""
+    spatial = wp.types.vector(6, model.dtype)
+
+    def zeros(n):
+        return wp.zeros(n, dtype=spatial, device=model.device, requires_grad=requires_grad)
+
+    return SimpleNamespace(body_twist=zeros(model.body_count), body_bias_acc=zeros(model.body_count),
+                           dof_motion=zeros(model.joint_dof_count))
 
 
 def body_poses(model, state) -> tuple:
@@ -128,10 +140,8 @@ def body_poses(model, state) -> tuple:
     nb = model.body_count
     poses = SimpleNamespace(joint_q=state.joint_q, joint_qd=state.joint_qd,
                             body_q=zeros(nb, wp.types.transformation(model.dtype)), body_qd=zeros(nb, spatial))
-    scratch = SimpleNamespace(body_twist=zeros(nb, spatial), body_bias_acc=zeros(nb, spatial),
-                              dof_motion=zeros(model.joint_dof_count, spatial))
     if nb:
-        kinematics_launch(model, poses, scratch).run(model.device)
+        kinematics_launch(model, poses, _motion_scratch(model, grad)).run(model.device)
     return poses.body_q, poses.body_qd
 
 

@@ -8,6 +8,7 @@ from wpsim.core.model import Control, Model, State
 from wpsim.core.tape import active_tape
 from wpsim.kernels import contact
 from wpsim.solvers.articulation import ArticulationStepper
+from wpsim.solvers.articulation_size import check_articulation_sizes
 from wpsim.solvers.base import SolverBase
 from wpsim.solvers.broad_phase import rigid_broad_phase
 from wpsim.solvers.forces import SmoothingScratch, force_launches
@@ -84,6 +85,8 @@ class SemiImplicitSolver(SolverBase):
         if not contact_gradient_width >= 0.0:
             raise ValueError(f"contact_gradient_width must be >= 0 m, got {contact_gradient_width}")
         self.contact_gradient_width = model.real(contact_gradient_width)
+        if model.body_count:  # before any scratch is allocated
+            check_articulation_sizes(model)
         phase = rigid_broad_phase(model, broad_phase, contact_pair_capacity,
                                   reads_back=soft_contact is None or not soft_contact.fixed_iterations)
         self.soft_contact = None if soft_contact is None else SoftContact(model, soft_contact, phase)
