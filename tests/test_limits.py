@@ -2,11 +2,16 @@
 and the memory they need (estimated before allocating), articulation size (a 10,000-link chain
 is refused up front with the reason), measured-data sizes, optimiser start counts."""
 
+import io
+import zipfile
+
 import numpy as np
 import pytest
 
 from wpsim.core import limits, rigid_builder
 from wpsim.core.builder import ModelBuilder
+from wpsim.io import measurements
+from wpsim.io.measurements import MeasurementError, load_trajectory
 from wpsim.io.mjcf import import_mjcf
 from wpsim.io.scene_parsing import SceneFileError
 from wpsim.io.urdf import import_urdf
@@ -93,3 +98,52 @@ def test_the_articulation_limit_is_the_module_constant(tmp_path, monkeypatch):
     monkeypatch.setattr(articulation_size, "MAX_ARTICULATION_DOFS", 11)
     solver, state = SemiImplicitSolver(model), model.state()
     solver.step(state, model.state(), None, 1e-3)
+
+
+def test_csv_field_longer_than_the_csv_limit_is_one_line_naming_file_and_line(tmp_path):
+    path = tmp_path / "long.csv"
+    path.write_text("time,q:a\n0,1\n0.1," + "1" * 200_000 + "\n")  # was a csv.Error traceback
+    with pytest.raises(MeasurementError, match=r"long\.csv, line 3: not a CSV row of numbers \(field larger than"):
+        load_trajectory(path)
+
+
+def test_csv_rows_beyond_the_sample_limit_are_refused_while_reading(tmp_path, monkeypatch):
+    path = tmp_path / "rows.csv"
+    path.write_text("time,q:a\n" + "".join(f"{0.001 * k},{k}\n" for k in range(1000)))
+    monkeypatch.setattr(measurements, "MAX_SAMPLES", 100)  # stands for 10 million rows (was a MemoryError)
+    with pytest.raises(MeasurementError, match=r"rows\.csv, line 102: more than 100 samples \(MAX_SAMPLES"):
+        load_trajectory(path)
+
+
+def test_npz_member_that_is_not_npy_is_one_line(tmp_path):
+    path = tmp_path / "other.npz"
+    with zipfile.ZipFile(path, "w") as archive:  # was AttributeError: 'bytes' object has no attribute 'ndim'
+        archive.writestr("time", b"0 0.1 0.2")
+        archive.writestr("q:a.npy", b"")
+    with pytest.raises(MeasurementError, match=r"other\.npz: member 'time' is not a \.npy array"):
+        load_trajectory(path)
+
+
+def test_npz_arrays_are_sized_from_their_headers_before_decompressing(tmp_path, monkeypatch):
+    bomb = tmp_path / "bomb.npz"  # 16 MB of zeros in a few kB: accepted and decompressed before
+    np.savez_compressed(bomb, time=np.zeros(2_000_000), **{"q:a": np.zeros(2)})
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False, "shape": (10**10,)})
+    liar = tmp_path / "liar.npz"  # a header promising 80 GB in a few bytes
+    with zipfile.ZipFile(liar, "w") as archive:
+        archive.writestr("time.npy", header.getvalue() + bytes(64))
+
+    def never(*args, **kwargs):
+        raise AssertionError("an array was decompressed")
+
+    monkeypatch.setattr(np.lib.format, "read_array", never)
+    for path in (bomb, liar):
+        with pytest.raises(MeasurementError, match=rf"{path.stem}\.npz, array 'time': more than 1,000,000 samples"):
+            load_trajectory(path)
+    small = tmp_path / "small.npz"
+    np.savez(small, time=np.arange(1000.0), **{"q:a": np.zeros(1000)})
+    monkeypatch.setenv(limits.BUDGET_VARIABLE, "1K")
+    with pytest.raises(MeasurementError, match=r"small\.npz: 1,000 samples of 2 columns needs about 31\.2 KiB, more "
+                                               r"than the memory budget of 1\.0 KiB"):
+        load_trajectory(small)
+

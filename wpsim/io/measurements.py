@@ -13,25 +13,38 @@ Other columns (a name without one of these kinds, e.g. ``comment`` or ``temperat
 are not read: they are listed in ``Trajectory.ignored`` and named in a warning.
 
 CSV: one header row of column names, then one row of numbers per sample. NPZ: one 1-D
-array per column name, all of the same length. Errors name the file, and the column and
-line (CSV; line 1 is the header) or array (NPZ): a missing or non-increasing time, a value
+``.npy`` array per column name, all of the same length. Errors name the file, and the column
+and line (CSV; line 1 is the header) or array (NPZ): a missing or non-increasing time, a value
 that is not a finite number, a row with the wrong number of values, a malformed marker column.
+
+Limits, checked while a CSV is read row by row and, for an NPZ, from each array's zip entry
+and ``.npy`` header before it is decompressed: at most ``MAX_SAMPLES`` samples and
+``MAX_COLUMNS`` columns, CSV fields of at most ``csv.field_size_limit()`` characters, and the
+values read within the memory budget (``wpsim.core.limits``).
 """
 
 from __future__ import annotations
 
 import csv
-import io
 import warnings
+import zipfile
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from wpsim.core.limits import require_memory
+
 KINDS = {"q": "rad or m", "qd": "rad/s or m/s", "tau": "N m or N", "marker": "m", "activation": "-"}
 """Channel kinds a column may have, with their units."""
 
 AXES = ("x", "y", "z")
+MAX_SAMPLES = 1_000_000
+"""The most samples (CSV rows, NPZ array lengths) a file may hold: 1,000 s at 1 kHz."""
+MAX_COLUMNS = 1_000
+"""The most columns a file may hold."""
+_BUDGET_CHECK_ROWS = 65_536  # a CSV's values so far are checked against the memory budget this often
 
 
 class MeasurementError(ValueError):
@@ -112,39 +125,103 @@ class Trajectory:
         return Trajectory(self.path, times, out, self.ignored)
 
 
+def _check_size(path, samples: int, columns: int, where: str = ""):
+    """Refuse more than ``MAX_SAMPLES`` samples or values beyond the memory budget."""
+    if samples > MAX_SAMPLES:
+        raise MeasurementError(f"{path}{where}: more than {MAX_SAMPLES:,} samples (MAX_SAMPLES in "
+                               "wpsim.io.measurements); resample or split the file")
+    try:
+        require_memory(f"{path}: {samples:,} samples of {columns:,} columns", 16.0 * samples * columns,
+                       "resample the data or keep fewer columns")
+    except ValueError as error:
+        raise MeasurementError(str(error)) from None
+
+
 def _from_csv(path: Path) -> tuple:
-    text = path.read_text(encoding="utf-8-sig", errors="strict")
-    rows = list(csv.reader(io.StringIO(text)))
-    rows = [r for r in rows if r and any(cell.strip() for cell in r)]
-    if not rows:
+    with open(path, encoding="utf-8-sig", errors="strict", newline="") as stream:
+        reader = csv.reader(stream)
+        header, values, samples = None, {}, 0
+        try:
+            for row in reader:
+                if not row or not any(cell.strip() for cell in row):
+                    continue
+                line = reader.line_num
+                if header is None:
+                    header = [cell.strip() for cell in row]
+                    if len(header) > MAX_COLUMNS:
+                        raise MeasurementError(f"{path}, line {line}: {len(header):,} columns; at most {MAX_COLUMNS:,} "
+                                               "(MAX_COLUMNS in wpsim.io.measurements)")
+                    values = {name: array("d") for name in header if _is_read(name)}
+                    continue
+                if len(row) != len(header):
+                    raise MeasurementError(f"{path}, line {line}: {len(row)} values for {len(header)} columns")
+                samples += 1
+                if samples > MAX_SAMPLES or samples % _BUDGET_CHECK_ROWS == 0:
+                    _check_size(path, samples, len(values), f", line {line}")
+                for name, cell in zip(header, row):
+                    if name not in values:
+                        continue
+                    try:
+                        values[name].append(float(cell))
+                    except ValueError:
+                        raise MeasurementError(f"{path}, line {line}, column {name!r}: {cell.strip()!r} is not a "
+                                               "number") from None
+        except csv.Error as error:  # a field over csv.field_size_limit(), a NUL byte, ...
+            raise MeasurementError(f"{path}, line {reader.line_num}: not a CSV row of numbers ({error})") from None
+        except UnicodeDecodeError as error:  # decoded ahead of the rows, in blocks
+            raise MeasurementError(f"{path}: not a UTF-8 text file ({error.reason}, met after line "
+                                   f"{reader.line_num})") from None
+    if header is None:
         raise MeasurementError(f"{path}: the file is empty (a header row and samples are needed)")
-    header = [cell.strip() for cell in rows[0]]
-    values = {name: [] for name in header if _is_read(name)}
-    for line, row in enumerate(rows[1:], start=2):
-        if len(row) != len(header):
-            raise MeasurementError(f"{path}, line {line}: {len(row)} values for {len(header)} columns")
-        for name, cell in zip(header, row):
-            if name not in values:
-                continue
-            try:
-                values[name].append(float(cell))
-            except ValueError:
-                raise MeasurementError(f"{path}, line {line}, column {name!r}: {cell.strip()!r} is not a number") \
-                    from None
-    return header, values, "line", 2
+    return header, {name: np.frombuffer(column, dtype=np.float64) for name, column in values.items()}, "line", 2
+
+
+def _npy_header(path, archive, info) -> tuple:
+    """(shape, dtype) of an NPZ member from its ``.npy`` header, nothing decompressed beyond it."""
+    readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+    try:
+        with archive.open(info) as stream:
+            version = np.lib.format.read_magic(stream)
+            if version not in readers:
+                raise ValueError(f".npy format version {version} is not read")
+            shape, _, dtype = readers[version](stream)
+    except Exception as error:  # a damaged member or header
+        raise MeasurementError(f"{path}: array {info.filename!r} is not a readable .npy array ({error})") from None
+    return shape, dtype
 
 
 def _from_npz(path: Path) -> tuple:
     try:
-        with np.load(path, allow_pickle=False) as data:
-            header = list(data.files)
-            arrays = {name: data[name] for name in header if _is_read(name)}
-    except Exception as error:  # numpy raises several kinds on a damaged or foreign file
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as error:
         raise MeasurementError(f"{path}: cannot be read as an NPZ archive ({type(error).__name__})") from None
-    for name, arr in arrays.items():
-        if arr.ndim != 1 or arr.dtype.kind not in "fiu":
-            raise MeasurementError(f"{path}: array {name!r} must be 1-D numbers, got shape {arr.shape} {arr.dtype}")
-    return header, {k: v.astype(np.float64) for k, v in arrays.items()}, "sample", 0
+    with archive:
+        members = archive.infolist()
+        if len(members) > MAX_COLUMNS:
+            raise MeasurementError(f"{path}: {len(members):,} arrays; at most {MAX_COLUMNS:,} (MAX_COLUMNS in "
+                                   "wpsim.io.measurements)")
+        for info in members:
+            if not info.filename.endswith(".npy"):
+                raise MeasurementError(f"{path}: member {info.filename!r} is not a .npy array (an NPZ holds one .npy "
+                                       "array per column)")
+        header = [info.filename[:-4] for info in members]
+        read = [(info, name) for info, name in zip(members, header) if _is_read(name)]
+        for info, name in read:  # every array's size from the zip entry and .npy header first
+            shape, dtype = _npy_header(path, archive, info)
+            if len(shape) != 1 or dtype.kind not in "fiu":
+                raise MeasurementError(f"{path}: array {name!r} must be 1-D numbers, got shape {shape} {dtype}")
+            _check_size(path, shape[0], len(read), f", array {name!r}")
+            if shape[0] * dtype.itemsize > info.file_size:
+                raise MeasurementError(f"{path}: array {name!r} is truncated ({shape[0]:,} values of {dtype} in "
+                                       f"{info.file_size:,} bytes)")
+        arrays = {}
+        for info, name in read:
+            try:
+                with archive.open(info) as stream:
+                    arrays[name] = np.lib.format.read_array(stream, allow_pickle=False).astype(np.float64)
+            except Exception as error:  # a damaged member (CRC, truncated data)
+                raise MeasurementError(f"{path}: array {name!r} cannot be read ({type(error).__name__})") from None
+    return header, arrays, "sample", 0
 
 
 def load_trajectory(path) -> Trajectory:
