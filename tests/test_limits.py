@@ -8,6 +8,7 @@ import zipfile
 import numpy as np
 import pytest
 
+from wpsim.apps.cli import main
 from wpsim.core import limits, rigid_builder
 from wpsim.core.builder import ModelBuilder
 from wpsim.io import measurements
@@ -147,3 +148,13 @@ def test_npz_arrays_are_sized_from_their_headers_before_decompressing(tmp_path, 
                                                r"than the memory budget of 1\.0 KiB"):
         load_trajectory(small)
 
+
+def test_run_refuses_a_file_time_step_beyond_the_limit_in_one_line(tmp_path, capsys):
+    scene = tmp_path / "slow.xml"
+    scene.write_text('<mujoco><option timestep="1e308"/><worldbody><body><joint type="hinge"/>'
+                     '<geom type="sphere" size="0.1"/></body></worldbody></mujoco>')
+    code = main(["run", str(scene), "--steps", "10", "--out", str(tmp_path / "out.usda")])  # was an OverflowError
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and lines[-1] == (f"wpsim run: error: {scene}: the file's time step 1e+308 s is longer than 1 s; "
+                                       "pass --dt")
+    assert "Traceback" not in "\n".join(lines) and not (tmp_path / "out.usda").exists()

@@ -131,6 +131,7 @@ def cmd_run(args) -> int:
     a soft body from a mesh file dropped on the ground; write its USD stage."""
     _quiet_warp()
     from wpsim.apps.run_scene import (
+        MAX_DT,
         RobotControlOptions,
         SoftSceneOptions,
         apply_start_pose,
@@ -174,6 +175,8 @@ def cmd_run(args) -> int:
             raise ValueError("robots are stepped by the semi-implicit solver only")
         if args.steps < 1 or not dt > 0.0:
             raise ValueError(f"steps must be >= 1 and dt > 0 s, got {args.steps} and {dt}")
+        if not dt <= MAX_DT:  # only the file's own can be: --dt is checked
+            raise ValueError(f"{args.scene}: the file's time step {dt:g} s is longer than {MAX_DT:g} s; pass --dt")
         soft_contact = SoftContactOptions(**scene.contact_settings) if args.contact == "soft" else None
         key = apply_start_pose(builder, scene, args.scene, args.q0, args.key)
         make_controller, described = robot_controller(builder, scene, args.scene, control, dt, args.steps)

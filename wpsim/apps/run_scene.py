@@ -454,8 +454,8 @@ def simulate_to_usd(builder: ModelBuilder, out, steps: int, dt: float, fps: floa
     of particles and body origins, Newton statistics)."""
     import warp as wp
 
-    if steps < 1 or not dt > 0.0:
-        raise ValueError(f"steps must be >= 1 and dt > 0 s, got {steps} and {dt}")
+    if steps < 1 or not 0.0 < dt <= MAX_DT:
+        raise ValueError(f"steps must be >= 1 and dt > 0 s and <= {MAX_DT:g} s, got {steps} and {dt}")
     model = builder.finalize(device=device, dtype=wp.float64)
     if model.particle_count + model.body_count == 0:
         raise ValueError("the scene has no particles or bodies: nothing to simulate")
