@@ -26,14 +26,10 @@ ASSETS = Path(__file__).resolve().parents[1] / "assets"
 XML_SCENES = {"MJCF": ("arm_2link.xml", "cartpole.xml", "box_toss.xml"),
               "URDF": ("arm_2link.urdf", "cartpole.urdf", "quadruped.urdf")}
 TABLE = Table("test_fuzz_files")
-KNOWN = {  # failures in files another engineer owns now (issue 45 item 4): counted, and xfailed below
-    "UsdPhysics": (r"^unnamed error: .*ValueError: gravity must be a finite number",
-                   r"^crash/traceback: .*IndexError: index 0 is out of bounds for axis 0 with size 0",
-                   r"^NaN accepted: .*'(nan|NaN)': model array joint_",
-                   r"^crash/traceback: line 5: .*OverflowError"),
-    "CSV": (r"^crash/traceback: .*Error: field larger than field limit",),
-    "NPZ": (r"^crash/traceback: .*AttributeError: .bytes. object has no attribute .ndim.",),
-}
+KNOWN: dict = {}
+"""target -> patterns of failures counted as "known (xfail)" (in files another engineer owns, each
+with an xfail test naming it); none now: those found in the UsdPhysics and measurement readers
+are fixed and their tests below pass (issue 45 item 4)."""
 ELEMENT_WORDS = re.compile(r"\b(body|bodies|joint|shape|link|geom|particle|actuator|dof|mass|inertia)\b")
 
 
@@ -284,40 +280,44 @@ def test_fuzzed_npz_data_is_read_or_refused_naming_the_file(tmp_path_factory, da
     _record("NPZ", category, f"{described}: {detail}")
 
 
-OWNER = "wpsim/io/usd_physics.py and measurements.py are another engineer's now (issue 45 item 4)"
-USD_CASES = {
+USD_CASES = {  # were: an unnamed ValueError, an IndexError, a NaN in the model, an OverflowError
     "infinite gravity direction": (("vector3f physics:gravityDirection = (-0, -0, -1)",
-                                     "vector3f physics:gravityDirection = (inf, 0, -1)"), "unnamed ValueError"),
+                                     "vector3f physics:gravityDirection = (inf, 0, -1)"),
+                                   r"prim /World/physicsScene: physics:gravityDirection \[inf, 0.0, -1.0\] "
+                                   r"must be finite"),
     "empty joint array": (("double[] wpsim:damping = [0.05000000074505806]", "double[] wpsim:damping = []"),
-                          "IndexError"),
+                          r"prim /World/joints/joint_0: wpsim:damping has 0 values, 1 expected"),
     "NaN joint spring reference": (("double[] wpsim:spring_ref = [0]", "double[] wpsim:spring_ref = [nan]"),
-                                   "accepted into the model"),
-    "huge metersPerUnit": (("metersPerUnit = 1", "metersPerUnit = 1e308"), "OverflowError"),
+                                   r"prim /World/joints/joint_0: wpsim:spring_ref nan is not a number"),
+    "huge metersPerUnit": (("metersPerUnit = 1", "metersPerUnit = 1e308"),
+                           r"metersPerUnit 1e\+308 must be a unit in SI"),
 }
 
 
-@pytest.mark.xfail(reason=f"UsdPhysics import: see the case's name; {OWNER}", strict=False)
 @pytest.mark.parametrize("case", sorted(USD_CASES))
-def test_known_usd_failures_are_refused_naming_the_file(tmp_path, usd_robot_text, case):
-    (old, new), _ = USD_CASES[case]
+def test_usd_failures_found_by_fuzzing_are_refused_naming_the_file(tmp_path, usd_robot_text, case):
+    (old, new), match = USD_CASES[case]
     assert old in usd_robot_text
     path = tmp_path / "robot.usda"
     path.write_text(usd_robot_text.replace(old, new, 1))
     category, detail = _outcome(_import_and_finalize, path, _has_nan)
     assert category == "named error", detail
+    assert str(path) in detail and re.search(match, detail), detail
 
 
-@pytest.mark.xfail(reason=f"a CSV field over 131,072 characters raises csv.Error; {OWNER}", strict=False)
-def test_known_csv_failure_huge_field(tmp_path):
+def test_csv_field_over_the_csv_limit_is_refused_naming_the_file(tmp_path):
+    """Was a csv.Error traceback."""
     path = tmp_path / "run.csv"
     path.write_text("time,q:j\n0," + "1" * 200_000 + "\n0.1,2\n")
-    assert _outcome(_load, path, _trajectory_nan)[0] == "named error"
+    category, detail = _outcome(_load, path, _trajectory_nan)
+    assert category == "named error" and names_file(detail, path), detail
 
 
-@pytest.mark.xfail(reason=f"an .npz member that is not .npy raises AttributeError; {OWNER}", strict=False)
-def test_known_npz_failure_member_not_npy(tmp_path):
+def test_npz_member_that_is_not_npy_is_refused_naming_the_file(tmp_path):
+    """Was an AttributeError traceback."""
     path = tmp_path / "run.npz"
     np.savez(path, time=np.arange(3.0))
     with zipfile.ZipFile(path, "a") as archive:
         archive.writestr("q:j.npy", b"not an array")
-    assert _outcome(_load, path, _trajectory_nan)[0] == "named error"
+    category, detail = _outcome(_load, path, _trajectory_nan)
+    assert category == "named error" and names_file(detail, path), detail

@@ -42,7 +42,7 @@ def mixed_scene() -> wpsim.ModelBuilder:
     block = trimesh.creation.box(extents=(0.06, 0.04, 0.1))
     b.add_shape_mesh(ball, block.vertices, block.faces, pos=(0.0, 0.0, -0.05), density=600.0)
     b.add_joint_ball(slider, ball, parent_pos=(0.0, 0.0, -0.05), q=(0.1, 0.0, 0.0, 0.995), qd=(0.0, 0.5, 0.0),
-                     damping=0.02)
+                     damping=0.02, friction=0.01)  # a ball joint's friction was dropped on import
     welded = b.add_body(mass=0.1, inertia=(1e-4, 1e-4, 1e-4))
     b.add_joint_fixed(base, welded, parent_pos=(-0.15, 0.0, 0.05), parent_rot=(0.0, 0.0, 0.38268343, 0.92387953))
     return b
@@ -50,7 +50,7 @@ def mixed_scene() -> wpsim.ModelBuilder:
 
 COMPARED = ("body_mass", "body_com", "body_inertia", "shape_kind", "shape_body", "shape_size", "shape_ke",
             "shape_kd", "shape_mu", "shape_points", "joint_type", "joint_parent", "joint_child", "joint_q",
-            "joint_qd", "joint_damping", "joint_armature", "joint_target_ke", "joint_target_kd",
+            "joint_qd", "joint_damping", "joint_armature", "joint_friction", "joint_target_ke", "joint_target_kd",
             "joint_limit_lower", "joint_limit_upper", "joint_limit_ke", "joint_limit_kd")
 
 
@@ -296,3 +296,70 @@ def test_body_and_joint_names_round_trip(tmp_path):
     assert stage.GetPrimAtPath("/World/joints").GetTypeName() == "Scope"
     restored = builder.finalize(dtype=wp.float64)
     assert np.allclose(restored.joint_q.numpy(), original.joint_q.numpy(), atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def mixed_text(tmp_path_factory) -> str:
+    """mixed_scene() as a UsdPhysics stage (text)."""
+    path = tmp_path_factory.mktemp("usd") / "m.usda"
+    return export_physics(mixed_scene().finalize(dtype=wp.float64), path).read_text()
+
+
+@pytest.mark.parametrize("old, new, match", [  # each was accepted, or a traceback or an error naming no attribute
+    ("wpsim:q = [0.3]", "wpsim:q = [0.3, 1]", r"prim /World/joints/joint_1: wpsim:q has 2 values, 1 expected"),
+    ("wpsim:damping = [0.1]", "wpsim:damping = [-0.1]", r"prim /World/joints/joint_1: wpsim:damping -0.1 must be >= 0"),
+    ("wpsim:spring_ref = [0]", "wpsim:spring_ref = [inf]", r"joint_1: wpsim:spring_ref inf must be finite"),
+    ("wpsim:qd = [0.2, 0, 0, 0, 0.3, 0.1]", "wpsim:qd = [0.2, 0, 0]", r"prim /World/body_0: wpsim:qd has 3 values, 6"),
+    ("wpsim:q = [0.09999875002343701, 0, 0, 0.9949875627331982]", "wpsim:q = [nan, 0, 0, 1]",
+     r"joint_3: wpsim:q \[nan, 0.0, 0.0, 1.0\] is not a number"),
+    ("wpsim:damping = [0.02, 0.02, 0.02]", "wpsim:damping = []",
+     r"joint_3: wpsim:damping has 0 values, 1 or 3 expected"),
+    ("wpsim:contact_ke = 20000", "wpsim:contact_ke = 1e39",
+     r"wpsim:contact_ke 1e\+39 must be finite, of magnitude at most"),
+    ("custom int wpsim:joint_index = 4", "custom double wpsim:joint_index = nan",
+     r"joint_4: wpsim:joint_index nan is not a"),
+    ("custom double[] wpsim:q = [-0.02]", 'custom string wpsim:q = "-0.02"',
+     r"joint_2: wpsim:q '-0.02' is not a number"),
+    ("drive:linear:physics:stiffness = 100", "drive:linear:physics:stiffness = -100",
+     r"joint_2: drive:linear:physics:stiffness -100.0 must be >= 0"),
+    ("drive:angular:physics:damping = 0.02617994", "drive:angular:physics:damping = nan",
+     r"joint_1: drive:angular:physics:damping nan is not a number"),
+    ("physics:lowerLimit = -57.29578", "physics:lowerLimit = nan", r"joint_1: physics:lowerLimit nan is not a number"),
+    ("physics:gravityMagnitude = 9.81", "physics:gravityMagnitude = inf",
+     r"prim /World/physicsScene: physics:gravityMagnitude inf must be finite"),
+    ("physics:centerOfMass = (0, 0.01, -0.1)", "physics:centerOfMass = (0, inf, -0.1)",
+     r"prim /World/body_1: physics:centerOfMass \[0.0, inf, -0.1\d*\] must be finite"),
+    ("xformOp:orient = (0.9744438523975747,", "xformOp:orient = (nan,", r"prim /World/body_0: xformOp:orient \[nan, "),
+    ("xformOp:orient = (0.9744438523975747, 0.10045812911315204, 0, 0.20091625822630407)",
+     "xformOp:orient = (0, 0, 0, 0)",
+     r"prim /World/body_0: xformOp:orient \[0.0, 0.0, 0.0, 0.0\] is not a rotation"),
+    ("double radius = 0.04", "double radius = 1e39", r"radius 1e\+39 must be finite"),
+    ("quatd xformOp:orient = (0.9744438523975747,", "quatd xformOp:unused = (0.9744438523975747,",
+     r"prim /World/body_0: xformOpOrder names xformOp:orient, which the prim does not have"),  # was skipped
+    ("kilogramsPerUnit = 1", "kilogramsPerUnit = 0",
+     r"m.usda: kilogramsPerUnit 0.0 must be a unit in SI between 1e-06"),
+    ("metersPerUnit = 1", "metersPerUnit = 1e7", r"m.usda: metersPerUnit 10000000.0 must be a unit in SI between"),
+])
+def test_bad_attribute_values_name_file_prim_and_attribute(tmp_path, mixed_text, old, new, match):
+    """Every number the importer reads goes through one check (_StageReader.values)."""
+    assert old in mixed_text
+    path = tmp_path / "m.usda"
+    path.write_text(mixed_text.replace(old, new, 1))
+    builder = wpsim.ModelBuilder()
+    with pytest.raises(ValueError, match=match) as error:
+        import_usd(path, builder)
+    assert str(path) in str(error.value)
+    assert builder.bodies.count == 0 and builder.joints.count == 0
+
+
+@pytest.mark.parametrize("direction, magnitude, gravity", [
+    ("(0, 0, 0)", "5", -5.0),  # a zero direction is down the up axis (the magnitude was dropped)
+    ("(1, 0, 0)", "-1", (9.81, 0.0, 0.0)),  # a negative magnitude is Earth's (the direction was dropped)
+    ("(0, 0, 0)", "-inf", -9.81),  # neither: the builder's own
+    ("(0, 0, -2)", "0", 0.0),
+])
+def test_gravity_as_usd_physics_defines_it(tmp_path, mixed_text, direction, magnitude, gravity):
+    text = mixed_text.replace("physics:gravityDirection = (-0, -0, -1)", f"physics:gravityDirection = {direction}")
+    path = tmp_path / "g.usda"
+    path.write_text(text.replace("physics:gravityMagnitude = 9.81", f"physics:gravityMagnitude = {magnitude}"))
+    assert import_usd(path)[0].gravity == pytest.approx(gravity)

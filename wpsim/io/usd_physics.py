@@ -20,7 +20,11 @@ without a joint are free; without ``wpsim:q`` a joint starts at coordinate 0. Re
 with a ``SceneFileError`` naming the file and prim: unreadable stages, scaled bodies,
 joints whose body0 is not the parent side of a tree, unknown joint axes, shapes that
 cannot be read, a mass, centre of mass or inertia that is NaN or negative, a sublayer,
-reference or payload that cannot be loaded (named). Nothing is added to the builder on error.
+reference or payload that cannot be loaded (named), a ``metersPerUnit`` or ``kilogramsPerUnit``
+outside ``SCALE_RANGE``, and (naming the attribute too) a ``wpsim:`` attribute, gravity, drive
+gain or centre of mass that is not numbers, NaN, infinite or beyond float32's range in SI units,
+negative where the Model field must be >= 0, or of the wrong length for its joint (an empty
+array), and a NaN joint limit. Nothing is added to the builder on error.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from wpsim.core.builder import ModelBuilder
+from wpsim.core.fields import MODEL_FIELDS
 from wpsim.core.geometry import quat_between, quat_to_matrix
 from wpsim.core.rigid_builder import NO_LIMIT
 from wpsim.io.files import atomic_write
@@ -51,6 +56,17 @@ _AXES = {"X": (1.0, 0.0, 0.0), "Y": (0.0, 1.0, 0.0), "Z": (0.0, 0.0, 1.0)}
 _DOF_ATTRS = {"damping": "joint_damping", "armature": "joint_armature", "friction": "joint_friction", "stiffness": "joint_stiffness",
               "spring_ref": "joint_spring_ref", "limit_ke": "joint_limit_ke", "limit_kd": "joint_limit_kd"}
 """Per-dof settings kept as ``wpsim:`` attributes: joint keyword argument -> Model field."""
+_CHECKS = {spec.name: spec.check for spec in MODEL_FIELDS}
+"""Model field -> what the builder requires of its values ("nonnegative", ...), which the
+importer checks too, naming the attribute."""
+_REAL_MAX = float(np.finfo(np.float32).max)
+"""The largest magnitude a number read from a stage may have in SI units (float32's, the
+Model's default precision: a larger one would be infinite there)."""
+SCALE_RANGE = (1.0e-6, 1.0e6)
+"""The ``metersPerUnit`` and ``kilogramsPerUnit`` a stage may give (micrometres to a thousand
+kilometres, milligrams to a thousand tonnes); others are refused naming the file."""
+EARTH_GRAVITY = 9.81
+"""m/s^2: UsdPhysics' gravity when a scene's magnitude is negative (unauthored: -inf)."""
 TIMESTEP = "timestep"
 """The physics scene's ``wpsim:`` attribute holding the time step (s)."""
 PHYSX_STEPS_PER_SECOND = "physxScene:timeStepsPerSecond"
@@ -248,6 +264,10 @@ class _StageReader:
         self.path, self.stage, self.builder = path, stage, builder
         self.mpu = UsdGeom.GetStageMetersPerUnit(stage)
         self.kpu = UsdPhysics.GetStageKilogramsPerUnit(stage)
+        for name, scale in (("metersPerUnit", self.mpu), ("kilogramsPerUnit", self.kpu)):
+            if not (math.isfinite(scale) and SCALE_RANGE[0] <= scale <= SCALE_RANGE[1]):
+                raise SceneFileError(f"{path}: {name} {scale} must be a unit in SI between {SCALE_RANGE[0]:g} and "
+                                     f"{SCALE_RANGE[1]:g}")
         self.scene = ImportedScene()
         self.body_of_path = {}
 
@@ -255,9 +275,33 @@ class _StageReader:
         raise SceneFileError(f"{self.path}: prim {prim.GetPath()}: {message}")
 
     def world_pose(self, prim) -> tuple:
-        """(position m, quaternion xyzw, scale (3,)) of a prim in the world."""
+        """(position m, quaternion xyzw, scale (3,)) of a prim in the world. The transform
+        operations of the prim and its ancestors are read by ``values`` first (USD turns a NaN
+        or zero quaternion into no rotation), and each operation ``xformOpOrder`` names must
+        exist (USD skips a missing one)."""
         from pxr import Gf, Usd, UsdGeom
 
+        owner = prim
+        while owner and not owner.IsPseudoRoot():
+            xformable = UsdGeom.Xformable(owner) if owner.IsA(UsdGeom.Xformable) else None
+            ops = xformable.GetOrderedXformOps() if xformable else ()
+            named = [str(t) for t in (xformable.GetXformOpOrderAttr().Get() or ()) if str(t) != "!resetXformStack!"] \
+                if xformable else []
+            missing = sorted(set(named) - {op.GetOpName() for op in ops})
+            if missing:  # USD skips it with a warning
+                self.fail(owner, f"xformOpOrder names {', '.join(missing)}, which the prim does not have (or not as a "
+                                 "transform operation)")
+            for op in ops:
+                value = op.Get()
+                if isinstance(value, (Gf.Quatd, Gf.Quatf, Gf.Quath)):
+                    value = [value.GetReal(), *value.GetImaginary()]
+                    if not any(value):
+                        self.fail(owner, f"{op.GetName()} {value} is not a rotation")
+                if value is not None:
+                    flat = np.ravel(value)
+                    length = op.GetOpType() == UsdGeom.XformOp.TypeTranslate  # in stage units
+                    self.values(owner, op.GetName(), flat, flat.size, scale=self.mpu if length else 1.0)
+            owner = owner.GetParent()
         matrix = UsdGeom.Xformable(prim).ComputeLocalToWorldTransform(Usd.TimeCode.Default())
         transform = Gf.Transform(matrix)
         rot = transform.GetRotation().GetQuat()
@@ -265,12 +309,64 @@ class _StageReader:
         return (np.array(transform.GetTranslation(), dtype=np.float64) * self.mpu,
                 np.array([imag[0], imag[1], imag[2], rot.GetReal()]), np.array(transform.GetScale(), dtype=np.float64))
 
-    def custom(self, prim, name: str, default=None):
+    def values(self, prim, name: str, value, count=None, check: str | None = "finite", scale: float = 1.0):
+        """``value`` of the attribute ``name`` of ``prim`` times ``scale`` (to SI units): a float
+        when ``count`` is None, else an array of ``count`` floats (an int, or a tuple of the
+        counts allowed; a single number counts as one). Refused with a ``SceneFileError``
+        naming the file, prim and attribute: what is not numbers, the wrong count (an empty
+        array), NaN, infinite or beyond float32's range in SI units, and, as ``check`` says
+        (a Model field's check), negative ("nonnegative") or not positive ("positive")."""
+        raw = np.asarray(value) if not isinstance(value, str) else np.asarray(None)
+        if raw.dtype.kind not in "biuf" or raw.ndim > 1:
+            self.fail(prim, f"{name} {value!r} is not a number or a list of numbers")
+        array = np.atleast_1d(raw.astype(np.float64))
+        allowed = (1,) if count is None else (count,) if isinstance(count, int) else tuple(count)
+        if array.size not in allowed:
+            self.fail(prim, f"{name} has {array.size} values, {' or '.join(map(str, allowed))} expected")
+        shown = array.tolist() if count is not None else array[0]
+        if np.isnan(array).any():
+            self.fail(prim, f"{name} {shown} is not a number")
+        with np.errstate(over="ignore"):
+            array = array * scale
+        if not (np.abs(array) <= _REAL_MAX).all():
+            self.fail(prim, f"{name} {shown} must be finite, of magnitude at most {_REAL_MAX:.3g} (float32) "
+                            "in SI units")
+        if check == "nonnegative" and (array < 0.0).any():
+            self.fail(prim, f"{name} {shown} must be >= 0")
+        if check == "positive" and (array <= 0.0).any():
+            self.fail(prim, f"{name} {shown} must be > 0")
+        return float(array[0]) if count is None else array
+
+    def custom(self, prim, name: str, default=None, count=None, check: str | None = "finite"):
+        """The ``wpsim:<name>`` attribute of ``prim`` read by ``values`` (SI units already),
+        ``default`` when it is absent."""
         attr = prim.GetAttribute(f"wpsim:{name}")
-        if not attr or attr.Get() is None:
-            return default
-        value = attr.Get()
-        return np.array(list(value), dtype=np.float64) if hasattr(value, "__len__") else float(value)
+        value = attr.Get() if attr else None
+        return default if value is None else self.values(prim, f"wpsim:{name}", value, count, check)
+
+    def gravity(self, prim):
+        """The gravity of a physics scene prim as the builder takes it (m/s^2: a number along
+        the up axis or a 3-vector), or None where it gives neither a magnitude nor a direction
+        (the builder's own stays). As UsdPhysics says, a negative magnitude (unauthored: -inf)
+        is Earth's gravity and a zero direction is down the up axis."""
+        from pxr import UsdPhysics
+
+        scene = UsdPhysics.Scene(prim)
+        direction_attr, magnitude_attr = scene.GetGravityDirectionAttr(), scene.GetGravityMagnitudeAttr()
+        direction, magnitude = (a.Get() if a else None for a in (direction_attr, magnitude_attr))
+        direction = np.zeros(3) if direction is None else self.values(prim, direction_attr.GetName(), direction, 3)
+        if magnitude is not None and magnitude != -math.inf:
+            magnitude = self.values(prim, magnitude_attr.GetName(), magnitude, scale=self.mpu)
+        given = magnitude is not None and magnitude >= 0.0
+        length = float(np.linalg.norm(direction))
+        if not given and length == 0.0:
+            return None
+        if given and magnitude == 0.0:
+            return 0.0
+        up = np.asarray(self.builder.up_vector)
+        vector = (direction / length if length > 0.0 else -up) * (magnitude if given else EARTH_GRAVITY)
+        along = float(vector @ up)  # a number when it is along the up axis
+        return along if np.allclose(vector, along * up) else tuple(vector.tolist())
 
     # ---------------------------------------------------------- bodies and shapes
     def add_body(self, prim):
@@ -283,11 +379,12 @@ class _StageReader:
         mass_attr = mass_api.GetMassAttr() if mass_api else None
         mass = mass_attr.Get() if mass_attr and mass_attr.HasAuthoredValue() else None
         b = self.builder
-        com = np.array(mass_api.GetCenterOfMassAttr().Get() or (0.0, 0.0, 0.0), dtype=np.float64) if mass_api \
-            else np.zeros(3)
-        if np.isnan(com).any():
-            self.fail(prim, f"physics:centerOfMass {com.tolist()} is not a number")
-        com = com * self.mpu if np.isfinite(com).all() else np.zeros(3)  # unauthored: (-inf, -inf, -inf)
+        com_attr = mass_api.GetCenterOfMassAttr() if mass_api else None
+        com = com_attr.Get() if com_attr else None
+        if com is None or np.all(np.asarray(com) == -math.inf):  # unauthored: (-inf, -inf, -inf)
+            com = np.zeros(3)
+        else:
+            com = self.values(prim, com_attr.GetName(), com, 3, scale=self.mpu)
         moments = np.array(mass_api.GetDiagonalInertiaAttr().Get() or (0.0, 0.0, 0.0), dtype=np.float64) if mass_api \
             else np.zeros(3)
         if mass is not None and not (math.isfinite(mass) and mass >= 0.0):
@@ -349,9 +446,13 @@ class _StageReader:
             R = quat_to_matrix(body_pose[1])
             pos = R.T @ (pos - body_pose[0])
             rot = _quat_mul(np.array([-body_pose[1][0], -body_pose[1][1], -body_pose[1][2], body_pose[1][3]]), rot)
-        contact = dict(ke=self.custom(prim, "contact_ke", 1.0e4), kd=self.custom(prim, "contact_kd", 100.0),
-                       mu=self.custom(prim, "contact_mu", 0.5))
+        contact = {key: self.custom(prim, f"contact_{key}", default, check=_CHECKS[f"shape_{key}"])
+                   for key, default in (("ke", 1.0e4), ("kd", 100.0), ("mu", 0.5))}
         b = self.builder
+
+        def size(attr, factor: float) -> float:  # a dimension (m) of the shape, scaled by ``factor``
+            return self.values(prim, attr.GetName(), attr.Get(), scale=factor * self.mpu)
+
         try:
             if prim.IsA(UsdGeom.Plane):
                 normal = _AXES[str(UsdGeom.Plane(prim).GetAxisAttr().Get())]
@@ -360,10 +461,10 @@ class _StageReader:
                     self.fail(prim, "planes must be static")
                 return b.add_shape_plane(pos, rot, **contact)
             if prim.IsA(UsdGeom.Sphere):
-                radius = UsdGeom.Sphere(prim).GetRadiusAttr().Get() * scale.max() * self.mpu
+                radius = size(UsdGeom.Sphere(prim).GetRadiusAttr(), scale.max())
                 return b.add_shape_sphere(body, pos, rot, radius=radius, density=density, **contact)
             if prim.IsA(UsdGeom.Cube):
-                half = 0.5 * UsdGeom.Cube(prim).GetSizeAttr().Get() * scale * self.mpu
+                half = 0.5 * np.array([size(UsdGeom.Cube(prim).GetSizeAttr(), k) for k in scale])
                 return b.add_shape_box(body, pos, rot, *half, density=density, **contact)
             if prim.IsA(UsdGeom.Capsule):
                 capsule = UsdGeom.Capsule(prim)
@@ -371,8 +472,8 @@ class _StageReader:
                 axis = _AXES[token]
                 rot = _quat_mul(rot, quat_between((0.0, 0.0, 1.0), axis))
                 along = "XYZ".index(token)
-                radius = capsule.GetRadiusAttr().Get() * np.delete(scale, along).max() * self.mpu
-                half = 0.5 * capsule.GetHeightAttr().Get() * scale[along] * self.mpu
+                radius = size(capsule.GetRadiusAttr(), np.delete(scale, along).max())
+                half = 0.5 * size(capsule.GetHeightAttr(), scale[along])
                 return b.add_shape_capsule(body, pos, rot, radius=radius, half_height=half, density=density,
                                            **contact)
             if prim.IsA(UsdGeom.Mesh):
@@ -412,9 +513,10 @@ class _StageReader:
             if prim.IsA(UsdPhysics.FixedJoint):
                 index = b.add_joint_fixed(parent, child, **frames)
             elif prim.IsA(UsdPhysics.SphericalJoint):
-                q = self.custom(prim, "q", (0.0, 0.0, 0.0, 1.0))
-                index = b.add_joint_ball(parent, child, **frames, q=q, qd=self.custom(prim, "qd", (0.0, 0.0, 0.0)),
-                                         **{k: float(self.custom(prim, k, [0.0])[0]) for k in ("damping", "armature")})
+                dof = {k: self.custom(prim, k, 0.0, (1, 3), _CHECKS[_DOF_ATTRS[k]])  # one for all 3 dofs, or each
+                       for k in ("damping", "armature", "friction")}
+                index = b.add_joint_ball(parent, child, **frames, q=self.custom(prim, "q", (0.0, 0.0, 0.0, 1.0), 4),
+                                         qd=self.custom(prim, "qd", (0.0, 0.0, 0.0), 3), **dof)
             elif prim.IsA(UsdPhysics.RevoluteJoint) or prim.IsA(UsdPhysics.PrismaticJoint):
                 index = self.add_single_dof(prim, parent, child, frames)
             else:
@@ -441,18 +543,21 @@ class _StageReader:
         if token not in _AXES:
             self.fail(prim, f"unknown joint axis {token!r}")
         to_si = math.pi / 180.0 if revolute else self.mpu
-        dof = {k: float(self.custom(prim, k, [0.0])[0]) for k in _DOF_ATTRS if self.custom(prim, k) is not None}
-        for name, attr in (("limit_lower", schema.GetLowerLimitAttr()), ("limit_upper", schema.GetUpperLimitAttr())):
+        dof = {k: self.custom(prim, k, check=_CHECKS[field]) for k, field in _DOF_ATTRS.items()}
+        dof = {k: v for k, v in dof.items() if v is not None}
+        for name, attr, no_limit in (("limit_lower", schema.GetLowerLimitAttr(), -math.inf),
+                                     ("limit_upper", schema.GetUpperLimitAttr(), math.inf)):
             value = attr.Get() if attr else None
-            if value is not None and math.isfinite(value):
-                dof[name] = value * to_si
+            if value is not None and value != no_limit:  # -inf / inf: not limited
+                dof[name] = self.values(prim, attr.GetName(), value, scale=to_si, check=None)
         drive = UsdPhysics.DriveAPI(prim, "angular" if revolute else "linear")
         if drive:  # stage units: torque per degree (mass * length^2 / time^2) or force per length
             per_si = 180.0 / math.pi * self.kpu * self.mpu**2 if revolute else self.kpu
-            dof["target_ke"] = (drive.GetStiffnessAttr().Get() or 0.0) * per_si
-            dof["target_kd"] = (drive.GetDampingAttr().Get() or 0.0) * per_si
-        q = float(self.custom(prim, "q", [0.0])[0])
-        qd = float(self.custom(prim, "qd", [0.0])[0])
+            for key, attr in (("target_ke", drive.GetStiffnessAttr()), ("target_kd", drive.GetDampingAttr())):
+                value = attr.Get() if attr else None
+                dof[key] = 0.0 if value is None else self.values(prim, attr.GetName(), value, scale=per_si,
+                                                                 check=_CHECKS[f"joint_{key}"])
+        q, qd = self.custom(prim, "q", 0.0), self.custom(prim, "qd", 0.0)
         add = self.builder.add_joint_revolute if revolute else self.builder.add_joint_prismatic
         return add(parent, child, axis=_AXES[token], q=q, qd=qd, **frames, **dof)
 
@@ -483,15 +588,8 @@ def import_usd(path, builder: ModelBuilder | None = None) -> tuple:
     gravity = None
     for prim in prims:
         if prim.IsA(UsdPhysics.Scene):
-            scene = UsdPhysics.Scene(prim)
-            direction = np.array(scene.GetGravityDirectionAttr().Get() or (0, 0, 0), dtype=np.float64)
-            magnitude = scene.GetGravityMagnitudeAttr().Get()
-            if magnitude == 0.0:
-                gravity = 0.0
-            elif magnitude is not None and np.isfinite(magnitude) and magnitude > 0 and np.linalg.norm(direction) > 0:
-                vector = direction / np.linalg.norm(direction) * magnitude * reader.mpu
-                along = float(vector @ np.asarray(builder.up_vector))  # a number when it is along the up axis
-                gravity = along if np.allclose(vector, along * np.asarray(builder.up_vector)) else tuple(vector.tolist())
+            found = reader.gravity(prim)
+            gravity = gravity if found is None else found
             reader.scene.timestep = _scene_timestep(path, prim)
 
     def build(b):
@@ -508,13 +606,13 @@ def import_usd(path, builder: ModelBuilder | None = None) -> tuple:
         jointed = {reader.body_of_path.get(t) for p in joint_prims for t in UsdPhysics.Joint(p).GetBody1Rel().GetTargets()}
         free = [p for p in prims if p.GetPath() in reader.body_of_path and reader.body_of_path[p.GetPath()] not in jointed]
         # joints (and free bodies) in the order an exporter numbered them, else stage order
-        order = sorted(joint_prims + free, key=lambda p: reader.custom(p, "joint_index", math.inf))
+        order = sorted(joint_prims + free, key=lambda p: reader.custom(p, "joint_index", math.inf, check="nonnegative"))
         for prim in order:
             if prim.IsA(UsdPhysics.Joint):
                 reader.add_joint(prim)
             else:
                 body = reader.body_of_path[prim.GetPath()]
-                velocity = reader.custom(prim, "qd", np.zeros(6))
+                velocity = reader.custom(prim, "qd", np.zeros(6), 6)
                 reader.scene.joints[reader.name(prim, "joint_name", reader.scene.joints, ":free")] = b.add_joint_free(
                     body, pos=poses[body][0], rot=poses[body][1], lin_vel=velocity[:3], ang_vel=velocity[3:])
 
