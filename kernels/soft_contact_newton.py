@@ -390,10 +390,12 @@ def island_line_search(
     impedance: wp.Float,
     tolerance: wp.Float,
     slope_tolerance: wp.Float,
+    ascent_alpha: wp.Float,
     row_step: wp.array(dtype=wp.Float),
 ):
-    """Island ``island``'s exact step length (see ``soft_contact_line_search``); J_r d of its
-    rows in contact go to ``row_step`` once, before the evaluations."""
+    """Island ``island``'s exact step length (see ``soft_contact_line_search``), ``ascent_alpha``
+    where d is not a descent direction; J_r d of its rows in contact go to ``row_step`` once,
+    before the evaluations."""
     i0 = island_dof_start[island]
     i1 = island_dof_start[island + 1]
     e0 = island_articulation_start[island]
@@ -438,7 +440,8 @@ def island_line_search(
         if evaluation == 0:
             start = slope
             alpha = one
-            if not (start < zero and curvature > zero):  # not a descent direction: the full step
+            if not (start < zero and curvature > zero):  # not a descent direction
+                alpha = ascent_alpha
                 break
             continue
         if wp.abs(slope) <= slope_tolerance * wp.abs(start):
@@ -492,16 +495,18 @@ def soft_contact_line_search(
     impedance: wp.Float,
     tolerance: wp.Float,
     slope_tolerance: wp.Float,
+    ascent_alpha: wp.Float,
     row_step_out: wp.array(dtype=wp.Float),
     alpha_out: wp.array(dtype=wp.Float),
 ):
     """One thread per island: the exact minimiser alpha >= 0 of the (convex, piecewise
     quadratic) cost phi(alpha) = f(a - alpha d) along the Newton step d, by Newton steps on
     the piecewise-linear phi' kept inside a bracket (bisection where a step leaves it), until
-    |phi'| <= slope_tolerance |phi'(0)| or no step is left in the precision; 1 where d is
-    not a descent direction, or already within the convergence tolerance (max |d| <=
-    tolerance (1 + max |a|), where the search would only see rounding and the full step keeps
-    an unrolled adjoint exact). J_r d of every row in contact is computed once, into
+    |phi'| <= slope_tolerance |phi'(0)| or no step is left in the precision; ``ascent_alpha``
+    where d is not a descent direction (1 for a Newton step, whose gradient is then zero to
+    rounding; 0 for the warm start's search); 1 where d is already within the convergence
+    tolerance (max |d| <= tolerance (1 + max |a|), where the search would only see rounding and
+    the full step keeps an unrolled adjoint exact). J_r d of every row in contact is computed once, into
     ``row_step_out``."""
     island = wp.tid()
     alpha_out[island] = island_line_search(
@@ -510,7 +515,7 @@ def soft_contact_line_search(
         articulation_pair_start_in, articulation_pairs_in, pair_articulation_in, pair_row_start_in, pair_dof_in,
         pair_dof_count_in, mass_matrix_in, accel_free_in, row_jacobian_in, row_weight_in, row_violation_in,
         joint_q_in, joint_qd_in, accel_in, step_in, side_column, limits, friction_rows, time_constant, damping_ratio,
-        impedance, tolerance, slope_tolerance, row_step_out)
+        impedance, tolerance, slope_tolerance, ascent_alpha, row_step_out)
 
 
 @kernel
@@ -557,6 +562,14 @@ def from_island_order(ordered_in: wp.array(dtype=wp.Float), island_dofs_in: wp.a
     """values_out[island_dofs_in[p]] = ordered_in[p]: back to the model's dof order."""
     p = wp.tid()
     values_out[island_dofs_in[p]] = ordered_in[p]
+
+
+@kernel(enable_backward=False)
+def difference(values_in: wp.array(dtype=wp.Float), subtracted_in: wp.array(dtype=wp.Float),
+               result_out: wp.array(dtype=wp.Float)):
+    """result_out = values_in - subtracted_in."""
+    i = wp.tid()
+    result_out[i] = values_in[i] - subtracted_in[i]
 
 
 @kernel(enable_backward=False)

@@ -21,6 +21,34 @@ from .soft_contact_newton import island_gradient, island_hessian, island_line_se
 
 
 @wp.func
+def articulation_violations(
+    a: int,
+    articulation_contact_pair_start: wp.array(dtype=int),
+    articulation_contact_pairs: wp.array(dtype=int),
+    pair_row_start: wp.array(dtype=int),
+    row_pair: wp.array(dtype=int),
+    pair_dof: wp.array2d(dtype=int),
+    pair_dof_count: wp.array2d(dtype=int),
+    row_jacobian: wp.array2d(dtype=wp.Float),
+    row_aref: wp.array(dtype=wp.Float),
+    row_weight: wp.array(dtype=wp.Float),
+    accel: wp.array(dtype=wp.Float),
+    side_column: int,
+    row_violation_out: wp.array(dtype=wp.Float),
+):
+    """The violations J_r a - aref_r of articulation ``a``'s contact rows at ``accel`` (0 for
+    rows not in contact, as ``row_violation`` gives them, without computing it)."""
+    for entry in range(articulation_contact_pair_start[a], articulation_contact_pair_start[a + 1]):
+        pair = articulation_contact_pairs[entry]
+        for r in range(pair_row_start[pair], pair_row_start[pair + 1]):
+            x = row_aref[r] * type(row_aref[r])(0.0)
+            if row_weight[r] != x:
+                x = row_violation(r, row_pair, pair_dof, pair_dof_count, row_jacobian, row_aref, row_weight, accel,
+                                  side_column)
+            row_violation_out[r] = x
+
+
+@wp.func
 def contact_solve(
     a: int,
     world: int,
@@ -47,6 +75,7 @@ def contact_solve(
     joint_qd: wp.array(dtype=wp.Float),
     mass_matrix: wp.array(dtype=wp.Float),
     qdd: wp.array(dtype=wp.Float),
+    warm_start_accel: wp.array(dtype=wp.Float),
     row_jacobian: wp.array2d(dtype=wp.Float),
     row_weight: wp.array(dtype=wp.Float),
     side_column: int,
@@ -59,6 +88,7 @@ def contact_solve(
     slope_tolerance: wp.Float,
     iterations: int,
     fixed_iterations: int,
+    warm_start: int,
     row_aref: wp.array(dtype=wp.Float),
     row_violation_out: wp.array(dtype=wp.Float),
     row_step_out: wp.array(dtype=wp.Float),
@@ -76,25 +106,39 @@ def contact_solve(
 ):
     """Articulation ``a``'s constrained accelerations into accel_out from the unconstrained
     ``qdd``, by the staged solve's Newton iterations (its island is the articulation: the
-    island arrays map articulation i to island i and dof d to slot d), stopping where the
+    island arrays map articulation i to island i and dof d to slot d) from the warm start
+    (``warm_start`` = 1: the least-cost point on the line from ``qdd`` through
+    ``warm_start_accel``) or ``qdd``, stopping where the
     applied step is within ``tolerance`` (``fixed_iterations``: after ``iterations``); the
     iterations and, above the tolerance at the cap, the unconverged step go to ``world``'s
     health entries."""
     d0 = articulation_dof_start[a]
     n = articulation_dof_start[a + 1] - d0
+    zero = time_constant * type(time_constant)(0.0)
     for i in range(n):
         accel_out[d0 + i] = qdd[d0 + i]
-    residual = time_constant * type(time_constant)(0.0)
+    if warm_start != 0:
+        for i in range(n):
+            newton_step_out[d0 + i] = qdd[d0 + i] - warm_start_accel[d0 + i]
+        articulation_violations(a, articulation_contact_pair_start, articulation_contact_pairs, pair_row_start,
+                                row_pair, pair_dof, pair_dof_count, row_jacobian, row_aref, row_weight, accel_out,
+                                side_column, row_violation_out)
+        alpha = island_line_search(
+            a, dof_joint, articulation_dof_start, articulation_H_start, joint_type, joint_q_start,
+            joint_limit_lower, joint_limit_upper, joint_friction, articulation_dof_start,
+            island_articulation_start, island_articulations, articulation_contact_pair_start,
+            articulation_contact_pairs, pair_articulation, pair_row_start, pair_dof, pair_dof_count, mass_matrix,
+            qdd, row_jacobian, row_weight, row_violation_out, joint_q, joint_qd, accel_out, newton_step_out,
+            side_column, limits, friction_rows, time_constant, damping_ratio, impedance, tolerance,
+            slope_tolerance, zero, row_step_out)
+        for i in range(n):
+            accel_out[d0 + i] = accel_out[d0 + i] - alpha * newton_step_out[d0 + i]
+    residual = zero
     done = int(0)
     for k in range(iterations):
-        for entry in range(articulation_contact_pair_start[a], articulation_contact_pair_start[a + 1]):
-            pair = articulation_contact_pairs[entry]
-            for r in range(pair_row_start[pair], pair_row_start[pair + 1]):
-                x = row_aref[r] * type(row_aref[r])(0.0)
-                if row_weight[r] != x:  # rows not in contact (most) keep 0, as row_violation gives them
-                    x = row_violation(r, row_pair, pair_dof, pair_dof_count, row_jacobian, row_aref, row_weight,
-                                      accel_out, side_column)
-                row_violation_out[r] = x
+        articulation_violations(a, articulation_contact_pair_start, articulation_contact_pairs, pair_row_start,
+                                row_pair, pair_dof, pair_dof_count, row_jacobian, row_aref, row_weight, accel_out,
+                                side_column, row_violation_out)
         changed = island_gradient(a, dof_joint, articulation_dof_start, articulation_H_start, joint_type,
                                   joint_q_start, joint_limit_lower, joint_limit_upper, joint_friction,
                                   island_articulation_start, island_articulations, articulation_contact_pair_start,
@@ -119,7 +163,7 @@ def contact_solve(
             articulation_contact_pairs, pair_articulation, pair_row_start, pair_dof, pair_dof_count, mass_matrix,
             qdd, row_jacobian, row_weight, row_violation_out, joint_q, joint_qd, accel_out, newton_step_out,
             side_column, limits, friction_rows, time_constant, damping_ratio, impedance, tolerance,
-            slope_tolerance, row_step_out)
+            slope_tolerance, zero + type(zero)(1.0), row_step_out)
         for i in range(n):
             accel_out[d0 + i] = accel_out[d0 + i] - alpha * newton_step_out[d0 + i]
         residual = step_ratio(a, a + 1, island_articulations, articulation_dof_start, newton_step_out, accel_out)
@@ -208,6 +252,7 @@ def soft_contact_steps(
     dof_slot_in: wp.array(dtype=int),
     joint_q_in: wp.array(dtype=wp.Float),
     joint_qd_in: wp.array(dtype=wp.Float),
+    joint_qdd_warm_start_in: wp.array(dtype=wp.Float),
     body_f_ext: wp.array(dtype=vec6),
     joint_f: wp.array(dtype=wp.Float),
     joint_target_q: wp.array(dtype=wp.Float),
@@ -236,6 +281,7 @@ def soft_contact_steps(
     slope_tolerance: wp.Float,
     iterations: int,
     fixed_iterations: int,
+    warm_start: int,
     body_q_out: wp.array(dtype=transform),
     body_qd_out: wp.array(dtype=vec6),
     body_f_out: wp.array(dtype=vec6),
@@ -280,6 +326,7 @@ def soft_contact_steps(
     world_unconverged_steps_out: wp.array(dtype=int),
     world_first_unconverged_out: wp.array(dtype=int),
     world_worst_residual_out: wp.array(dtype=wp.Float),
+    joint_qdd_warm_start_out: wp.array(dtype=wp.Float),
 ):
     """One thread per articulation (``first_articulation + tid``): ``steps`` semi-implicit
     steps of ``dt`` seconds with soft-constraint contact, numbered from ``step`` for the
@@ -288,7 +335,9 @@ def soft_contact_steps(
     step: the joint-space system (``articulation_pair_in`` lists no penalty pairs; the limit
     gains and ``assembly_friction_in`` are zero where the solve has rows for them), its unconstrained
     accelerations into qdd_out, the rows of the articulation's contact pairs
-    (``articulation_contact_pairs_in``), ``contact_solve`` into accel_out, the joint update. The
+    (``articulation_contact_pairs_in``), ``contact_solve`` into accel_out from the warm start
+    (``warm_start`` = 1) or the unconstrained accelerations, which it keeps in
+    joint_qdd_warm_start_out for the next step, the joint update. The
     scratch outputs hold the last step's intermediates; ``final_kinematics`` = 1 refills
     the body poses from the final joint state."""
     a = first_articulation + wp.tid()
@@ -329,12 +378,14 @@ def soft_contact_steps(
                       pair_row_start_in, row_pair_in, pair_dof_in, pair_dof_count_in, pair_articulation_in,
                       articulation_contact_pair_start_in, articulation_contact_pairs_in,
                       island_articulation_start_in, island_articulations_in, dof_slot_in, joint_q_in, joint_qd_in,
-                      mass_matrix_out, qdd_out, row_jacobian_out, row_weight_out, side_column, limits,
-                      friction_rows, time_constant, damping_ratio, impedance, tolerance, slope_tolerance,
-                      iterations, fixed_iterations, row_aref_out, row_violation_out, row_step_out,
+                      mass_matrix_out, qdd_out, joint_qdd_warm_start_in, row_jacobian_out, row_weight_out,
+                      side_column, limits, friction_rows, time_constant, damping_ratio, impedance, tolerance,
+                      slope_tolerance, iterations, fixed_iterations, warm_start, row_aref_out, row_violation_out, row_step_out,
                       row_curvature_out, dof_curvature_out, gradient_out, hessian_out, newton_factor_out,
                       newton_step_out, accel_out, world_contact_iterations_out, world_unconverged_steps_out,
                       world_first_unconverged_out, world_worst_residual_out)
+        for d in range(articulation_dof_start[a], articulation_dof_start[a + 1]):
+            joint_qdd_warm_start_out[d] = accel_out[d]
         for pos in range(p0, p1):
             integrate_joint(dfs_joint[pos], joint_type, joint_child, joint_q_start, joint_qd_start, body_world,
                             joint_q_in, joint_qd_in, accel_out, dt, step + s, max_coordinate, max_speed, joint_q_out,

@@ -16,13 +16,14 @@ from wpsim.solvers.fused_soft_contact import FusedSoftContactStep
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 
 
-def quadruped(worlds: int, dtype) -> tuple:
+def quadruped(worlds: int, dtype, hip_turn: float = 0.2) -> tuple:
     """(model, the file's time step, its contact settings) of ``worlds`` quadrupeds, each world's
-    hips turned by its own angle so that the worlds differ."""
+    front-left hip turned by its own angle in [-hip_turn, hip_turn] rad so that the worlds differ
+    (one world: -hip_turn)."""
     builder, scene = import_mjcf(ASSETS / "quadruped.xml")
     model = builder.replicated(worlds).finalize(device="cpu", dtype=dtype)
     q = model.joint_q.numpy().reshape(worlds, -1)
-    q[:, 7] = np.linspace(-0.2, 0.2, worlds)  # front-left hip
+    q[:, 7] = np.linspace(-hip_turn, hip_turn, worlds)  # front-left hip
     model.joint_q.assign(q.reshape(-1))
     return model, float(scene.timestep), scene.contact_settings
 
@@ -35,15 +36,16 @@ def run(solver, model, dt: float, steps: int):
     return a
 
 
-@pytest.mark.parametrize("dtype", [wp.float32, wp.float64])
-def test_fused_step_is_bitwise_the_staged_schedule(dtype):
+@pytest.mark.parametrize("dtype, warm_start", [(wp.float32, True), (wp.float64, True), (wp.float32, False)])
+def test_fused_step_is_bitwise_the_staged_schedule(dtype, warm_start):
     model, dt, settings = quadruped(3, dtype)
     finals, records = [], []
     for fused in (False, True):
-        solver = SemiImplicitSolver(model, soft_contact=SoftContactOptions(**settings), fused=fused)
+        solver = SemiImplicitSolver(model, soft_contact=SoftContactOptions(**settings, warm_start=warm_start),
+                                    fused=fused)
         assert isinstance(solver.fused, FusedSoftContactStep) == fused
         final = run(solver, model, dt, 500)  # the feet land after ~150 steps
-        finals.append((final.joint_q.numpy(), final.joint_qd.numpy()))
+        finals.append((final.joint_q.numpy(), final.joint_qd.numpy(), final.joint_qdd_warm_start.numpy()))
         records.append((solver.health().contact_iterations, solver.soft_contact.active_contacts()))
         assert solver.health().ok
     for staged, fused in zip(*finals):
@@ -63,24 +65,64 @@ def test_fused_step_is_one_launch_without_read_back(monkeypatch):
     assert reads == []
 
 
-def test_float32_stance_converges_in_few_iterations():
-    """Standing on its feet in float32 (the default precision): no unconverged step in 2 s, and
-    the median stance step takes at most 3 Newton iterations (2 before the tolerance was
-    precision-aware: float32 rounding kept the steps above it, 14 % of steps ran the cap)."""
-    model, dt, settings = quadruped(1, wp.float32)
-    solver = SemiImplicitSolver(model, soft_contact=SoftContactOptions(**settings))
-    state = model.state()
-    solver.advance(state, None, dt, 4000)
-    report = solver.health()
-    assert report.ok and not report.unconverged_contact, str(report)
-    assert solver.soft_contact.active_contacts() == 4
+def stance_iterations(solver, state, dt: float, steps: int) -> list:
+    """Newton iterations of each of ``steps`` single steps from ``state`` (in place)."""
     per_step = []
-    for _ in range(200):
+    for _ in range(steps):
         solver.reset_health()
         solver.advance(state, None, dt, 1)
         per_step.append(solver.health().contact_iterations)
-    assert np.median(per_step) <= 3 and max(per_step) <= 5
-    assert abs(state.joint_q.numpy()[2] - 0.43) < 0.01  # the torso stands at its height
+    return per_step
+
+
+@pytest.mark.parametrize("hip_turn", [0.2, 0.0])
+def test_float32_stance_converges_in_few_iterations(hip_turn):
+    """Standing on its feet in float32 (the default precision) for 2 s, with a hip turned (the
+    robot still rocks, 0.08 rad/s) or at rest: no unconverged step; the median step takes at
+    most 3 Newton iterations from the unconstrained accelerations (14 % of steps ran the cap of
+    20 before the tolerance was precision-aware), no more from the warm start (measured with the
+    hip turned: 3 and 2), and 1 at rest."""
+    model, dt, settings = quadruped(1, wp.float32, hip_turn)
+    medians = {}
+    for warm_start in (False, True):
+        solver = SemiImplicitSolver(model, soft_contact=SoftContactOptions(**settings, warm_start=warm_start))
+        state = model.state()
+        solver.advance(state, None, dt, 4000)
+        report = solver.health()
+        assert report.ok and not report.unconverged_contact, str(report)
+        assert solver.soft_contact.active_contacts() == 4
+        per_step = stance_iterations(solver, state, dt, 200)
+        assert max(per_step) <= 5
+        medians[warm_start] = np.median(per_step)
+        assert abs(state.joint_q.numpy()[2] - 0.43) < 0.01  # the torso stands at its height
+    assert medians[False] <= 3 and medians[True] <= medians[False]
+    if hip_turn == 0.0:
+        assert medians[True] == 1
+
+
+@pytest.mark.parametrize("scale", [0.0, 1.0, 1e4])
+def test_warm_started_step_finds_the_cold_solution(scale):
+    """From a standing state whose warm start is the last step's accelerations (scale 1), zero,
+    or far off (1e4 times them, reversed): one step lands where the solve from the
+    unconstrained accelerations does, to the convergence tolerance, in no more iterations."""
+    model, dt, settings = quadruped(1, wp.float32, 0.0)
+    cold = SemiImplicitSolver(model, soft_contact=SoftContactOptions(**settings, warm_start=False))
+    warm = SemiImplicitSolver(model, soft_contact=SoftContactOptions(**settings))
+    state = model.state()
+    cold.advance(state, None, dt, 1500)
+    state.joint_qdd_warm_start.assign(state.joint_qdd_warm_start.numpy() * (-scale if scale > 1 else scale))
+    results = []
+    for solver in (cold, warm):
+        start = model.state()
+        start.assign(state)
+        solver.reset_health()
+        solver.advance(start, None, dt, 1)
+        results.append((start.joint_qd.numpy(), start.joint_qdd_warm_start.numpy(), solver.health().contact_iterations))
+    (qd_cold, accel_cold, its_cold), (qd_warm, accel_warm, its_warm) = results
+    assert its_warm <= its_cold
+    bound = cold.soft_contact._tolerance * (1.0 + np.abs(accel_cold).max())
+    assert np.abs(accel_warm - accel_cold).max() <= bound
+    assert np.abs(qd_warm - qd_cold).max() <= dt * bound
 
 
 def test_fused_step_reports_an_unconverged_world_from_the_device():

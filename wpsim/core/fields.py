@@ -341,6 +341,9 @@ STATE_FIELDS = (
     FieldSpec("joint_qd", "real", "(D,)", "m/s, rad/s",
               "joint velocities; a free joint's 6 are (linear, angular): the velocity of the child origin in "
               "parent axes, then the angular velocity in child axes (wpsim.core.spatial.free_joint_velocity)"),
+    FieldSpec("joint_qdd_warm_start", "real", "(D,)", "m/s^2, rad/s^2",
+              "the soft-constraint contact solve's joint accelerations at the step that produced this state, "
+              "where the next step's solve starts (zero in a new state and under other solvers)", False),
     FieldSpec("body_q", "transform", "(B,)", "m, quat xyzw", "body poses (forward kinematics of joint_q)"),
     FieldSpec("body_qd", "spatial", "(B,)", "rad/s, m/s",
               "(angular, linear): world angular velocity, then the world velocity of the body frame's origin "
@@ -352,6 +355,11 @@ STATE_FIELDS = (
 
 DYNAMIC_STATE_FIELDS = ("particle_q", "particle_qd", "joint_q", "joint_qd")
 """The state fields a step integrates; everything else in a State is derived from them."""
+
+STORED_STATE_FIELDS = DYNAMIC_STATE_FIELDS + ("joint_qdd_warm_start",)
+"""What a step reads of its start state: the integrated fields and the contact solve's warm
+start (which carries no gradient: the solve's solution does not depend on where it starts).
+Copies of a state (``State.assign``) and checkpoints keep these, so a re-run steps bitwise the same."""
 
 
 CONTROL_FIELDS = (

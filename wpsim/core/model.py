@@ -12,6 +12,7 @@ from wpsim.core.fields import (
     DYNAMIC_STATE_FIELDS,
     MODEL_FIELDS,
     STATE_FIELDS,
+    STORED_STATE_FIELDS,
     FieldSpec,
     field_table,
     numpy_real,
@@ -59,9 +60,9 @@ class State(Checked):
         return [cls(model, requires_grad, {name: batch[k] for name, batch in storage.items()}) for k in range(count)]
 
     def assign(self, other: State):
-        """Copy the integrated fields (particle and joint positions and velocities) of
-        ``other`` into this state (no tape record)."""
-        for name in DYNAMIC_STATE_FIELDS:
+        """Copy the fields a step reads (``STORED_STATE_FIELDS``: particle and joint positions and
+        velocities, the contact solve's warm start) of ``other`` into this state (no tape record)."""
+        for name in STORED_STATE_FIELDS:
             getattr(self, name).assign(getattr(other, name))
 
 

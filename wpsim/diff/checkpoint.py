@@ -72,7 +72,7 @@ from typing import Callable
 import numpy as np
 import warp as wp
 
-from wpsim.core.fields import CONTROL_FIELDS, DYNAMIC_STATE_FIELDS
+from wpsim.core.fields import CONTROL_FIELDS, DYNAMIC_STATE_FIELDS, STORED_STATE_FIELDS
 from wpsim.core.model import Control, State
 from wpsim.core.validation import require_dt
 from wpsim.diff.grad_health import (
@@ -319,7 +319,7 @@ class Rollout:
             else:
                 self._seed(self._rerun_loss, loss_adjoint)
                 self._verify(self._state0, 0, self._checkpoint(0, 0, 0))
-                final = tuple(getattr(self._final, name) for name in DYNAMIC_STATE_FIELDS)
+                final = tuple(getattr(self._final, name) for name in STORED_STATE_FIELDS)
                 self._backward_range(0, self.num_steps, 0, final)
         finally:
             self.solver.step_count = self.num_steps
@@ -398,7 +398,7 @@ class Rollout:
             self._loss_term(a, state, loss)
         for k in range(a, b):
             if (k - a) % length == 0:
-                for name, store in zip(DYNAMIC_STATE_FIELDS, self._checkpoint(level, a, k)):
+                for name, store in zip(STORED_STATE_FIELDS, self._checkpoint(level, a, k)):
                     wp.copy(store, getattr(state, name))
             out = self._pool[1] if state is self._pool[0] else self._pool[0]
             if scratch is not None:
@@ -422,12 +422,12 @@ class Rollout:
             self._scratch = [model.control(requires_grad) for _ in range(leaf)]
         spans = [self.num_steps] + self.segment_lengths[:-1]
         self._final = State(model, False)
-        fields = [getattr(self._final, name) for name in DYNAMIC_STATE_FIELDS]
+        fields = [getattr(self._final, name) for name in STORED_STATE_FIELDS]
         self._stores = [
             tuple(wp.zeros((math.ceil(span / length), f.shape[0]), dtype=f.dtype, device=model.device) for f in fields)
             for span, length in zip(spans, self.segment_lengths)
         ]
-        self._carry = [wp.zeros_like(f) for f in fields]
+        self._carry = [wp.zeros_like(getattr(self._final, name)) for name in DYNAMIC_STATE_FIELDS]
         self._rerun_loss = wp.zeros(self.loss_size, dtype=model.dtype, device=model.device, requires_grad=True)
         self._buffers_grad = requires_grad
 
@@ -437,24 +437,24 @@ class Rollout:
         if s == 0:
             return self._state0
         start = self._pool[0]
-        for name, store in zip(DYNAMIC_STATE_FIELDS, self._checkpoint(level, a, s)):
+        for name, store in zip(STORED_STATE_FIELDS, self._checkpoint(level, a, s)):
             wp.copy(getattr(start, name), store)
         return start
 
     def _checkpoint(self, level: int, a: int, k: int) -> tuple:
-        """Arrays of the integrated fields (``DYNAMIC_STATE_FIELDS``) stored for state k at
+        """Arrays of the fields a step reads (``STORED_STATE_FIELDS``) stored for state k at
         ``level`` (range from a); an empty field is its (empty) array of the final state."""
         index = (k - a) // self.segment_lengths[level]
         return tuple(
             store[index] if store.shape[1] else getattr(self._final, name)
-            for name, store in zip(DYNAMIC_STATE_FIELDS, self._stores[level])
+            for name, store in zip(STORED_STATE_FIELDS, self._stores[level])
         )
 
     def _backward_range(self, a: int, b: int, level: int, expected_end: tuple):
         """Backward of steps a..b-1, whose level-``level`` checkpoints are stored, segment by
         segment in reverse; an inner level first re-runs the segment to store its own. Every
         re-run must end where the forward went: at the next checkpoint, or at
-        ``expected_end`` (positions, velocities of state b)."""
+        ``expected_end`` (the stored fields of state b)."""
         length = self.segment_lengths[level]
         for s in reversed(range(a, b, length)):
             e = min(s + length, b)
@@ -490,7 +490,7 @@ class Rollout:
 
     def _verify(self, state: State, k: int, expected: tuple):
         """A re-run must reproduce the forward's state k bitwise (reads both back)."""
-        for name, reference in zip(DYNAMIC_STATE_FIELDS, expected):
+        for name, reference in zip(STORED_STATE_FIELDS, expected):
             if not np.array_equal(getattr(state, name).numpy(), reference.numpy()):
                 raise RuntimeError(
                     f"the checkpointed re-run does not reproduce the forward's {name} of state {k}: a model "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import warp as wp
 
-from wpsim.core.tape import active_tape
+from wpsim.core.tape import active_tape, tape_paused
 from wpsim.kernels import articulation, couplings, rigid_contact
 from wpsim.kernels.generic import for_precision
 from wpsim.solvers.base import KernelLaunch
@@ -217,6 +217,8 @@ class ArticulationStepper:
         accel = scratch.qdd
         if self.soft_contact is not None:
             accel = self.soft_contact.solve(scratch, state_in, tape, solver.step_count)
+            with tape_paused():  # where the next solve starts: no gradient flows through it
+                wp.copy(state_out.joint_qdd_warm_start, accel)
         self.integration_launch(solver, state_in, state_out, accel, dt).run(device)
 
 

@@ -309,6 +309,14 @@ class FusedArticulationStep:
         return for_precision(articulation_step.articulation_steps, self.model.dtype)
 
     @staticmethod
+    def _launch_arrays(state_in, state_out, control) -> tuple:
+        """The state and control arrays an unrecorded launch reads or writes (its prepared
+        launches are kept per set of them)."""
+        return (state_in.joint_q, state_in.joint_qd, state_in.body_q, state_in.body_qd, state_in.body_f,
+                state_out.joint_q, state_out.joint_qd, control.body_f_ext, control.joint_f, control.joint_target_q,
+                control.joint_target_qd)
+
+    @staticmethod
     def _state_controls(state_in, control) -> list:
         return [state_in.joint_q, state_in.joint_qd, control.body_f_ext, control.joint_f, control.joint_target_q,
                 control.joint_target_qd]
@@ -342,11 +350,7 @@ class FusedArticulationStep:
         """Unrecorded launches, one per thread chunk, through ``PreparedLaunch``es kept for the
         same states, control and settings; once ``PREPARED_LAUNCHES`` sets are kept, a set of the
         same settings is retargeted to new arrays (callers that step fresh states every time)."""
-        arrays = (
-            id(state_in.joint_q), id(state_in.joint_qd), id(state_in.body_q), id(state_in.body_qd),
-            id(state_in.body_f), id(state_out.joint_q), id(state_out.joint_qd), id(control.body_f_ext),
-            id(control.joint_f), id(control.joint_target_q), id(control.joint_target_qd),
-        )
+        arrays = tuple(id(a) for a in self._launch_arrays(state_in, state_out, control))
         settings = (float(dt), steps, final_kinematics, float(solver._friction_smoothing),
                     float(solver.contact_gradient_width), float(solver.max_coordinate), float(solver.max_speed))
         launches = self._prepared.get((arrays, settings))

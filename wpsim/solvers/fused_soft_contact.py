@@ -46,7 +46,7 @@ class FusedSoftContactStep(FusedArticulationStep):
             pairs.pair_dof_count, pairs.pair_articulation, pairs.articulation_pair_start, pairs.articulation_pairs,
             islands.articulation_start, islands.articulations, islands.dof_slot,
         ]
-        self._first_index = len(self._fields) + 6
+        self._first_index = len(self._fields) + 7  # after the state's warm start too
         rows = contact._rows(pairs, False)
         rows["violation"] = contact._vector("violation", False, pairs.row_count)
         rows["row_step"] = contact._array("row_step", max(pairs.row_count, 1), False)
@@ -55,7 +55,7 @@ class FusedSoftContactStep(FusedArticulationStep):
         options = contact.options
         self._settings = [contact.side_column, *contact._dof_row_flags, *contact._params, *contact._impedance_curve,
                           model.real(contact._tolerance), model.real(contact._slope_tolerance), options.iterations,
-                          int(options.fixed_iterations)]
+                          int(options.fixed_iterations), int(options.warm_start)]
         self._outputs = [
             contact._vector("fused_accel", False),
             *(rows[k] for k in ("jacobian", "velocity", "inverse_mass", "distance", "in_contact", "aref", "weight",
@@ -93,8 +93,14 @@ class FusedSoftContactStep(FusedArticulationStep):
 
     def _arguments(self, solver, state_in, state_out, control, scratch, dt: float, steps: int,
                    final_kinematics: int) -> tuple:
-        """(inputs, outputs) of ``soft_contact_steps``: ``articulation_steps``' with the contact
-        settings and the solve's scratch and health arrays after them."""
+        """(inputs, outputs) of ``soft_contact_steps``: ``articulation_steps``' with the state's
+        warm start, the contact settings, and the solve's scratch, health and warm-start arrays."""
         inputs, outputs = super()._arguments(solver, state_in, state_out, control, scratch, dt, steps,
                                              final_kinematics)
-        return [*inputs, *self._settings], [*outputs, *self._outputs]
+        inputs.insert(len(self._fields) + 2, state_in.joint_qdd_warm_start)  # after joint_q, joint_qd
+        return [*inputs, *self._settings], [*outputs, *self._outputs, state_out.joint_qdd_warm_start]
+
+    @staticmethod
+    def _launch_arrays(state_in, state_out, control) -> tuple:
+        return (*FusedArticulationStep._launch_arrays(state_in, state_out, control), state_in.joint_qdd_warm_start,
+                state_out.joint_qdd_warm_start)

@@ -48,6 +48,11 @@ class SoftContactOptions:
         recorded step warns once that its adjoint assumes a converged solve).
     adjoint: "implicit" (backward = one solve at the solution, memory independent of the
         iterations) or "unrolled" (every iteration recorded on the tape).
+    warm_start: start each solve from the accelerations the previous step's solve found
+        (``State.joint_qdd_warm_start``) instead of the unconstrained ones: in stance, where
+        they change little from step to step, one Newton step then usually meets the
+        tolerance. The solution does not depend on the start beyond the tolerance; no
+        gradient flows through it (the unrolled adjoint treats the start as a constant).
     time_constant (s), damping_ratio: the reference acceleration's spring and damper.
     impedance: in (0, 1); closer to 1 makes contacts harder. Soft constraints let a
     sticking contact creep slowly (a 4 kg box on a 0.3 rad incline with mu = 0.5: about
@@ -68,6 +73,7 @@ class SoftContactOptions:
     fixed_iterations: bool = False
     raise_on_nonconvergence: bool = False
     adjoint: str = "implicit"
+    warm_start: bool = True
     time_constant: float = 0.02
     damping_ratio: float = 1.0
     impedance: float = 0.99
@@ -461,16 +467,21 @@ class SoftContact:
                       *self._impedance_curve],
                      [rows["aref"], rows["weight"]])
 
-    def _system(self, scratch, state_in, pairs: PairRows, rows, accel, islands: Islands, grad: bool):
-        """(gradient (D,), the islands' Hessians, the rows' violations) of the contact, joint-limit
-        and joint-friction cost at ``accel``."""
-        m = self.model
+    def _violations(self, pairs: PairRows, rows, accel, grad: bool) -> wp.array:
+        """The rows' violations J_r a - aref_r at ``accel`` (0 for rows not in contact)."""
         violation = self._vector("violation", grad, pairs.row_count)
         if pairs.row_count:
             self._launch(soft_contact.soft_contact_violation, pairs.row_count,
                          [pairs.row_pair, pairs.pair_dof, pairs.pair_dof_count, rows["jacobian"], rows["aref"],
                           rows["weight"], accel, self.side_column],
                          [violation])
+        return violation
+
+    def _system(self, scratch, state_in, pairs: PairRows, rows, accel, islands: Islands, grad: bool):
+        """(gradient (D,), the islands' Hessians, the rows' violations) of the contact, joint-limit
+        and joint-friction cost at ``accel``."""
+        m = self.model
+        violation = self._violations(pairs, rows, accel, grad)
         gradient = self._vector("gradient", grad)
         hessian = self._array("hessian", islands.hessian_size, grad)
         self._launch(soft_contact_newton.soft_contact_newton_system, islands.count,
@@ -501,10 +512,11 @@ class SoftContact:
         return self._reorder(soft_contact_newton.from_island_order, ordered_step, islands, "step", grad), violation
 
     def _line_search(self, scratch, state_in, pairs: PairRows, rows, accel, step, violation, islands: Islands,
-                     fresh: bool) -> wp.array:
+                     fresh: bool, ascent_alpha: float = 1.0) -> wp.array:
         """(islands,) exact step lengths along the Newton steps (off the tape: an unrolled
         adjoint treats them as constants, exact at convergence where they are 1); ``fresh``:
-        a new array (a recorded iteration keeps its own), else a reused buffer."""
+        a new array (a recorded iteration keeps its own), else a reused buffer;
+        ``ascent_alpha``: the length where a step is not a descent direction."""
         m = self.model
         alpha = (wp.zeros(islands.count, dtype=m.dtype, device=m.device) if fresh
                  else self._array("alpha", islands.count, False))
@@ -516,9 +528,28 @@ class SoftContact:
                      pairs.pair_dof_count,
                      scratch.mass_matrix, scratch.qdd, rows["jacobian"], rows["weight"], violation,
                      state_in.joint_q, state_in.joint_qd, accel, step, self.side_column, *self._dof_row_flags,
-                     *self._params, m.real(self._tolerance), m.real(self._slope_tolerance)],
+                     *self._params, m.real(self._tolerance), m.real(self._slope_tolerance), m.real(ascent_alpha)],
                      [self._array("row_step", max(pairs.row_count, 1), False), alpha], record=False)
         return alpha
+
+    def _warm_start(self, scratch, state_in, pairs: PairRows, rows, islands: Islands, fresh: bool) -> wp.array:
+        """Where the Newton iterations start: the least-cost point on the line from the
+        unconstrained ``scratch.qdd`` through ``state_in``'s warm start (``qdd`` itself where
+        the line does not descend from it), as the fused step's ``contact_solve`` finds it;
+        in a new array with ``fresh`` (an unrolled tape reads it at backward time)."""
+        m = self.model
+        direction = self._vector("warm_direction", False)
+        self._launch(soft_contact_newton.difference, m.joint_dof_count, [scratch.qdd, state_in.joint_qdd_warm_start],
+                     [direction], record=False)
+        violation = self._violations(pairs, rows, scratch.qdd, False)
+        alpha = self._line_search(scratch, state_in, pairs, rows, scratch.qdd, direction, violation, islands, False,
+                                  ascent_alpha=0.0)
+        start = wp.zeros(m.joint_dof_count, dtype=m.dtype, device=m.device) if fresh else self._vector("warm_start",
+                                                                                                         False)
+        self._launch(soft_contact_newton.newton_update, m.joint_dof_count,
+                     [scratch.qdd, direction, alpha, islands.dof_island, self._done_flags(islands.count)], [start],
+                     record=False)
+        return start
 
     def _newton_step(self, scratch, state_in, pairs: PairRows, rows, accel, islands: Islands, done: wp.array, tape,
                      out_name: str):
@@ -559,7 +590,8 @@ class SoftContact:
     # ------------------------------------------------------------------ solve
     def solve(self, scratch, state_in, tape, step_index: int = 0) -> wp.array:
         """The constrained joint accelerations (D,) of step ``step_index``, from the
-        unconstrained ``scratch.qdd``; recorded on ``tape`` (implicitly or unrolled) when
+        unconstrained ``scratch.qdd`` (its Newton iterations start at ``state_in``'s warm start,
+        ``SoftContactOptions.warm_start``, or there); recorded on ``tape`` (implicitly or unrolled) when
         given. Islands that reach the iteration cap above the tolerance are booked (see
         ``SoftContactOptions.raise_on_nonconvergence``).
 
@@ -576,6 +608,8 @@ class SoftContact:
             self._last_in_contact = rows["in_contact"]
             islands = self.islands = self._step_islands(pairs, rows["in_contact"])
             accel, residual = scratch.qdd, None
+            if self.options.warm_start:
+                accel = self._warm_start(scratch, state_in, pairs, rows, islands, unrolled)
             done = self._done_flags(islands.count)
             for k in range(self.options.iterations):  # off the tape: alternate between two buffers
                 accel, step = self._newton_step(scratch, state_in, pairs, rows, accel, islands, done,
