@@ -34,7 +34,9 @@ state and how many touch the ground; wpsim's contact points in contact per world
 iterations per step (MuJoCo ``solver_niter[0]`` median and max over the single-world run;
 wpsim: the most of any step over the runs, ``health().contact_iterations``, and the median over
 single steps), wpsim's unconverged island-steps per run (``health().unconverged_contact``) and
-kernel launches per step.
+kernel launches per step. Then the gradient of a stance rollout (``stance_grad_worlds``, the
+controls held ``STANCE_CONTROL_OFFSET`` off the targets) as in flight, with the tape's recorded backward over its
+recorded forward (every gradient record carries both times).
 
 Model settings (in every record's params): the file's time step on both sides (MuJoCo's
 default 0.002 s where the file gives none); MuJoCo's friction cone set to pyramidal, wpsim's
@@ -43,13 +45,12 @@ elliptic, with impratio 100); MuJoCo's integrator, solver, iterations and tolera
 has them (``mujoco_integrator``, ``mujoco_settings``); wpsim's soft contact from the file's
 solref/solimp (``scene.contact_settings`` into ``SoftContactOptions``; ``wpsim_soft_contact``
 says whether the file gave them or the defaults were used) and what the importer does not honour
-(``wpsim_unhonoured``). The models still differ where wpsim has no counterpart: MuJoCo's
-impedance follows solimp's curve with depth while wpsim holds one impedance (the Go1's feet,
-solimp 0.015 1 0.023, ramp from 0.015 to 1 over 23 mm in MuJoCo, whose dmax 1 wpsim does not read,
-so it keeps its 0.99); MuJoCo collides the quadruped's thighs with its torso (8 of its 12
-contacts, ``mujoco_ground_contacts`` counts the others), wpsim does not; condim 1 and 6 geoms
-(the Go1) are wpsim's condim 3; MuJoCo warm-starts its Newton solve from the last step's
-accelerations, wpsim from the unconstrained ones. So the speeds compare like-sized work, not identical
+(``wpsim_unhonoured``). The models still differ where wpsim has no counterpart: both follow
+solimp's impedance curve with depth, but a dmax of 1 (the Go1's feet, solimp 0.015 1 0.023) is
+outside wpsim's range, so wpsim keeps 0.99 there; MuJoCo collides the quadruped's thighs with its
+torso (8 of its 12 contacts, ``mujoco_ground_contacts`` counts the others), wpsim does not;
+condim 1 and 6 geoms (the Go1) are wpsim's condim 3. Both warm-start their Newton solves from
+the last step's accelerations. So the speeds compare like-sized work, not identical
 trajectories.
 
 ``time_ratio`` records are always wpsim wall time / MuJoCo wall time for the same work
@@ -97,19 +98,20 @@ beside it."""
 def suite_config(quick: bool, cuda: bool = False) -> dict:
     """Horizons, repeats, and by variant the world counts of the flight speed comparisons
     (``worlds``) and of the gradient comparisons (``grad_worlds``), and the world counts of the
-    stance comparisons (``stance_worlds``, the soft variant). On CUDA the fused and staged
+    stance comparisons (``stance_worlds``, the soft variant) and of its gradients
+    (``stance_grad_worlds``). On CUDA the fused and staged
     flight steps go up to 16,384 worlds; the soft variant's flight stops at 64."""
     one_and_64 = {"fused": (1, 64), "soft": (1, 64)}
     if quick:
         return {"steps": 20, "worlds": one_and_64, "grad_steps": 10, "grad_worlds": one_and_64, "repeats": 1,
-                "stance_worlds": (1, 64)}
+                "stance_worlds": (1, 64), "stance_grad_worlds": (1,)}
     if cuda:
         many = (1, 64, 4096, 16384)
         worlds = {"fused": many, "staged": many, "soft": (1, 64)}
     else:
         worlds = {"fused": (1, 64, 256, 1024), "soft": (1, 64, 256, 1024)}
     return {"steps": 200, "worlds": worlds, "grad_steps": 200, "grad_worlds": one_and_64, "repeats": 3,
-            "stance_worlds": (1, 64, 256, 1024)}
+            "stance_worlds": (1, 64, 256, 1024), "stance_grad_worlds": (1, 64)}
 
 
 # ---------------------------------------------------------------------------- both sides
@@ -397,7 +399,8 @@ class WpsimSide:
 
     def gradient_runner(self, model, solver, steps: int, controls: np.ndarray | None = None):
         """A function returning the (steps, worlds, nu) tape gradient of the final-state loss
-        and the loss; ``controls`` (steps, nu) drive every world (default zeros)."""
+        and the loss; ``controls`` (steps, nu) drive every world (default zeros). Its ``splits``
+        list gets the (recorded forward, backward) wall times of every run."""
         from wpsim.diff.losses import joint_tracking_loss
         from wpsim.solvers.rollout import simulate
 
@@ -421,13 +424,19 @@ class WpsimSide:
         def run():
             forces.grad.zero_()
             tape = wp.Tape()
+            begin = time.perf_counter()
             with tape:
                 final = simulate(solver, state0, steps, self.dt, control=lambda k: controls[k])
                 loss = joint_tracking_loss(final, target, weight)
+            wp.synchronize_device(device)
+            middle = time.perf_counter()
             tape.backward(loss=loss)
+            wp.synchronize_device(device)
+            run.splits.append((middle - begin, time.perf_counter() - middle))
             grad = forces.grad.numpy().reshape(steps, worlds, nv)[:, :, self.mjs.actuated_dof]
             return grad, float(loss.numpy()[0])
 
+        run.splits = []  # (recorded forward s, backward s) of every run
         return run
 
 
@@ -463,9 +472,12 @@ def measure_steps(ws: WpsimSide, device, worlds: int, steps: int, repeats: int, 
 
 
 def measure_gradient(ws: WpsimSide, mjs: MujocoSide, device, worlds: int, steps: int, repeats: int,
-                     control: float, variant: str) -> dict:
+                     control, variant: str) -> dict:
+    """Best wall times of the all-controls gradient of ``steps`` steps of ``worlds`` worlds (the
+    tape, and per world MuJoCo's finite-difference chain), held at ``control`` (a value or one
+    per actuator), the agreement of the two, and the tape's best recorded forward and backward."""
     model, solver = ws.model(device, worlds, requires_grad=True, variant=variant)
-    controls = np.full((steps, mjs.model.nu), control)
+    controls = np.broadcast_to(np.asarray(control, dtype=float), (steps, mjs.model.nu)).copy()
     run = ws.gradient_runner(model, solver, steps, controls)
 
     def mujoco_all():
@@ -474,10 +486,29 @@ def measure_gradient(ws: WpsimSide, mjs: MujocoSide, device, worlds: int, steps:
     (wp_s, mj_s), ((wp_grad, loss), mj_grads) = best_times([run, mujoco_all], repeats, device)
     mj_grad = mj_grads[0]  # the reference of one world
     scale = max(float(np.abs(mj_grad).max()), 1e-30)
-    return {"wpsim_s": wp_s, "mujoco_s": mj_s, "loss": loss,
+    forward_s, backward_s = (min(split[k] for split in run.splits) for k in range(2))
+    return {"wpsim_s": wp_s, "mujoco_s": mj_s, "loss": loss, "forward_s": forward_s, "backward_s": backward_s,
             "finite": bool(np.isfinite(wp_grad).all()),
             "max_abs_diff_over_max": float(np.abs(wp_grad[:, 0] - mj_grad).max() / scale),
             "worlds_agree": bool(np.allclose(wp_grad, wp_grad[:, :1], rtol=1e-3, atol=1e-6 * scale))}
+
+
+def gradient_records(rec, found: dict, label: str, name: str, worlds: int, steps: int, control):
+    """The records of one ``measure_gradient`` comparison (through ``rec(metric, value, **params)``)
+    and its progress line: both sides' wall times, their ratio, and the tape's recorded backward
+    over its recorded forward."""
+    common = {"worlds": worlds, "steps": steps, "wpsim_finite": found["finite"], "loss": found["loss"],
+              "grad_diff_vs_mujoco": found["max_abs_diff_over_max"], "worlds_agree": found["worlds_agree"],
+              "mujoco_threads": 1, "fd": "forward", "control": np.asarray(control).tolist(),
+              "wpsim_forward_s": found["forward_s"], "wpsim_backward_s": found["backward_s"]}
+    rec("wall_s", found["wpsim_s"], mode=f"{name}_tape", per_world_s=found["wpsim_s"] / worlds, **common)
+    rec("wall_s", found["mujoco_s"], mode=f"mujoco_fd_chain vs {name}", per_world_s=found["mujoco_s"] / worlds,
+        **common)
+    rec("time_ratio", found["wpsim_s"] / found["mujoco_s"], mode=f"gradient {name}/mujoco", **common)
+    rec("time_ratio", found["backward_s"] / found["forward_s"], mode=f"gradient {name} backward/forward", **common)
+    progress(f"{label} gradient W={worlds} T={steps}: {name} tape {found['wpsim_s'] * 1e3:.1f} ms (backward/forward "
+             f"{found['backward_s'] / found['forward_s']:.2f}), FD chain {found['mujoco_s'] * 1e3:.1f} ms "
+             f"(diff {found['max_abs_diff_over_max']:.2g})")
 
 
 # ---------------------------------------------------------------------------- the suite
@@ -532,18 +563,9 @@ def vs_mujoco_suite(device=None, quick: bool = False, robots: dict | None = None
                 rec("launches_per_step", found["launches"], mode=f"{name}_worlds", **common)
                 progress(f"{SUITE}/{case} W={worlds}: {name} {worlds * steps / found['wpsim_s']:.0f}, rollout "
                          f"{worlds * steps / found['mujoco_s']:.0f} world-steps/s")
-            steps = config["grad_steps"]
             for worlds in config["grad_worlds"].get(variant, ()):
-                found = measure_gradient(ws, mjs, device, worlds, steps, repeats, control, variant)
-                common = {"worlds": worlds, "steps": steps, "wpsim_finite": found["finite"], "loss": found["loss"],
-                          "grad_diff_vs_mujoco": found["max_abs_diff_over_max"], "worlds_agree": found["worlds_agree"],
-                          "mujoco_threads": 1, "fd": "forward", "control": control}
-                rec("wall_s", found["wpsim_s"], mode=f"{name}_tape", per_world_s=found["wpsim_s"] / worlds, **common)
-                rec("wall_s", found["mujoco_s"], mode=f"mujoco_fd_chain vs {name}",
-                    per_world_s=found["mujoco_s"] / worlds, **common)
-                rec("time_ratio", found["wpsim_s"] / found["mujoco_s"], mode=f"gradient {name}/mujoco", **common)
-                progress(f"{SUITE}/{case} gradient W={worlds} T={steps}: {name} tape {found['wpsim_s'] * 1e3:.1f} "
-                         f"ms, FD chain {found['mujoco_s'] * 1e3:.1f} ms (diff {found['max_abs_diff_over_max']:.2g})")
+                found = measure_gradient(ws, mjs, device, worlds, config["grad_steps"], repeats, control, variant)
+                gradient_records(rec, found, f"{SUITE}/{case}", name, worlds, config["grad_steps"], control)
         progress(f"{SUITE}/{case}: {time.perf_counter() - start:.1f} s")
     if stance:
         start = time.perf_counter()
@@ -553,6 +575,9 @@ def vs_mujoco_suite(device=None, quick: bool = False, robots: dict | None = None
 
 
 # ---------------------------------------------------------------------------- stance
+STANCE_CONTROL_OFFSET = 0.1
+"""rad (or the actuator's unit) the stance gradient rollouts hold every control off its target,
+so that the joints move and the loss (sum of hinge angles^2) and its gradient are not zero."""
 SETTLE_S = 0.6
 """s of simulated time both sides settle before the timed runs (the quadruped's feet are down
 after ~0.08 s, the Go1 stands from its keyframe)."""
@@ -659,6 +684,10 @@ def stance_records(case: str, path: Path, keyframe: str | None, device, config: 
                  f"{worlds * steps / found['mujoco_s']:.0f} world-steps/s; contacts/world "
                  f"{found['contacts_per_world']:g}; iterations max {found['iterations_max']}; unconverged "
                  f"{found['unconverged_steps']:g}; {found['launches']} launches/step")
+    held = mjs.ctrl + STANCE_CONTROL_OFFSET
+    for worlds in config["stance_grad_worlds"]:
+        found = measure_gradient(ws, mjs, device, worlds, config["grad_steps"], repeats, held, "soft")
+        gradient_records(rec, found, f"vs_mujoco/{case} stance", name, worlds, config["grad_steps"], held)
     return records
 
 
