@@ -415,3 +415,32 @@ def test_mjcf_solref_and_solimp_set_the_soft_contact(tmp_path):
     plain = geoms.replace(' solref="-1000 -10"', "")
     path.write_text(f"<mujoco><worldbody>{plain}</worldbody></mujoco>")
     assert import_mjcf(path)[1].contact_settings == {}
+
+
+def test_mjcf_solimp_is_clipped_as_mujoco_clips_it(tmp_path):
+    """solimp's impedances are clipped to MuJoCo's range [1e-4, 0.9999], so a file's dmax of 1
+    (the Menagerie Go1's feet: "0.015 1 0.023") is a contact as hard as MuJoCo makes it, not
+    a setting dropped for wpsim's defaults; an impedance falling with depth (dmin > dmax)
+    keeps dmax and is listed."""
+    path = tmp_path / "s.xml"
+    ball = '<body pos="0 0 1"><freejoint/><geom type="sphere" size="0.1"/></body>'
+    path.write_text('<mujoco><default><geom solimp="0.015 1 0.023"/></default>'
+                    f'<worldbody><geom type="plane" size="1 1 0.1"/>{ball}</worldbody></mujoco>')
+    _, scene = import_mjcf(path)
+    assert scene.contact_settings == {"time_constant": 0.02, "damping_ratio": 1.0, "impedance": 0.9999,
+                                      "impedance_min": 0.015, "impedance_width": 0.023, "impedance_midpoint": 0.5,
+                                      "impedance_power": 2.0}
+    assert scene.unhonoured == []
+    wpsim.SoftContactOptions(**scene.contact_settings)
+    path.write_text('<mujoco><default><geom solimp="0 0 0.001 2 0.5"/></default>'
+                    f'<worldbody><geom type="plane" size="1 1 0.1"/>{ball}</worldbody></mujoco>')
+    _, scene = import_mjcf(path)
+    assert scene.contact_settings == {"time_constant": 0.02, "damping_ratio": 1.0, "impedance": 1e-4,
+                                      "impedance_min": 1e-4, "impedance_width": 0.001, "impedance_midpoint": 0.9999,
+                                      "impedance_power": 1.0}
+    path.write_text('<mujoco><default><geom solimp="0.95 0.5 0.001"/></default>'
+                    f'<worldbody><geom type="plane" size="1 1 0.1"/>{ball}</worldbody></mujoco>')
+    with pytest.warns(UserWarning, match="dmin > dmax"):
+        _, scene = import_mjcf(path)
+    assert scene.contact_settings == {"time_constant": 0.02, "damping_ratio": 1.0, "impedance": 0.5}
+    assert [(u.element, u.attribute) for u in scene.unhonoured] == [("<geom>", "solimp")]

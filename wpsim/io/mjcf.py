@@ -90,6 +90,7 @@ from wpsim.io.scene_parsing import (
     ImportedScene,
     SceneFileError,
     add_all_or_nothing,
+    clamped_solimp,
     load_mesh,
     resolve_mesh,
 )
@@ -535,13 +536,15 @@ class _Reader:
     def set_contact_settings(self):
         """``scene.contact_settings`` from the geoms' solref / solimp: wpsim's soft contact has one
         time constant, damping ratio and impedance curve (solimp's dmin, dmax, width, midpoint
-        and power); the most common setting is used and geoms that differ from it, or use
-        solref's direct (negative) form, are listed as not honoured."""
+        and power, clipped as MuJoCo clips them: ``clamped_solimp``); the most common setting is
+        used and geoms that differ from it, or use solref's direct (negative) form, are listed
+        as not honoured."""
         if not self.softness:
             return
         settings = [(ref, imp) for _, ref, imp in self.softness]
         common = max(set(settings), key=settings.count)
-        (time_constant, damping_ratio), (dmin, dmax, width, midpoint, power) = common
+        (time_constant, damping_ratio), solimp = common
+        dmin, dmax, width, midpoint, power = clamped_solimp(solimp)
         for geom, ref, imp in self.softness:
             if min(ref) <= 0.0:
                 self.scene.unhonoured.append(self.tree.unhonoured_here(
@@ -551,18 +554,22 @@ class _Reader:
                     geom, "solref", geom.get("solref"),
                     f"differs from the file's common setting (solref {' '.join(f'{v:g}' for v in common[0])}, solimp "
                     f"{' '.join(f'{v:g}' for v in common[1])}), which wpsim's single soft-contact setting uses"))
-        if time_constant > 0.0 and damping_ratio > 0.0 and 0.0 < dmax < 1.0:
+        if time_constant > 0.0 and damping_ratio > 0.0:
             self.scene.contact_settings = {"time_constant": float(time_constant), "damping_ratio": float(damping_ratio),
-                                           "impedance": float(dmax)}
-            if width > 0.0 and 0.0 <= dmin <= dmax and 0.0 < midpoint < 1.0 and power >= 1.0:
-                self.scene.contact_settings.update(impedance_min=float(dmin), impedance_width=float(width),
-                                                   impedance_midpoint=float(midpoint), impedance_power=float(power))
+                                           "impedance": dmax}
+            if dmin <= dmax:
+                self.scene.contact_settings.update(impedance_min=dmin, impedance_width=width,
+                                                   impedance_midpoint=midpoint, impedance_power=power)
+            else:
+                geom = next(g for g, ref, imp in self.softness if (ref, imp) == common)
+                self.scene.unhonoured.append(self.tree.unhonoured_here(
+                    geom, "solimp", geom.get("solimp"), "is not honoured in full: an impedance falling with "
+                    "penetration (dmin > dmax); wpsim uses dmax at every depth"))
         else:
             geom = next(g for g, ref, imp in self.softness if (ref, imp) == common)
             self.scene.unhonoured.append(self.tree.unhonoured_here(
-                geom, "solimp", geom.get("solimp"), "is not honoured: the file's common solref / solimp is outside "
-                "wpsim's range (time constant and damping ratio > 0, 0 < dmax < 1); wpsim's default soft contact "
-                "is used"))
+                geom, "solref", geom.get("solref"), "is not honoured: the file's common solref is not in its "
+                "time-constant form (time constant and damping ratio > 0); wpsim's default soft contact is used"))
 
     def one_dof_joint(self, b: ModelBuilder, element, key: str) -> int:
         """The hinge or slide joint an element names in ``key`` (a SceneFileError otherwise)."""

@@ -144,3 +144,17 @@ def add_all_or_nothing(builder, build):
     """Run ``build(builder)``; if it raises, remove everything it added."""
     with builder._all_or_nothing():
         return build(builder)
+
+
+IMPEDANCE_RANGE = (1e-4, 0.9999)
+"""The impedances (solimp dmin, dmax, midpoint) MuJoCo clips a file's values to."""
+
+
+def clamped_solimp(solimp) -> tuple:
+    """(dmin, dmax, width m, midpoint, power) of an MJCF solimp as MuJoCo uses it: dmin, dmax
+    and the midpoint clipped to ``IMPEDANCE_RANGE``, width at least 1e-15 m, power at least 1
+    (so a file's dmax of 1 is a contact as hard as MuJoCo makes it)."""
+    low, high = IMPEDANCE_RANGE
+    dmin, dmax, width, midpoint, power = (float(v) for v in solimp)
+    return (min(max(dmin, low), high), min(max(dmax, low), high), max(width, 1e-15), min(max(midpoint, low), high),
+            max(power, 1.0))
