@@ -326,8 +326,12 @@ def row_parameters(
     first = r - r % EDGES
     inverse_mass = (row_inverse_mass[first] + row_inverse_mass[first + 1] + row_inverse_mass[first + 2]
                     + row_inverse_mass[first + 3]) * type(one)(0.25)
-    d = impedance_at(-row_distance[r], impedance, impedance_min, impedance_width, impedance_midpoint, impedance_power)
-    row_weight_out[r] = row_in_contact[r] * d / (one - d) / (inverse_mass + type(one)(1.0e-12))
+    weight = row_in_contact[r] * type(one)(0.0)
+    if row_in_contact[r] != weight:  # rows out of contact (most) weigh nothing: no impedance to evaluate
+        d = impedance_at(-row_distance[r], impedance, impedance_min, impedance_width, impedance_midpoint,
+                         impedance_power)
+        weight = row_in_contact[r] * d / (one - d) / (inverse_mass + type(one)(1.0e-12))
+    row_weight_out[r] = weight
 
 
 @kernel

@@ -307,12 +307,13 @@ def line_slope(
         for entry in range(articulation_pair_start[art], articulation_pair_start[art + 1]):
             pair = articulation_pairs[entry]
             if pair_articulation[pair] == art:
-                for r in range(pair_row_start[pair], pair_row_start[pair + 1]):
-                    if row_weight[r] != zero:
-                        s = row_step[r]
-                        x = row_violation[r] - alpha * s
-                        slope -= s * row_force(row_weight[r], x)
-                        curvature += row_active(row_weight[r], x) * s * s
+                for first in range(pair_row_start[pair], pair_row_start[pair + 1], EDGES):
+                    if row_weight[first] != zero:  # slots not in contact (most) add nothing; edges share the weight
+                        for r in range(first, first + EDGES):
+                            s = row_step[r]
+                            x = row_violation[r] - alpha * s
+                            slope -= s * row_force(row_weight[r], x)
+                            curvature += row_active(row_weight[r], x) * s * s
     if limits != 0 or friction_rows != 0:
         one = type(impedance)(1.0)
         stiffness = one / (time_constant * time_constant)
@@ -421,9 +422,11 @@ def island_line_search(
         for entry in range(articulation_pair_start[art], articulation_pair_start[art + 1]):
             pair = articulation_pairs[entry]
             if pair_articulation[pair] == art:
-                for r in range(pair_row_start[pair], pair_row_start[pair + 1]):
-                    if row_weight[r] != zero:
-                        row_step[r] = row_times(r, pair, pair_dof, pair_dof_count, side_column, row_jacobian, step)
+                for first in range(pair_row_start[pair], pair_row_start[pair + 1], EDGES):
+                    if row_weight[first] != zero:
+                        for r in range(first, first + EDGES):
+                            row_step[r] = row_times(r, pair, pair_dof, pair_dof_count, side_column, row_jacobian,
+                                                    step)
     # evaluation 0 at alpha = 0 gives phi'(0); then Newton steps on phi' from alpha = 1
     alpha = zero
     start = zero

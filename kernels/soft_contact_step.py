@@ -16,7 +16,7 @@ import warp as wp
 from .articulation import articulation_fk, factor_and_solve, integrate_joint, triangular_solves, vec6
 from .articulation_step import articulation_dynamics
 from .generic import kernel, mat33, transform, vec3
-from .soft_contact import pair_rows, row_parameters, row_violation
+from .soft_contact import EDGES, pair_rows, row_parameters, row_violation
 from .soft_contact_newton import island_gradient, island_hessian, island_line_search, step_ratio
 
 
@@ -40,12 +40,15 @@ def articulation_violations(
     rows not in contact, as ``row_violation`` gives them, without computing it)."""
     for entry in range(articulation_contact_pair_start[a], articulation_contact_pair_start[a + 1]):
         pair = articulation_contact_pairs[entry]
-        for r in range(pair_row_start[pair], pair_row_start[pair + 1]):
-            x = row_aref[r] * type(row_aref[r])(0.0)
-            if row_weight[r] != x:
-                x = row_violation(r, row_pair, pair_dof, pair_dof_count, row_jacobian, row_aref, row_weight, accel,
-                                  side_column)
-            row_violation_out[r] = x
+        zero = row_aref[0] * type(row_aref[0])(0.0)
+        for first in range(pair_row_start[pair], pair_row_start[pair + 1], EDGES):
+            active = row_weight[first] != zero  # a slot's edges share its weight
+            for r in range(first, first + EDGES):
+                x = zero
+                if active:
+                    x = row_violation(r, row_pair, pair_dof, pair_dof_count, row_jacobian, row_aref, row_weight,
+                                      accel, side_column)
+                row_violation_out[r] = x
 
 
 @wp.func
