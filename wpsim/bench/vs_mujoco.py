@@ -45,9 +45,9 @@ elliptic, with impratio 100); MuJoCo's integrator, solver, iterations and tolera
 has them (``mujoco_integrator``, ``mujoco_settings``); wpsim's soft contact from the file's
 solref/solimp (``scene.contact_settings`` into ``SoftContactOptions``; ``wpsim_soft_contact``
 says whether the file gave them or the defaults were used) and what the importer does not honour
-(``wpsim_unhonoured``). The models still differ where wpsim has no counterpart: both follow
-solimp's impedance curve with depth, but a dmax of 1 (the Go1's feet, solimp 0.015 1 0.023) is
-outside wpsim's range, so wpsim keeps 0.99 there; MuJoCo collides the quadruped's thighs with its
+(``wpsim_unhonoured``). Both follow solimp's impedance curve with depth, clipped alike (the Go1's
+feet's dmax of 1 is 0.9999 on both sides). The models still differ where wpsim has no
+counterpart: MuJoCo collides the quadruped's thighs with its
 torso (8 of its 12 contacts, ``mujoco_ground_contacts`` counts the others), wpsim does not;
 condim 1 and 6 geoms (the Go1) are wpsim's condim 3. Both warm-start their Newton solves from
 the last step's accelerations. So the speeds compare like-sized work, not identical
@@ -309,9 +309,10 @@ class WpsimSide:
         """The soft variant's contact settings (what the runs use) and where they come from."""
         options = self.contact_options()
         return {"time_constant": options.time_constant, "damping_ratio": options.damping_ratio,
-                "impedance": options.impedance, "iterations": options.iterations, "tolerance": options.tolerance,
+                "impedance": options.impedance, "impedance_min": options.impedance_min,
+                "impedance_width": options.impedance_width, "iterations": options.iterations, "tolerance": options.tolerance,
                 "cone": "pyramidal", "from": "file" if self.contact_settings else "defaults (the file sets none "
-                "that wpsim reads: solref time-constant form, solimp dmax in (0, 1))"}
+                "that wpsim reads: solref in its time-constant form)"}
 
     def model(self, device, worlds: int, requires_grad: bool = False, dtype=wp.float32, variant: str = "soft"):
         """(model, solver) of ``worlds`` worlds; ``variant`` (see ``VARIANTS``) picks the contact
