@@ -21,7 +21,7 @@ def cli(capsys, *args) -> tuple:
 
 
 def digests(folder: Path) -> dict:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir()) if p.is_file()}
 
 
 @pytest.fixture
@@ -78,3 +78,21 @@ def test_run_and_render_refuse_to_overwrite_a_usd_sublayer_or_asset(capsys, tmp_
     status, lines = cli(capsys, "render", stage, "--out", tmp_path / "tex.png")
     assert status == 2 and len(lines) == 1 and f"would overwrite the input {tmp_path / 'tex.png'}" in lines[0]
     assert digests(tmp_path) == before
+
+
+def test_a_frames_folder_that_holds_an_input_is_refused(capsys, tmp_path, mjcf_scene):
+    from wpsim.apps.run_scene import check_outputs
+
+    frames = tmp_path / "frames"
+    stage = frames / "out" / "rollout.usda"
+    stage.parent.mkdir(parents=True)
+    stage.write_text("#usda 1.0\n")
+    status, lines = cli(capsys, "render", stage, "--out", frames)  # was: frames written beside the stage
+    assert status == 2 and lines == [f"wpsim render: error: --out {frames}: the frames folder holds the input "
+                                     f"{stage}; write the frames elsewhere"], lines
+    before = digests(tmp_path)
+    status, lines = cli(capsys, "run", mjcf_scene, "--steps", "2", "--out", frames / "run.usda", "--video", tmp_path)
+    assert status == 2 and len(lines) == 1 and f"--video {tmp_path}: the frames folder holds the input" in lines[0]
+    assert digests(tmp_path) == before and not (frames / "run.usda").exists()
+    check_outputs("--out", frames / "ou", [stage])  # a name that only begins like the folder is not it
+    check_outputs("--out", frames / "out.gif", [stage])  # a file beside the input's folder is no frames folder

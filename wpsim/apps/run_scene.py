@@ -151,14 +151,20 @@ def check_writable(path, what: str, folder: bool = False):
 def check_outputs(what: str, out, inputs, names=()):
     """Refuse the output ``out`` (named by ``what``) before any work: if it would replace one of
     the files ``inputs`` (None entries and non-files skipped) - ``out`` itself, or with ``names``
-    the files of those names that the command writes into the folder ``out`` - or if it cannot
-    be written (``check_writable``)."""
+    the files of those names that the command writes into the folder ``out`` - if ``out`` is a
+    frames folder (no suffix, no ``names``: numbered files) that holds one of them at any depth,
+    or if it cannot be written (``check_writable``)."""
     import os
 
     targets = [Path(out) / name for name in names] if names else [Path(out)]
+    frames_folder = Path(out).resolve() if not names and not Path(out).suffix else None
     for source in inputs:
+        if source is None or not os.path.isfile(source):
+            continue
+        if frames_folder is not None and frames_folder in Path(source).resolve().parents:
+            raise ValueError(f"{what} {out}: the frames folder holds the input {source}; write the frames elsewhere")
         for target in targets:
-            if source is not None and os.path.isfile(source) and target.exists() and os.path.samefile(target, source):
+            if target.exists() and os.path.samefile(target, source):
                 raise ValueError(f"{what} {out}: would overwrite the input {source}")
     check_writable(out, what, folder=bool(names))
 
