@@ -206,7 +206,7 @@ def test_candidate_pairs_are_the_rule_over_every_ordered_pair(monkeypatch):
     found = builder.finalize().contact_pair.numpy()
     world_pairs = rigid_builder.world_pairs
 
-    def every_pair(world):
+    def every_pair(world, body):
         n = len(world)
         return np.stack(np.meshgrid(np.arange(n), np.arange(n), indexing="ij"), axis=-1).reshape(-1, 2)
 
@@ -214,4 +214,4 @@ def test_candidate_pairs_are_the_rule_over_every_ordered_pair(monkeypatch):
     expected = builder.finalize().contact_pair.numpy()
     assert len(found) > 0 and np.array_equal(found, expected)
     worlds = np.repeat(np.arange(1000), 5)
-    assert len(world_pairs(np.concatenate([worlds, [-1]]))) == 1000 * 25 + 2 * 5000 + 1
+    assert len(world_pairs(np.concatenate([worlds, [-1]]), np.arange(5001))) == 1000 * 25 + 2 * 5000 + 1

@@ -64,7 +64,7 @@ def test_candidate_pairs_beyond_the_memory_budget_are_refused_before_listing(mon
         raise AssertionError("the pairs were listed")
 
     monkeypatch.setattr(rigid_builder, "world_pairs", never)
-    with pytest.raises(ValueError, match=r"300 collision shapes \(300 in world 0, 0 shared by every world\) make "
+    with pytest.raises(ValueError, match=r"300 collision shapes \(300 in world 0, 0 shared by every world; 300 on bodies\) make "
                                          r"90,000 candidate contact pairs; listing them needs about 5\.5 MiB, more "
                                          r"than the memory budget of 1\.0 MiB \(WPSIM_MEMORY_BUDGET=1M; .* spread "):
         builder.finalize(device="cpu")
@@ -76,9 +76,28 @@ def test_candidate_pairs_beyond_the_memory_budget_are_refused_before_listing(mon
 def test_candidate_pairs_of_100000_shapes_in_one_world_are_refused():
     with pytest.raises(ValueError, match=r"100,000 collision shapes .* make 10,000,000,000 candidate contact pairs; "
                                          r"at most 2,147,483,647 \(MAX_CANDIDATE_PAIRS\)"):
-        rigid_builder.check_candidate_pairs(np.zeros(100_000, dtype=np.int64))
+        rigid_builder.check_candidate_pairs(np.zeros(100_000, dtype=np.int64), np.arange(100_000))
     budget, source = limits.memory_budget()
     assert 0 < budget and "of" in source
+
+
+def test_static_shapes_pair_with_body_shapes_only(monkeypatch):
+    """Two static shapes never touch: they are neither listed nor counted (they were, 301^2
+    pairs, 5.5 MiB, refused here), and the count is exactly the listing's length."""
+    builder = spheres(1)
+    for i in range(300):
+        builder.add_shape_sphere(-1, pos=(0.3 * i, 1.0, 0.1), radius=0.1)
+    monkeypatch.setenv(limits.BUDGET_VARIABLE, "1M")
+    assert builder.finalize(device="cpu").contact_pair_count == 300
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        world, body = rng.integers(-1, 4, size=40), rng.integers(-1, 3, size=40)
+        listed = len(rigid_builder.world_pairs(world, body))
+        monkeypatch.setattr(rigid_builder, "MAX_CANDIDATE_PAIRS", listed)
+        rigid_builder.check_candidate_pairs(world, body)
+        monkeypatch.setattr(rigid_builder, "MAX_CANDIDATE_PAIRS", listed - 1)
+        with pytest.raises(ValueError, match=f"make {listed:,} candidate contact pairs"):
+            rigid_builder.check_candidate_pairs(world, body)
 
 
 def test_a_10000_link_chain_is_refused_up_front_with_the_reason(tmp_path):
@@ -99,6 +118,27 @@ def test_the_articulation_limit_is_the_module_constant(tmp_path, monkeypatch):
     monkeypatch.setattr(articulation_size, "MAX_ARTICULATION_DOFS", 11)
     solver, state = SemiImplicitSolver(model), model.state()
     solver.step(state, model.state(), None, 1e-3)
+
+
+def test_a_soft_contact_solver_refuses_a_too_large_articulation_before_its_dense_solve(tmp_path, monkeypatch):
+    """The soft-constraint solve factors a dense Hessian per island (an articulation, or in the
+    staged schedule articulations that touch): the articulation limit holds for it too, checked
+    before the contact solve's scratch is built."""
+    from wpsim.solvers import SoftContactOptions, semi_implicit
+
+    model = import_urdf(chain_urdf(tmp_path / "chain.urdf", 12))[0].finalize(device="cpu")
+    monkeypatch.setattr(articulation_size, "MAX_ARTICULATION_DOFS", 10)
+
+    def never(*args):
+        raise AssertionError("the soft-contact solve was built")
+
+    built = semi_implicit.SoftContact
+    monkeypatch.setattr(semi_implicit, "SoftContact", never)
+    with pytest.raises(ValueError, match="has 11 dofs, more than the 10 a solver steps"):
+        SemiImplicitSolver(model, soft_contact=SoftContactOptions())
+    monkeypatch.setattr(semi_implicit, "SoftContact", built)
+    monkeypatch.setattr(articulation_size, "MAX_ARTICULATION_DOFS", 11)
+    assert SemiImplicitSolver(model, soft_contact=SoftContactOptions()).soft_contact.largest_island == 11
 
 
 def test_csv_field_longer_than_the_csv_limit_is_one_line_naming_file_and_line(tmp_path):

@@ -62,17 +62,20 @@ MAX_CANDIDATE_PAIRS = 2**31 - 1
 one kernel thread per pair, and thread indices are 32-bit."""
 
 
-def check_candidate_pairs(shape_world: np.ndarray):
+def check_candidate_pairs(shape_world: np.ndarray, shape_body: np.ndarray):
     """Refuse (``ValueError``) shapes whose candidate pairs (``world_pairs``, counted without
-    listing them) exceed ``MAX_CANDIDATE_PAIRS`` or the memory budget
-    (``wpsim.core.limits``), naming the shape counts, the pairs and the bytes needed."""
-    world = np.asarray(shape_world, dtype=np.int64)
-    shared, own = int(np.count_nonzero(world < 0)), world[world >= 0]
-    sizes = np.bincount(own) if len(own) else np.zeros(1, np.int64)
-    count = int(np.square(sizes.astype(object)).sum()) + 2 * len(own) * shared + shared * shared
+    listing them; two static shapes are never one) exceed ``MAX_CANDIDATE_PAIRS`` or the memory
+    budget (``wpsim.core.limits``), naming the shape counts, the pairs and the bytes needed."""
+    world, on_body = np.asarray(shape_world, dtype=np.int64), np.asarray(shape_body) >= 0
+    shared = world < 0
+    worlds = int(world.max(initial=-1)) + 1
+    sizes = np.bincount(world[~shared], minlength=max(worlds, 1)).astype(object)
+    body_sizes = np.bincount(world[~shared & on_body], minlength=max(worlds, 1)).astype(object)
+    shared_count, shared_on_body = int(shared.sum()), int((shared & on_body).sum())
+    count = int((sizes * body_sizes).sum()) + int(body_sizes.sum()) * shared_count + shared_on_body * len(world)
     largest = int(np.argmax(sizes))
-    what = (f"{len(world):,} collision shapes ({int(sizes[largest]):,} in world {largest}, {shared:,} shared by every "
-            f"world) make {count:,} candidate contact pairs")
+    what = (f"{len(world):,} collision shapes ({int(sizes[largest]):,} in world {largest}, {shared_count:,} shared by "
+            f"every world; {int(on_body.sum()):,} on bodies) make {count:,} candidate contact pairs")
     remedy = ("spread the shapes over more worlds (shapes of two worlds are never paired), merge a body's shapes "
               "into fewer, or leave out shapes that never touch (MJCF contype=\"0\" conaffinity=\"0\" keeps their mass "
               "without a shape)")
@@ -81,19 +84,23 @@ def check_candidate_pairs(shape_world: np.ndarray):
     require_memory(f"{what}; listing them", count * PAIR_LISTING_BYTES, remedy)
 
 
-def world_pairs(shape_world: np.ndarray) -> np.ndarray:
-    """(M, 2) ordered shape pairs (a, b), sorted, whose worlds may meet: both in one world, or
-    either in world -1 (shared by all). Their count grows with the worlds, not their square."""
-    world = np.asarray(shape_world, dtype=np.int64)
+def world_pairs(shape_world: np.ndarray, shape_body: np.ndarray) -> np.ndarray:
+    """(M, 2) ordered shape pairs (a, b), sorted, a on a body (two static shapes never touch),
+    whose worlds may meet: both in one world, or either in world -1 (shared by all). Their count
+    grows with the worlds, not their square, and static shapes add pairs with body shapes only."""
+    world, on_body = np.asarray(shape_world, dtype=np.int64), np.asarray(shape_body) >= 0
     shared = np.flatnonzero(world < 0)
     own = np.flatnonzero(world >= 0)
     own = own[np.argsort(world[own], kind="stable")]
-    first = np.searchsorted(world[own], world[own], side="left")
-    sizes = np.searchsorted(world[own], world[own], side="right") - first
-    a = np.repeat(own, sizes)
+    own_on_body = own[on_body[own]]
+    first = np.searchsorted(world[own], world[own_on_body], side="left")
+    sizes = np.searchsorted(world[own], world[own_on_body], side="right") - first
+    a = np.repeat(own_on_body, sizes)
     b = own[np.repeat(first, sizes) + np.arange(len(a)) - np.repeat(np.cumsum(sizes) - sizes, sizes)]
-    a = np.concatenate([a, np.repeat(own, len(shared)), np.repeat(shared, len(own) + len(shared))])
-    b = np.concatenate([b, np.tile(shared, len(own)), np.tile(np.concatenate([own, shared]), len(shared))])
+    shared_on_body = shared[on_body[shared]]
+    a = np.concatenate([a, np.repeat(own_on_body, len(shared)), np.repeat(shared_on_body, len(own) + len(shared))])
+    b = np.concatenate([b, np.tile(shared, len(own_on_body)),
+                        np.tile(np.concatenate([own, shared]), len(shared_on_body))])
     order = np.lexsort((b, a))
     return np.stack([a[order], b[order]], axis=1).astype(np.int64).reshape(-1, 2)
 
@@ -578,8 +585,8 @@ class RigidBodyBuilder:
 
         shapes = self.shapes
         kind, size = shapes.array("shape_kind"), shapes.array("shape_size")
-        check_candidate_pairs(shapes.array("shape_world"))
-        pairs = world_pairs(shapes.array("shape_world"))
+        check_candidate_pairs(shapes.array("shape_world"), shapes.array("shape_body"))
+        pairs = world_pairs(shapes.array("shape_world"), shapes.array("shape_body"))
         if len(pairs):
             inputs = [wp.array(shapes.array(name).astype(np.int32), dtype=int, device="cpu")
                        for name in ("shape_body", "shape_world", "shape_collision_type", "shape_collision_mask")]
