@@ -119,11 +119,67 @@ def test_file_errors_name_the_file(tmp_path):
     with pytest.raises(ValueError, match="empty.ply"):
         load_surface(tmp_path / "empty.ply")
     (tmp_path / "nan.obj").write_text("v 0 0 0\nv 1 0 0\nv 0 nan 0\nv 0 0 1\nf 1 3 2\nf 1 2 4\nf 1 4 3\nf 2 3 4\n")
-    with pytest.raises(ValueError, match="nan.obj: vertex 2 is not finite"):
+    with pytest.raises(ValueError, match=r"nan\.obj: vertex 2 \[0\.0, nan, 0\.0\] m is not finite"):
         load_surface(tmp_path / "nan.obj")
     ring = trimesh.creation.annulus(r_min=0.8, r_max=1.0, height=0.1)  # one big cell: its centre is in the hole
     with pytest.raises(ValueError, match="no cell"):
         tetrahedralize(ring.vertices, ring.faces, 5.0, "ring")
+
+
+FAR = r"lies beyond 100000 m of the mesh's origin \(MAX_VERTEX_COORDINATE\)"
+
+
+def test_mesh_vertices_far_or_not_finite_are_refused_naming_the_file(tmp_path):
+    """Mesh colliders' vertices are checked for NaN/inf and absurd magnitudes (after the scale)
+    wherever they come from: OBJ/STL files, MJCF and URDF meshes, UsdPhysics mesh points, the
+    builder; the error names the file (was: accepted, or "faces point inward" after a scale)."""
+    from wpsim.io.mesh_files import load_collision_surface, load_triangles
+    from wpsim.io.mjcf import import_mjcf
+    from wpsim.io.scene_parsing import SceneFileError
+    from wpsim.io.urdf import import_urdf
+
+    box = trimesh.creation.box()
+    far = box.vertices.copy()
+    far[3] *= 1e9
+    _write(tmp_path / "far.stl", trimesh.Trimesh(far, box.faces, process=False))
+    with pytest.raises(ValueError, match=r"far\.stl: vertex \d+ \[.*\] m " + FAR):
+        load_collision_surface(tmp_path / "far.stl")
+    (tmp_path / "inf.obj").write_text("v 0 0 0\nv 1 0 0\nv 0 inf 0\nv 0 0 1\nf 1 3 2\nf 1 2 4\nf 1 4 3\nf 2 3 4\n")
+    with pytest.raises(ValueError, match=r"inf\.obj: vertex 2 \[0\.0, inf, 0\.0\] m is not finite"):
+        load_collision_surface(tmp_path / "inf.obj")
+    with pytest.raises(ValueError, match=r"cube\.obj: vertex 0 .* m " + FAR):
+        load_surface(ASSETS / "cube.obj", 1e300)  # was: "the faces point inward"
+    assert np.abs(load_triangles(ASSETS / "cube.obj", 1e3).vertices).max() <= 1e5  # a mm file read as m is fine
+    scene = tmp_path / "scene.xml"
+    scene.write_text(f'<mujoco><asset><mesh name="m" file="{ASSETS / "cube.obj"}" scale="1e7 1 1"/></asset>'
+                     '<worldbody><body><freejoint/><geom type="mesh" mesh="m"/></body></worldbody></mujoco>')
+    with pytest.raises(SceneFileError, match=r"scene\.xml: <mesh name=\"m\">.*cube\.obj: vertex 0 .* " + FAR):
+        import_mjcf(scene)
+    robot = tmp_path / "robot.urdf"
+    robot.write_text(f'<robot name="r"><link name="a"><collision><geometry><mesh filename="{ASSETS / "cube.obj"}" '
+                     'scale="1 1 1e7"/></geometry></collision></link></robot>')
+    with pytest.raises(SceneFileError, match=r"robot\.urdf: .*cube\.obj: vertex 0 .* " + FAR):
+        import_urdf(robot)
+    with pytest.raises(ValueError, match=r"the box: vertex 3 .* " + FAR):
+        wpsim.ModelBuilder().add_shape_mesh(-1, far, box.faces, name="the box")
+
+
+def test_usd_mesh_points_far_or_not_finite_are_refused_naming_file_and_prim(tmp_path):
+    from pxr import Usd
+
+    from test_usd_physics import mixed_scene
+    from wpsim.io.scene_parsing import SceneFileError
+    from wpsim.io.usd_physics import export_physics, import_usd
+
+    path = export_physics(mixed_scene().finalize(device="cpu"), tmp_path / "mixed.usda")
+    stage = Usd.Stage.Open(str(path))
+    points = stage.GetPrimAtPath("/World/body_3/shape_5").GetAttribute("points")
+    far = np.array(points.Get(), dtype=np.float64)
+    far[0] *= 1e9
+    points.Set([tuple(p) for p in far])
+    stage.GetRootLayer().Save()
+    with pytest.raises(SceneFileError, match=r"mixed\.usda.*/World/body_3/shape_5.*vertex 0 .* " + FAR):
+        import_usd(path)
 
 
 @pytest.mark.parametrize("asset", ["cube.obj", "icosphere.stl", "cylinder.ply", "soft_finger.obj"])

@@ -359,9 +359,10 @@ class ModelBuilder(RigidBodyBuilder):
         ``maxhullvert`` caps a hull): contact cost grows with the points, and exported meshes'
         hulls often have thousands.
         """
-        from wpsim.core.meshing import check_solid
+        from wpsim.core.meshing import check_solid, check_vertices
 
         v = self._place_vertices(vertices, (0.0, 0.0, 0.0), _IDENTITY_QUAT, scale)
+        check_vertices(v, name)
         f = as_array(f"{name} faces", faces, (3,), dtype=np.int64)
         check_solid(v, f, name)
         hull, mesh_mass = mass_props.mesh_hull_and_mass(v, f)

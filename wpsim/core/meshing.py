@@ -30,6 +30,22 @@ WINDING_BUDGET = 25_000_000
 """Scalars per chunk of winding-number evaluation (bounds its memory at about 200 MB)."""
 MAX_INSIDE_TESTS = 500_000_000
 """Largest cells x faces product tetrahedralize accepts (about 2.5-3.5 minutes on one core)."""
+MAX_VERTEX_COORDINATE = 1.0e5
+"""The largest coordinate (m, after scaling) of a mesh vertex in its own frame: 100 km, more
+than any robot part or terrain needs; beyond it float32 positions are coarser than 8 mm, and a
+file's units or scale must be wrong."""
+
+
+def check_vertices(vertices: np.ndarray, name: str = "mesh"):
+    """Raise ValueError (naming ``name`` and the first bad vertex) unless every coordinate of
+    ``vertices`` (V, 3) m is finite and at most ``MAX_VERTEX_COORDINATE`` in magnitude."""
+    v = np.asarray(vertices, dtype=np.float64).reshape(-1, 3)
+    bad = np.flatnonzero(~(np.abs(v) <= MAX_VERTEX_COORDINATE).all(axis=1))
+    if len(bad):
+        what = ("is not finite" if not np.isfinite(v[bad[0]]).all() else
+                f"lies beyond {MAX_VERTEX_COORDINATE:g} m of the mesh's origin (MAX_VERTEX_COORDINATE)")
+        raise ValueError(f"{name}: vertex {int(bad[0])} {v[bad[0]].tolist()} m {what}; {len(bad):,} such vertices: "
+                         "check the file's units and scale")
 
 
 def check_solid(vertices: np.ndarray, faces: np.ndarray, name: str = "mesh"):

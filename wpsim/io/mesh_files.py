@@ -1,7 +1,7 @@
 """Surface mesh files (OBJ, STL, PLY via trimesh) for solids, collision shapes and drawing.
 
 ``load_triangles`` reads a triangle mesh and rejects, naming the file and the problem,
-unreadable or empty files and non-finite vertices. ``load_surface`` also rejects what cannot
+unreadable or empty files and vertices that are not finite or absurdly far (``check_vertices``). ``load_surface`` also rejects what cannot
 bound a solid (open or non-manifold surfaces, inconsistent winding, inward-facing normals);
 ``load_collision_surface`` replaces such a surface by its convex hull and says so, as robot
 files' meshes are often open. trimesh is imported when a file is loaded.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wpsim.core.meshing import TetMesh, check_solid, tetrahedralize
+from wpsim.core.meshing import TetMesh, check_solid, check_vertices, tetrahedralize
 
 SURFACE_SUFFIXES = (".obj", ".stl", ".ply")
 
@@ -43,9 +43,8 @@ def load_triangles(path, scale=1.0):
     if not isinstance(mesh, trimesh.Trimesh) or len(mesh.faces) == 0:
         raise ValueError(f"{path}: contains no triangles")
     vertices, faces = np.asarray(mesh.vertices, dtype=np.float64), np.asarray(mesh.faces)
-    if not np.isfinite(vertices).all():
-        bad = int(np.flatnonzero(~np.isfinite(vertices).all(axis=1))[0])
-        raise ValueError(f"{path}: vertex {bad} is not finite")
+    with np.errstate(over="ignore", invalid="ignore"):
+        check_vertices(vertices * scale, str(path))  # vertices as the file numbers them
     if faces.min() < 0 or faces.max() >= len(vertices):
         bad = int(np.flatnonzero((faces < 0).any(axis=1) | (faces >= len(vertices)).any(axis=1))[0])
         raise ValueError(f"{path}: face {bad} refers to a vertex outside [0, {len(vertices)})")
