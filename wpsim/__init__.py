@@ -12,7 +12,14 @@ The sub-packages are the layers (a lower one never imports a higher one): ``kern
 neither ``pxr``, ``trimesh`` nor ``matplotlib``.
 """
 
-from wpsim import core, diff, kernels, solvers
+import sys
+
+if sys.argv[:1] == ["-m"]:  # ``python -m wpsim...`` loading its package: stop signals caught from here
+    import wpsim_cli
+
+    wpsim_cli.catch_stops_as_module()
+
+from wpsim import core, diff, kernels, solvers  # noqa: E402
 from wpsim.core import (
     ContactNotConverged,
     Control,

@@ -470,5 +470,7 @@ def _run(argv) -> int:
         return 1
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # python -m wpsim.apps.cli: as the console script, which reports a stop while wpsim loaded
+    from wpsim_cli import main as console_main
+
+    sys.exit(console_main())
