@@ -23,9 +23,9 @@ friction-loss row whose force is bounded by the friction (``dof_rows``).
 import warp as wp
 
 from .articulation import bottom, top, vec6
-from .enums import JOINT_PRISMATIC, JOINT_REVOLUTE
+from .enums import JOINT_PRISMATIC, JOINT_REVOLUTE, SHAPE_PLANE
 from .generic import kernel, transform, vec3
-from .rigid_contact import contact_plan, pair_poses, plan_contact
+from .rigid_contact import PLAN_NONE, contact_plan, pair_poses, plan_contact
 
 EDGES = 4
 """Rows per contact slot: the edges n +- mu t1, n +- mu t2 of its friction pyramid."""
@@ -140,6 +140,26 @@ def shared_inverse_masses(
 
 
 @wp.func
+def bound_gap(ka: int, kb: int, X_a: transform, X_b: transform, centre_a: vec3, half_a: vec3, centre_b: vec3,
+              half_b: vec3):
+    """A lower bound (m) of the distance between two shapes from their bounding spheres (the
+    spheres around their boxes, ``shape_bound_centre`` / ``shape_bound_half``; a plane is its
+    half-space z <= 0), less a slack of 1e-3 of the radii for rounding: above zero, the
+    shapes cannot touch."""
+    radius_a = wp.length(half_a)
+    radius_b = wp.length(half_b)
+    slack = type(radius_a)(1.0e-3) * (radius_a + radius_b)
+    c_a = wp.transform_point(X_a, centre_a)
+    c_b = wp.transform_point(X_b, centre_b)
+    gap = wp.length(c_a - c_b) - radius_a - radius_b
+    if kb == SHAPE_PLANE:
+        gap = wp.transform_point(wp.transform_inverse(X_b), c_a)[2] - radius_a
+    elif ka == SHAPE_PLANE:
+        gap = wp.transform_point(wp.transform_inverse(X_a), c_b)[2] - radius_b
+    return gap - slack
+
+
+@wp.func
 def pair_rows(
     p: int,
     shape_kind: wp.array(dtype=int),
@@ -156,6 +176,8 @@ def pair_rows(
     shape_plane_offset: wp.array(dtype=wp.Float),
     shape_plane_start: wp.array(dtype=int),
     shape_plane_count: wp.array(dtype=int),
+    shape_bound_centre: wp.array(dtype=vec3),
+    shape_bound_half: wp.array(dtype=vec3),
     body_joint: wp.array(dtype=int),
     body_origin: wp.array(dtype=vec3),
     joint_articulation: wp.array(dtype=int),
@@ -186,16 +208,28 @@ def pair_rows(
     mu = (shape_mu[a] + shape_mu[b]) * type(shape_mu[a])(0.5)
     zero = mu * type(mu)(0.0)
     one = type(mu)(1.0)
-    plan, flip, axis, side = contact_plan(ka, kb, shape_size[a], shape_size[b], X_a, X_b, zero)
+    gap = bound_gap(ka, kb, X_a, X_b, shape_bound_centre[a], shape_bound_half[a], shape_bound_centre[b],
+                    shape_bound_half[b])
+    plan = PLAN_NONE  # shapes apart (most pairs): no narrow phase, every slot out of contact at distance gap
+    flip = False
+    axis = int(0)
+    side = zero
+    if gap <= zero:
+        plan, flip, axis, side = contact_plan(ka, kb, shape_size[a], shape_size[b], X_a, X_b, zero)
     sign_a = one  # +1 when a is the first shape (the normal points towards it)
     if flip:
         sign_a = -one
     first_row = pair_row_start_in[p]
     for slot in range((pair_row_start_in[p + 1] - first_row) // EDGES):
-        valid, pen, n, x = plan_contact(plan, flip, axis, side, slot, a, b, ka, kb, shape_size[a], shape_size[b], X_a,
-                                        X_b, shape_points, shape_point_start, shape_hull_points,
-                                        shape_hull_point_start, shape_hull_point_count, shape_plane_normal,
-                                        shape_plane_offset, shape_plane_start, shape_plane_count)
+        valid = False
+        pen = -gap
+        n = wp.vector(zero, zero, one)
+        x = n
+        if gap <= zero:
+            valid, pen, n, x = plan_contact(plan, flip, axis, side, slot, a, b, ka, kb, shape_size[a], shape_size[b],
+                                            X_a, X_b, shape_points, shape_point_start, shape_hull_points,
+                                            shape_hull_point_start, shape_hull_point_count, shape_plane_normal,
+                                            shape_plane_offset, shape_plane_start, shape_plane_count)
         touching = zero
         velocity = wp.vector(zero, zero, zero, zero)
         inverse_mass = velocity
@@ -246,6 +280,8 @@ def soft_contact_rows(
     shape_plane_offset: wp.array(dtype=wp.Float),
     shape_plane_start: wp.array(dtype=int),
     shape_plane_count: wp.array(dtype=int),
+    shape_bound_centre: wp.array(dtype=vec3),
+    shape_bound_half: wp.array(dtype=vec3),
     body_joint: wp.array(dtype=int),
     body_origin: wp.array(dtype=vec3),
     joint_articulation: wp.array(dtype=int),
@@ -272,12 +308,14 @@ def soft_contact_rows(
     Jacobian of the relative velocity along the edge direction (columns from 0 over the
     dofs of a's articulation, from ``side_column`` over b's), its
     velocity J_r v, the diagonal estimate sum_k J_rk^2 / H_kk of its inverse effective
-    mass, the slot's signed distance (m) and whether it penetrates (1) or not (0). (Sums go
+    mass, the slot's signed distance (m; for shapes apart by their bounding spheres, ``bound_gap``,
+    a lower bound, without a narrow phase) and whether it penetrates (1) or not (0). (Sums go
     to arrays: a loop accumulator used nonlinearly after its loop would get a wrong adjoint
     from Warp.)"""
     pair_rows(wp.tid(), shape_kind, shape_body, shape_transform, shape_size, shape_mu, shape_point_start,
               shape_points, shape_hull_points, shape_hull_point_start, shape_hull_point_count, shape_plane_normal,
-              shape_plane_offset, shape_plane_start, shape_plane_count, body_joint, body_origin, joint_articulation,
+              shape_plane_offset, shape_plane_start, shape_plane_count, shape_bound_centre, shape_bound_half,
+              body_joint, body_origin, joint_articulation,
               joint_dfs_pos, joint_dfs_end, dof_joint, articulation_dof_start, articulation_H_start,
               contact_pair_in, pair_row_start_in, body_q_in, joint_qd_in, dof_motion_in, mass_matrix_in,
               side_column, row_jacobian_out, row_velocity_out, row_inverse_mass_out, row_distance_out,

@@ -253,6 +253,8 @@ def soft_contact_steps(
     island_articulation_start_in: wp.array(dtype=int),
     island_articulations_in: wp.array(dtype=int),
     dof_slot_in: wp.array(dtype=int),
+    shape_bound_centre: wp.array(dtype=vec3),
+    shape_bound_half: wp.array(dtype=vec3),
     joint_q_in: wp.array(dtype=wp.Float),
     joint_qd_in: wp.array(dtype=wp.Float),
     joint_qdd_warm_start_in: wp.array(dtype=wp.Float),
@@ -367,11 +369,11 @@ def soft_contact_steps(
             pair = articulation_contact_pairs_in[entry]
             pair_rows(pair, shape_kind, shape_body, shape_transform, shape_size, shape_mu, shape_point_start,
                       shape_points, shape_hull_points, shape_hull_point_start, shape_hull_point_count,
-                      shape_plane_normal, shape_plane_offset, shape_plane_start, shape_plane_count, body_joint,
-                      body_origin, joint_articulation, joint_dfs_pos, joint_dfs_end, dof_joint, articulation_dof_start,
-                      articulation_H_start, contact_pair_in, pair_row_start_in, body_q_out, joint_qd_in,
-                      dof_motion_out, mass_matrix_out, side_column, row_jacobian_out, row_velocity_out,
-                      row_inverse_mass_out, row_distance_out, row_in_contact_out)
+                      shape_plane_normal, shape_plane_offset, shape_plane_start, shape_plane_count, shape_bound_centre,
+                      shape_bound_half, body_joint, body_origin, joint_articulation, joint_dfs_pos, joint_dfs_end,
+                      dof_joint, articulation_dof_start, articulation_H_start, contact_pair_in, pair_row_start_in,
+                      body_q_out, joint_qd_in, dof_motion_out, mass_matrix_out, side_column, row_jacobian_out,
+                      row_velocity_out, row_inverse_mass_out, row_distance_out, row_in_contact_out)
             for r in range(pair_row_start_in[pair], pair_row_start_in[pair + 1]):
                 row_parameters(r, row_velocity_out, row_inverse_mass_out, row_distance_out, row_in_contact_out,
                                time_constant, damping_ratio, impedance, impedance_min, impedance_width,
@@ -383,8 +385,8 @@ def soft_contact_steps(
                       island_articulation_start_in, island_articulations_in, dof_slot_in, joint_q_in, joint_qd_in,
                       mass_matrix_out, qdd_out, joint_qdd_warm_start_in, row_jacobian_out, row_weight_out,
                       side_column, limits, friction_rows, time_constant, damping_ratio, impedance, tolerance,
-                      slope_tolerance, iterations, fixed_iterations, warm_start, row_aref_out, row_violation_out, row_step_out,
-                      row_curvature_out, dof_curvature_out, gradient_out, hessian_out, newton_factor_out,
+                      slope_tolerance, iterations, fixed_iterations, warm_start, row_aref_out, row_violation_out,
+                      row_step_out, row_curvature_out, dof_curvature_out, gradient_out, hessian_out, newton_factor_out,
                       newton_step_out, accel_out, world_contact_iterations_out, world_unconverged_steps_out,
                       world_first_unconverged_out, world_worst_residual_out)
         for d in range(articulation_dof_start[a], articulation_dof_start[a + 1]):
