@@ -2,8 +2,11 @@
 build-kernels / gradcheck / bench`` with options drawn from valid and hostile values, run in
 this process through ``wpsim.apps.cli.main``. Each ends with status 0 or 1 (it ran), 2 (one
 line saying what is wrong), never a traceback or another exception; nothing is written outside
-``--out`` (and ``--video``) and no input changes. Valid values are kept small (a few steps,
-one iteration, tiny images) so that an accepted command finishes in about a second.
+``--out`` (and ``--video``) and no input changes. Hostile values make most of those commands
+refusals, so a second test draws run, render and sysid from valid values only: each must end 0
+having written its outputs (a command that says it ran but wrote nothing fails there). Valid
+values are kept small (a few steps, one iteration, tiny images) so that an accepted command
+finishes in about a second.
 
 ``WPSIM_FUZZ_EXAMPLES`` sets the examples per test (see tests/fuzz_support.py)."""
 
@@ -14,7 +17,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from fuzz_support import Table, captured, changes, digests, fuzz_settings
+from fuzz_support import Table, captured, changes, digests, examples, fuzz_settings
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -115,6 +118,8 @@ def _argv(data, command: str, inputs: Path, out: Path) -> tuple:
             value = _pick(data, option, values, 0.85)
             if value is not None:
                 argv += [option, value]
+        if "--duration" not in argv:  # an accepted fit stays short
+            argv += ["--duration", "0.02"]
     elif command == "demo":  # only refused settings: an accepted demo runs a whole calibration
         argv = ["demo", "--out", f"{out}/demo"]
         argv += data.draw(st.sampled_from((["--iterations", "-1"], ["--iterations", "abc"], ["--task", "bogus"],
@@ -133,6 +138,50 @@ def _argv(data, command: str, inputs: Path, out: Path) -> tuple:
     return argv, outs
 
 
+def _valid_argv(data, command: str, inputs: Path, out: Path) -> tuple:
+    """(argv, the output paths it names) of one command drawn from valid values only: it must
+    run (status 0) and write its outputs under ``out``."""
+    i = lambda name: str(inputs / name)  # noqa: E731
+    if command == "run":
+        scene = data.draw(st.sampled_from((i("arm_2link.xml"), i("cartpole.urdf"), i("cube.obj"))), label="scene")
+        target = data.draw(st.sampled_from((f"{out}/r.usd", f"{out}/r.usda", f"{out}/sub/r.usdc")), label="--out")
+        argv, outs = ["run", scene, "--out", target, "--steps", data.draw(st.sampled_from(("2", "3")))], [target]
+        video = _pick(data, "--video", (f"{out}/v.gif", f"{out}/v.png", f"{out}/frames"), 0.7)
+        if video:
+            argv += ["--video", video, "--fps", "1000"]  # a frame per step
+            outs.append(video)
+        options = [("--dt", ("1e-3", "2e-4")), ("--device", ("cpu",))]
+        if scene.endswith(".obj"):
+            options += [("--solver", ("implicit", "semi-implicit")), ("--scale", ("1", "0.5")), ("--cell", ("0.3",)),
+                        ("--density", ("500", "1000")), ("--young", ("5e4", "1e5")), ("--height", ("0.02", "0"))]
+        else:
+            options += [("--contact", ("penalty", "soft")), ("--control", ("none", "hold", "sine")),
+                        ("--amplitude", ("0.1",)), ("--frequency", ("1",)), ("--time-constant", ("0.05",))]
+            if data.draw(st.booleans(), label="--kp --kd"):  # they go together, and replace --time-constant
+                argv += ["--kp", "10", "--kd", "1"]
+                options.pop()
+        for option, values in options:
+            value = _pick(data, option, values, 0.6)
+            if value is not None:
+                argv += [option, value]
+    elif command == "render":
+        target = data.draw(st.sampled_from((f"{out}/r.gif", f"{out}/r.png", f"{out}/frames")), label="--out")
+        argv, outs = ["render", i("rollout.usda"), "--out", target, "--width", "16", "--height", "12"], [target]
+        every = _pick(data, "--every", ("1", "2"))
+        argv += ["--every", every] if every else []
+    else:
+        target = data.draw(st.sampled_from((f"{out}", f"{out}/sub")), label="--out")
+        argv, outs = ["sysid", i("arm_2link.xml"), i("data.csv"), "--out", target, "--quiet", "--iterations", "1",
+                      "--duration", data.draw(st.sampled_from(("0.02", "0.05")), label="--duration")], [target]
+        for option, values in (("--fit", ("masses", "damping,armature", "damping")),
+                               ("--method", ("lbfgsb", "adam", "nelder-mead", "least-squares")),
+                               ("--dt", ("1e-3", "2e-3")), ("--residual-every", ("1", "5"))):
+            value = _pick(data, option, values, 0.6)
+            if value is not None:
+                argv += [option, value]
+    return argv, outs
+
+
 def _outside(changed: list, outs: list, root: Path) -> list:
     """The changed paths (relative to ``root``) that are not under one of ``outs``."""
     allowed = [Path(o).resolve() for o in outs]
@@ -141,18 +190,16 @@ def _outside(changed: list, outs: list, root: Path) -> list:
 
 
 COMMANDS = ("run", "render", "sysid", "other")
+VALID_EVERY = {"run": 2, "render": 2, "sysid": 8}
+"""Per command, one example drawn from valid values only (``_valid_argv``) per this many of
+the hostile test's examples (a valid fit costs about a second, a run or render much less)."""
 
 
-@pytest.mark.parametrize("command", COMMANDS)
-@fuzz_settings()
-@given(data=st.data())
-def test_fuzzed_command_lines_exit_cleanly_and_write_only_their_outputs(tmp_path_factory, inputs, command, data):
-    if command == "other":
-        command = data.draw(st.sampled_from(("demo", "build-kernels", "misc")), label="command")
-    sandbox = tmp_path_factory.mktemp("cli")
+def _outcome(argv: list, outs: list, inputs: Path, sandbox: Path, valid: bool) -> tuple:
+    """Run ``wpsim ARGV`` in ``sandbox``'s cwd and classify it: (category, description). A
+    valid command must end 0 having written its outputs, else it is an "unnamed error"."""
     out, cwd = sandbox / "out", sandbox / "cwd"
     cwd.mkdir()
-    argv, outs = _argv(data, command, inputs, out)
     before, before_inputs = digests(sandbox), digests(inputs)
     previous = os.getcwd()
     os.chdir(cwd)
@@ -177,6 +224,7 @@ def test_fuzzed_command_lines_exit_cleanly_and_write_only_their_outputs(tmp_path
         else:
             (inputs / name).unlink()
     last = err.strip().splitlines()[-1] if err.strip() else ""
+    missing = [o for o in outs if not Path(o).exists()] if valid else []
     if not isinstance(status, int) or "Traceback" in err:
         category = "crash/traceback"
     elif changed_inputs:
@@ -185,11 +233,39 @@ def test_fuzzed_command_lines_exit_cleanly_and_write_only_their_outputs(tmp_path
         category = "file outside --out"
     elif status == 2:
         category = "exit 2" if last.startswith("wpsim") else "crash/traceback"
+    elif status not in (0, 1):
+        category = "crash/traceback"
     else:
-        category = "passed" if status in (0, 1) else "crash/traceback"
-    described = f"wpsim {' '.join(argv)} -> {status}: {last[:200]} {outside or changed_inputs or ''}"
+        category = "unnamed error" if valid and (status != 0 or missing) else "passed"
+    described = f"wpsim {' '.join(argv)} -> {status}: {last[:200]} {outside or changed_inputs or missing or ''}"
+    return category, described
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@fuzz_settings()
+@given(data=st.data())
+def test_fuzzed_command_lines_exit_cleanly_and_write_only_their_outputs(tmp_path_factory, inputs, command, data):
+    if command == "other":
+        command = data.draw(st.sampled_from(("demo", "build-kernels", "misc")), label="command")
+    sandbox = tmp_path_factory.mktemp("cli")
+    argv, outs = _argv(data, command, inputs, sandbox / "out")
+    category, described = _outcome(argv, outs, inputs, sandbox, valid=False)
     TABLE.add(f"CLI {command}", category, described)
     assert category in ("exit 2", "passed"), described
+
+
+@pytest.mark.parametrize("command", tuple(VALID_EVERY))
+def test_valid_command_lines_run_and_write_only_their_outputs(tmp_path_factory, inputs, command):
+    @fuzz_settings(max_examples=max(1, examples() // VALID_EVERY[command]))
+    @given(data=st.data())
+    def check(data):
+        sandbox = tmp_path_factory.mktemp("valid")
+        argv, outs = _valid_argv(data, command, inputs, sandbox / "out")
+        category, described = _outcome(argv, outs, inputs, sandbox, valid=True)
+        TABLE.add(f"CLI {command} (valid)", category, described)
+        assert category == "passed", described
+
+    check()
 
 
 def test_sysid_refuses_too_many_starts_or_steps_in_one_line(capsys, inputs, tmp_path):

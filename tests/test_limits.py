@@ -64,7 +64,8 @@ def test_candidate_pairs_beyond_the_memory_budget_are_refused_before_listing(mon
         raise AssertionError("the pairs were listed")
 
     monkeypatch.setattr(rigid_builder, "world_pairs", never)
-    with pytest.raises(ValueError, match=r"300 collision shapes \(300 in world 0, 0 shared by every world; 300 on bodies\) make "
+    with pytest.raises(ValueError, match=r"300 collision shapes \(300 in world 0, 0 shared by every world; 300 on "
+                                         r"bodies\) make "
                                          r"90,000 candidate contact pairs; listing them needs about 5\.5 MiB, more "
                                          r"than the memory budget of 1\.0 MiB \(WPSIM_MEMORY_BUDGET=1M; .* spread "):
         builder.finalize(device="cpu")
