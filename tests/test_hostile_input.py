@@ -137,6 +137,10 @@ SYSID_DATA = ASSETS / "arm_2link_sysid.csv"
     (["build-kernels", "--processes", "0"], "--processes must be >= 1"),
     (["render", ASSETS / "missing.usd", "--width", "100000", "--out", "OUT.gif"],
      "--width and --height must be 1 to 16384 pixels"),
+    (["run", ASSETS / "cube.obj", "--height", "inf", "--out", "OUT.usd"],  # was "Singular matrix"
+     "drop height must be finite and >= 0 m"),
+    (["run", ASSETS / "cube.obj", "--young", "inf", "--out", "OUT.usd"], "young_modulus must be finite and > 0"),
+    (["run", ARM, "--floating", "--out", "OUT.usd"], "--floating is for URDF files"),  # was ignored
 ])
 def test_bad_command_line_values_are_one_line(capsys, tmp_path, args, message):
     args = [str(a).replace("OUT", str(tmp_path / "out")) for a in args]
@@ -219,6 +223,14 @@ BAD_MJCF = {
                        '<body name="b1">: a second body named "b1"'),
     "duplicate actuator": ('<actuator><motor name="m" joint="h"/><motor name="m" joint="h"/></actuator>', HINGED,
                            '<motor name="m">: a second actuator named "m"'),
+    "density not a number": ("", '<body name="b1"><freejoint/><geom type="sphere" size="0.1" density="abc"/></body>',
+                             r'<geom> density="abc" is not a list of numbers \(line 1\)'),  # was: named nothing
+    "infinite density": ("", '<body name="b1"><freejoint/><geom type="sphere" size="0.1" density="inf"/></body>',
+                         '<geom> density="inf" must be 1 finite numbers'),  # was: inertia tensor is not symmetric
+    "negative density": ("", '<body name="b1"><freejoint/><geom type="sphere" size="0.1" density="-1"/></body>',
+                         '<geom>: density -1 kg/m\\^3 must be >= 0'),
+    "negative geom mass": ("", '<body name="b1"><freejoint/><geom type="sphere" size="0.1" mass="-2"/></body>',
+                           '<geom>: mass -2 kg must be >= 0'),
     "duplicate mesh": (f'<asset><mesh name="m" file="{ASSETS / "cube.obj"}"/>'
                        f'<mesh name="m" file="{ASSETS / "icosphere.stl"}"/></asset>', HINGED,
                        '<mesh name="m">: a second mesh named "m"'),
@@ -245,6 +257,8 @@ BAD_URDF = {
     "negative cylinder radius": ('<cylinder radius="-0.1" length="1"/>', "",
                                  r'<link name="b"> <cylinder>: .*radius must be positive'),
     "negative box size": ('<box size="1 -1 1"/>', "", r'<link name="b"> <box>: .*must be positive'),
+    "box without size": ("<box/>", "", "<box> needs size"),  # was: unsupported operand type(s) for /
+    "sphere without radius": ("<sphere/>", "", "<sphere> needs radius"),
     "duplicate joint": ('<box size="1 1 1"/>', f'<link name="c">{INERTIAL}</link><joint name="j" type="fixed">'
                         '<parent link="a"/><child link="c"/></joint>', '<joint name="j">: a second joint named "j"'),
 }

@@ -160,6 +160,9 @@ def cmd_run(args) -> int:
             check_outputs(option, out, [args.scene, args.control])
     check_run_options(options, args.out, args.fps, args.video, args.dt, args.steps)
     check_control_options(control)
+    if args.floating and Path(args.scene).suffix.lower() != ".urdf":
+        raise ValueError(f"--floating is for URDF files (their roots are welded unless it is given); {args.scene} "
+                         "says itself which bodies are free")
     quality, dt, soft_contact, body_names, make_controller, joint_names = None, args.dt, None, None, None, None
     mode = None
     if is_robot_file(args.scene):

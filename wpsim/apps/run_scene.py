@@ -195,13 +195,13 @@ def check_run_options(options: SoftSceneOptions, out, fps: float, video=None, dt
         if Path(video).suffix.lower() not in (*VIDEO_SUFFIXES, ".png", ""):
             raise ValueError(f"--video {video}: use .gif, .mp4, .png (an image strip) or a folder (numbered PNGs)")
         check_writable(video, "--video")
-    if not options.drop_height >= 0.0:
-        raise ValueError(f"drop height must be >= 0 m (above the ground), got {options.drop_height}")
-    if options.cell_size is not None and not options.cell_size > 0.0:
-        raise ValueError(f"--cell must be > 0 m, got {options.cell_size}")
+    if not 0.0 <= options.drop_height < np.inf:
+        raise ValueError(f"drop height must be finite and >= 0 m (above the ground), got {options.drop_height}")
+    if options.cell_size is not None and not 0.0 < options.cell_size < np.inf:
+        raise ValueError(f"--cell must be finite and > 0 m, got {options.cell_size}")
     for name in ("scale", "density", "young_modulus"):
-        if not getattr(options, name) > 0.0:
-            raise ValueError(f"{name} must be > 0, got {getattr(options, name)}")
+        if not 0.0 < getattr(options, name) < np.inf:
+            raise ValueError(f"{name} must be finite and > 0, got {getattr(options, name)}")
 
 
 def robot_scene(path, floating: bool = False) -> tuple:

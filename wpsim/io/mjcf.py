@@ -254,7 +254,13 @@ class _Reader:
         gtype = geom.get("type", "sphere")
         bits = tuple(self.integer(geom, key) for key in ("contype", "conaffinity"))
         collides = bits != (0, 0)
-        weighs = body >= 0 and use_density and float(geom.get("density", 1000.0)) > 0.0
+        given_density = float(self.numbers(geom, "density", 1, (1000.0,))[0])
+        mass = self.numbers(geom, "mass", 1)
+        if given_density < 0.0:
+            self.fail(geom, f"density {given_density:g} kg/m^3 must be >= 0")
+        if mass is not None and mass[0] < 0.0:
+            self.fail(geom, f"mass {mass[0]:g} kg must be >= 0")
+        weighs = body >= 0 and use_density and given_density > 0.0
         if not collides and gtype == "mesh":
             self.add_visual_mesh(b, geom, body)
         if not collides and not weighs and gtype in ("mesh", "plane"):
@@ -281,7 +287,7 @@ class _Reader:
             # capsules and cylinders: radius and half length; boxes: square cross-section
             size = np.array([size[0], 0.5 * length, size[0]]) if gtype != "box" else \
                 np.array([size[0], size[0], 0.5 * length])
-        density = float(geom.get("density", 1000.0)) if use_density else 0.0
+        density = given_density if use_density else 0.0
         try:
             if gtype == "plane":
                 if body != -1:
@@ -293,9 +299,8 @@ class _Reader:
                 b.add_visual_mesh(body, *primitive_surface(gtype, size), pos, rot)
                 if not weighs:
                     return
-            mass = geom.get("mass")
             if use_density and mass is not None:
-                density = float(mass) / shape_volume
+                density = float(mass[0]) / shape_volume
             if collides:
                 b.set_collision_bits(add(body, pos, rot, density, contact), *bits)
             elif density > 0.0:

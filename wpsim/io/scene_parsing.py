@@ -90,11 +90,14 @@ def describe(element) -> str:
     return f"<{element.tag} name=\"{name}\">" if name else f"<{element.tag}>"
 
 
-def floats(path: Path, element, attribute: str, count: int | tuple, default=None, text: str | None = None):
+def floats(path: Path, element, attribute: str, count: int | tuple, default=None, text: str | None = None,
+           required: bool = False):
     """Attribute ``attribute`` of ``element`` (or ``text`` when given, e.g. a default) as
     ``count`` finite floats (``count`` may be a tuple of accepted counts); ``default`` when
-    absent."""
+    absent, or with ``required`` a ``SceneFileError`` naming it."""
     text = element.get(attribute) if text is None else text
+    if text is None and required:
+        raise SceneFileError(f"{path}: {describe(element)} needs {attribute}")
     if text is None:
         return None if default is None else np.asarray(default, dtype=np.float64)
     try:

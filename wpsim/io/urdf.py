@@ -214,14 +214,14 @@ def _add_collisions(path: Path, b: ModelBuilder, link, body: int, contact: dict,
         pos, rot = _origin(path, collision)
         try:
             if shape.tag == "box":
-                half = floats(path, shape, "size", 3) / 2.0
+                half = floats(path, shape, "size", 3, required=True) / 2.0
                 b.add_shape_box(body, pos, rot, *half, density=density, **contact)
             elif shape.tag == "sphere":
-                b.add_shape_sphere(body, pos, rot, radius=float(floats(path, shape, "radius", 1)[0]), density=density,
-                                   **contact)
+                radius = float(floats(path, shape, "radius", 1, required=True)[0])
+                b.add_shape_sphere(body, pos, rot, radius=radius, density=density, **contact)
             elif shape.tag == "cylinder":
-                radius = float(floats(path, shape, "radius", 1)[0])
-                length = float(floats(path, shape, "length", 1)[0])
+                radius = float(floats(path, shape, "radius", 1, required=True)[0])
+                length = float(floats(path, shape, "length", 1, required=True)[0])
                 if not length > 0.0:
                     raise ValueError(f"length must be positive, got {length:g} m")
                 b.add_shape_capsule(body, pos, rot, radius=radius, half_height=max(0.5 * length - radius, 0.0),
