@@ -154,6 +154,10 @@ def _valid_argv(data, command: str, inputs: Path, out: Path) -> tuple:
         if scene.endswith(".obj"):
             options += [("--solver", ("implicit", "semi-implicit")), ("--scale", ("1", "0.5")), ("--cell", ("0.3",)),
                         ("--density", ("500", "1000")), ("--young", ("5e4", "1e5")), ("--height", ("0.02", "0"))]
+        elif scene.endswith(".urdf"):  # the cart-pole has no actuators to drive
+            options += [("--contact", ("penalty", "soft"))]
+            if data.draw(st.booleans(), label="--floating"):
+                argv.append("--floating")
         else:
             options += [("--contact", ("penalty", "soft")), ("--control", ("none", "hold", "sine")),
                         ("--amplitude", ("0.1",)), ("--frequency", ("1",)), ("--time-constant", ("0.05",))]
