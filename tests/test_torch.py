@@ -89,6 +89,13 @@ def test_step_gradcheck_particles_with_spring():
     assert torch.autograd.gradcheck(final, (q, qd, force, scale), **CHECK)
 
 
+def test_a_negative_spring_stiffness_is_refused_naming_the_parameter():
+    model = spring_pair()
+    step = TorchStep(wpsim.SemiImplicitSolver(model), 0.01)
+    with pytest.raises(ValueError, match=r"parameters\['spring_ke'\] is negative at index \(0,\)"):  # was stepped
+        step(step.initial_state(), None, {"spring_ke": -torch.tensor(model.spring_ke.numpy(), dtype=F64)})
+
+
 def test_step_gradcheck_soft_body_in_contact():
     model = resting_soft_cube()
     step = TorchStep(wpsim.SemiImplicitSolver(model), 1e-3)
@@ -320,6 +327,8 @@ def test_bad_controls_and_parameters_are_named(cart_step):
         cart_step(s0, None, {"joint_type": torch.zeros(4, dtype=F64)})
     with pytest.raises(ValueError, match=r"parameters\['body_mass'\] has shape \(3,\)"):
         cart_step(s0, None, {"body_mass": torch.ones(3, dtype=F64)})
+    with pytest.raises(ValueError, match=r"parameters\['body_mass'\] is negative at index \(0,\): -1\.0"):
+        cart_step(s0, None, {"body_mass": torch.tensor([-1.0, 0.2, 1.0, 0.2], dtype=F64)})  # was stepped
     frozen = TorchStep(wpsim.SemiImplicitSolver(cartpole(requires_grad=False)), 0.01)
     with pytest.raises(ValueError, match="finalized without gradients"):
         frozen(frozen.initial_state(), None, {"body_mass": leaf([1.0, 0.2])})

@@ -27,6 +27,8 @@ Tensors must have the model's dtype (float32 or float64) and device and be conti
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 import warp as wp
@@ -41,6 +43,17 @@ _CONTROL_SPECS = {spec.name: spec for spec in CONTROL_FIELDS}
 _PARAMETER_SPECS = {spec.name: spec for spec in MODEL_FIELDS if spec.differentiable}
 _STATE_SPECS = {spec.name: spec for spec in STATE_FIELDS}
 _POOL_SIZE = 32  # States allocated together (one allocation per field)
+
+
+def _invalid(tensor: torch.Tensor, check: str | None) -> torch.Tensor:
+    """Where ``tensor`` breaks a Model field's ``check`` (a bool tensor): not finite, or below
+    zero ("nonnegative"), or at or below zero ("positive")."""
+    wrong = ~torch.isfinite(tensor)
+    if check == "nonnegative":
+        wrong |= tensor < 0
+    elif check == "positive":
+        wrong |= tensor <= 0
+    return wrong
 
 
 class _Field:
@@ -135,17 +148,22 @@ class _Bridge:
             raise ValueError(f"{label} is not contiguous (call .contiguous() on it)")
         return tensor
 
-    def _check_finite(self, labelled: list):
-        """Raise a ValueError naming the first non-finite entry of the (label, tensor) pairs."""
+    def _check_values(self, labelled: list):
+        """Raise a ValueError naming the first entry of the (label, tensor, field check) triples
+        that is not finite, or negative ("nonnegative") or not positive ("positive") where the
+        Model field's check says so; one host read when all pass."""
         if not self.check_finite or not labelled:
             return
-        finite = torch.stack([torch.isfinite(t.detach()).all() for _, t in labelled])
-        if bool(finite.all()):
+        wrong = [_invalid(t.detach(), check) for _, t, check in labelled]
+        bad = torch.stack([w.any() for w in wrong])
+        if not bool(bad.any()):
             return
-        label, tensor = labelled[int(torch.nonzero(~finite)[0, 0])]
-        index = tuple(int(i) for i in torch.nonzero(~torch.isfinite(tensor.detach()))[0])
+        k = int(torch.nonzero(bad)[0, 0])
+        (label, tensor, check), index = labelled[k], tuple(int(i) for i in torch.nonzero(wrong[k])[0])
+        value = float(tensor.detach()[index])
+        what = "not finite" if not math.isfinite(value) else "negative" if check == "nonnegative" else "not positive"
         where = f" (world {index[0]})" if self.worlds is not None and tensor.dim() > 1 else ""
-        raise ValueError(f"{label} is not finite at index {index}{where}: {float(tensor.detach()[index])}")
+        raise ValueError(f"{label} is {what} at index {index}{where}: {value}")
 
     def _layout(self, key: str, time_steps: int | None = None) -> tuple:
         field = self._fields[key]
@@ -199,10 +217,10 @@ class _Bridge:
         return checked
 
     def inputs(self, states: list, controls: list, params: list, state_label: str, control_label: str) -> tuple:
-        """(flat tensors, names) of a call's checked inputs, after the finiteness check."""
-        self._check_finite([(f"{state_label}[{n!r}]", t) for n, t in states]
-                           + [(f"{control_label}[{n!r}]", t) for n, t in controls]
-                           + [(f"parameters[{n!r}]", t) for n, t in params])
+        """(flat tensors, names) of a call's checked inputs, after the value checks (``_check_values``)."""
+        self._check_values([(f"{state_label}[{n!r}]", t, "finite") for n, t in states]
+                           + [(f"{control_label}[{n!r}]", t, "finite") for n, t in controls]
+                           + [(f"parameters[{n!r}]", t, _PARAMETER_SPECS[n].check) for n, t in params])
         tensors = [t for _, t in states + controls + params]
         return tensors, tuple([n for n, _ in group] for group in (states, controls, params))
 
@@ -285,8 +303,9 @@ class TorchStep(_Bridge):
         dt: time step (s).
         worlds: None (flat layout: each tensor has its field's shape) or the model's number
             of replicated worlds W (tensors ``(W, rows / W, ...)``).
-        check_finite: refuse non-finite inputs with a ValueError naming the field, index and
-            world (one boolean read back per call).
+        check_finite: refuse non-finite inputs, and parameters that are negative (or not
+            positive) where their Model field's check says so, with a ValueError naming the
+            field, index and world (one boolean read back per call).
 
     ``step(state, control=None, parameters=None)`` returns the next state as a dict of the
     fields in ``state_fields``. Each call that autograd records keeps its own ``wp.Tape``
