@@ -258,6 +258,10 @@ BAD_URDF = {
                                  r'<link name="b"> <cylinder>: .*radius must be positive'),
     "negative box size": ('<box size="1 -1 1"/>', "", r'<link name="b"> <box>: .*must be positive'),
     "box without size": ("<box/>", "", "<box> needs size"),  # was: unsupported operand type(s) for /
+    "massless moving leaf": ('<box size="1 1 1"/>', '<link name="c"><inertial><mass value="0"/></inertial></link>'
+                             '<joint name="h" type="continuous"><parent link="b"/><child link="c"/></joint>',
+                             '<link name="c">: a moving link that carries no other needs a positive mass and inertia, '
+                             'got 0 kg'),  # was refused by finalize as "body 2: mass 0 kg ..."
     "sphere without radius": ("<sphere/>", "", "<sphere> needs radius"),
     "duplicate joint": ('<box size="1 1 1"/>', f'<link name="c">{INERTIAL}</link><joint name="j" type="fixed">'
                         '<parent link="a"/><child link="c"/></joint>', '<joint name="j">: a second joint named "j"'),

@@ -386,6 +386,11 @@ def import_urdf(path, builder: ModelBuilder | None = None, floating: bool = Fals
         density = default_density if name in by_density else 0.0
         _add_collisions(path, b, link, body, contact, roots, meshes, density=density,
                         welded_root=name not in parent_of and not moves(name))
+        if moves(name) and name not in parent_of.values() and not mass > 0.0:  # a leaf, weighed by its shapes?
+            weight = float(b.bodies.array("body_mass")[body])
+            if not (weight > 0.0 and np.linalg.eigvalsh(b.bodies.array("body_inertia")[body]).min() > 0.0):
+                raise SceneFileError(f"{path}: {describe(link)}: a moving link that carries no other needs a positive "
+                                     f"mass and inertia, got {weight:g} kg")  # finalize named a body index only
         if name in by_sphere:
             note(link, f"has no <inertial> and moves: given {mass:g} kg, a solid sphere of radius {radius:.3g} m "
                        f"({default_density:g} kg/m^3) at its origin")
