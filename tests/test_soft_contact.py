@@ -523,3 +523,22 @@ def test_shapes_apart_by_their_bounds_skip_the_narrow_phase_without_missing_a_co
     assert max(contacts[0]) >= 4 and contacts[0][0] == 0  # all in the air first, then landed
     assert np.abs(paths[0][-1, 2::7] - paths[0][0, 2::7]).min() > 0.1  # each fell
     np.testing.assert_array_equal(paths[0], paths[1])
+
+
+def test_islands_too_large_for_their_dense_solve_are_refused(monkeypatch):
+    """An island (articulations whose bodies touch, one dense Hessian) beyond
+    MAX_ARTICULATION_DOFS is refused naming its dofs: with fixed_iterations, whose steps solve
+    every candidate island, when the solver is built; otherwise at the step whose contacts
+    join it; within the limit the same stack steps."""
+    import wpsim.solvers.soft_contact as soft
+
+    monkeypatch.setattr(soft, "MAX_ARTICULATION_DOFS", 12)
+    stack = box_stack(3)
+    with pytest.raises(ValueError, match="largest island .* has 18 dofs"):
+        wpsim.SemiImplicitSolver(stack, soft_contact=SoftContactOptions(fixed_iterations=True, iterations=3))
+    solver = wpsim.SemiImplicitSolver(stack, soft_contact=SoftContactOptions(), fused=False)
+    with pytest.raises(ValueError, match="largest island .* has 18 dofs"):
+        solver.step(stack.state(), stack.state(), None, 1e-3)
+    monkeypatch.setattr(soft, "MAX_ARTICULATION_DOFS", 18)
+    path, _ = run(box_stack(3), 5)
+    assert np.isfinite(path).all()

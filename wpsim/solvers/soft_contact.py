@@ -11,9 +11,11 @@ from dataclasses import dataclass
 import numpy as np
 import warp as wp
 
+from wpsim.core.limits import require_memory
 from wpsim.core.tape import active_tape, tape_paused
 from wpsim.kernels import rigid_contact, soft_contact, soft_contact_newton
 from wpsim.kernels.generic import for_precision
+from wpsim.solvers.articulation_size import MAX_ARTICULATION_DOFS
 from wpsim.solvers.prepared_launch import launch_unrecorded
 
 ADJOINTS = ("implicit", "unrolled")
@@ -198,9 +200,11 @@ class SoftContact:
         """Newton iterations of the latest staged step (the fused step keeps its record on the
         device: ``status``)."""
         self._articulation_world = self._articulation_worlds()
-        self.islands = None
+        self.islands = self._checked_islands = None
         self.islands = self._candidate_islands = self._islands(contact_islands(model.articulation_count, art_a,
                                                                                 art_b))
+        if options.fixed_iterations:  # every step solves the candidate islands: refused up front if too large
+            self._solvable(self._candidate_islands)
         """The latest step's ``Islands``; before the first step (and at every step with
         ``fixed_iterations``, which reads nothing back) those of all candidate pairs."""
         self._device_status_arrays()
@@ -271,7 +275,27 @@ class SoftContact:
         contacts = np.concatenate([[0.0], np.cumsum(in_contact.numpy())])
         first, end = pairs.row_bounds
         touching = contacts[end] > contacts[first] + 0.5
-        return self._islands(contact_islands(self.model.articulation_count, *pairs.articulations, touching))
+        return self._solvable(self._islands(contact_islands(self.model.articulation_count, *pairs.articulations,
+                                                            touching)))
+
+    def _solvable(self, islands: Islands) -> Islands:
+        """``islands``, once their dense Hessians are within reach: an island of more than
+        ``MAX_ARTICULATION_DOFS`` dofs, or Hessians and factors beyond the memory budget, are
+        refused (``ValueError``) naming the island's dofs and bytes."""
+        if islands is self._checked_islands:
+            return islands
+        itemsize = wp.types.type_size_in_bytes(self.model.dtype)
+        what = (f"the soft-contact solve's largest island (articulations whose bodies may touch, solved with one "
+                f"dense Hessian) has {islands.largest:,} dofs")
+        if islands.largest > MAX_ARTICULATION_DOFS:
+            raise ValueError(f"{what}, more than the {MAX_ARTICULATION_DOFS:,} a solver steps "
+                             f"(MAX_ARTICULATION_DOFS); a step factors it in one thread (about {islands.largest**3 / 6:.2g} multiply-adds): keep "
+                             f"fewer bodies able to touch, or leave fixed_iterations off (islands of each step's "
+                             f"contacts)")
+        require_memory(f"{what}: the Hessians and factors of {islands.count:,} islands",
+                       2 * islands.hessian_size * itemsize, "fewer bodies able to touch, or fewer worlds per model")
+        self._checked_islands = islands
+        return islands
 
     def _step_pairs(self, state_in) -> PairRows:
         """The pairs of this step: with a broad phase, the candidate pairs whose boxes overlap
