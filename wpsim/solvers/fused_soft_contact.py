@@ -44,9 +44,10 @@ class FusedSoftContactStep(FusedArticulationStep):
         self._fields += [
             stepper._friction, pairs.contact_pair, pairs.pair_row_start, pairs.row_pair, pairs.pair_dof,
             pairs.pair_dof_count, pairs.pair_articulation, pairs.articulation_pair_start, pairs.articulation_pairs,
-            islands.articulation_start, islands.articulations, islands.dof_slot, model.shape_bound_centre,
-            model.shape_bound_half,
+            islands.articulation_start, islands.articulations, islands.dof_slot,
         ]
+        after_shapes = next(k for k, a in enumerate(self._fields) if a is self._pair_start)
+        self._fields[after_shapes:after_shapes] = [model.shape_bound_centre, model.shape_bound_half]
         self._first_index = len(self._fields) + 7  # after the state's warm start too
         rows = contact._rows(pairs, False)
         rows["violation"] = contact._vector("violation", False, pairs.row_count)
