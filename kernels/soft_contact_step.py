@@ -120,45 +120,39 @@ def contact_solve(
     zero = time_constant * type(time_constant)(0.0)
     for i in range(n):
         accel_out[d0 + i] = qdd[d0 + i]
-    if warm_start != 0:
-        for i in range(n):
-            newton_step_out[d0 + i] = qdd[d0 + i] - warm_start_accel[d0 + i]
-        articulation_violations(a, articulation_contact_pair_start, articulation_contact_pairs, pair_row_start,
-                                row_pair, pair_dof, pair_dof_count, row_jacobian, row_aref, row_weight, accel_out,
-                                side_column, row_violation_out)
-        alpha = island_line_search(
-            a, dof_joint, articulation_dof_start, articulation_H_start, joint_type, joint_q_start,
-            joint_limit_lower, joint_limit_upper, joint_friction, articulation_dof_start,
-            island_articulation_start, island_articulations, articulation_contact_pair_start,
-            articulation_contact_pairs, pair_articulation, pair_row_start, pair_dof, pair_dof_count, mass_matrix,
-            qdd, row_jacobian, row_weight, row_violation_out, joint_q, joint_qd, accel_out, newton_step_out,
-            side_column, limits, friction_rows, time_constant, damping_ratio, impedance, tolerance,
-            slope_tolerance, zero, row_step_out)
-        for i in range(n):
-            accel_out[d0 + i] = accel_out[d0 + i] - alpha * newton_step_out[d0 + i]
     residual = zero
     done = int(0)
-    for k in range(iterations):
+    first = int(0)
+    if warm_start != 0:
+        first = -1  # pass -1 moves from qdd along qdd - warm_start_accel, then the Newton iterations
+    for k in range(first, iterations):
         articulation_violations(a, articulation_contact_pair_start, articulation_contact_pairs, pair_row_start,
                                 row_pair, pair_dof, pair_dof_count, row_jacobian, row_aref, row_weight, accel_out,
                                 side_column, row_violation_out)
-        changed = island_gradient(a, dof_joint, articulation_dof_start, articulation_H_start, joint_type,
-                                  joint_q_start, joint_limit_lower, joint_limit_upper, joint_friction,
-                                  island_articulation_start, island_articulations, articulation_contact_pair_start,
-                                  articulation_contact_pairs, pair_articulation, pair_row_start, pair_dof,
-                                  pair_dof_count, mass_matrix, qdd, row_jacobian, row_weight, row_violation_out,
-                                  joint_q, joint_qd, accel_out, side_column, limits, friction_rows, time_constant,
-                                  damping_ratio, impedance, gradient_out, row_curvature_out, dof_curvature_out)
-        if k == 0 or changed != 0:
-            island_hessian(a, articulation_dof_start, articulation_H_start, dof_slot, articulation_dof_start,
-                           articulation_H_start, island_articulation_start, island_articulations,
-                           articulation_contact_pair_start, articulation_contact_pairs, pair_articulation,
-                           pair_row_start, pair_dof, pair_dof_count, mass_matrix, row_jacobian, row_weight,
-                           row_curvature_out, dof_curvature_out, side_column, impedance, hessian_out)
-            factor_and_solve(a, articulation_dof_start, articulation_H_start, hessian_out, gradient_out,
-                             newton_factor_out, newton_step_out)
-        else:  # the same rows push as at the last factorisation: the Hessian and its factor are unchanged
-            triangular_solves(n, articulation_H_start[a], d0, newton_factor_out, gradient_out, newton_step_out)
+        ascent_alpha = zero + type(zero)(1.0)
+        if k < 0:
+            ascent_alpha = zero  # no better point on that line: stay at qdd
+            for i in range(n):
+                newton_step_out[d0 + i] = qdd[d0 + i] - warm_start_accel[d0 + i]
+        else:
+            changed = island_gradient(a, dof_joint, articulation_dof_start, articulation_H_start, joint_type,
+                                      joint_q_start, joint_limit_lower, joint_limit_upper, joint_friction,
+                                      island_articulation_start, island_articulations,
+                                      articulation_contact_pair_start, articulation_contact_pairs, pair_articulation,
+                                      pair_row_start, pair_dof, pair_dof_count, mass_matrix, qdd, row_jacobian,
+                                      row_weight, row_violation_out, joint_q, joint_qd, accel_out, side_column, limits,
+                                      friction_rows, time_constant, damping_ratio, impedance, gradient_out,
+                                      row_curvature_out, dof_curvature_out)
+            if k == 0 or changed != 0:
+                island_hessian(a, articulation_dof_start, articulation_H_start, dof_slot, articulation_dof_start,
+                               articulation_H_start, island_articulation_start, island_articulations,
+                               articulation_contact_pair_start, articulation_contact_pairs, pair_articulation,
+                               pair_row_start, pair_dof, pair_dof_count, mass_matrix, row_jacobian, row_weight,
+                               row_curvature_out, dof_curvature_out, side_column, impedance, hessian_out)
+                factor_and_solve(a, articulation_dof_start, articulation_H_start, hessian_out, gradient_out,
+                                 newton_factor_out, newton_step_out)
+            else:  # the same rows push as at the last factorisation: the Hessian and its factor are unchanged
+                triangular_solves(n, articulation_H_start[a], d0, newton_factor_out, gradient_out, newton_step_out)
         alpha = island_line_search(
             a, dof_joint, articulation_dof_start, articulation_H_start, joint_type, joint_q_start,
             joint_limit_lower, joint_limit_upper, joint_friction, articulation_dof_start,
@@ -166,14 +160,15 @@ def contact_solve(
             articulation_contact_pairs, pair_articulation, pair_row_start, pair_dof, pair_dof_count, mass_matrix,
             qdd, row_jacobian, row_weight, row_violation_out, joint_q, joint_qd, accel_out, newton_step_out,
             side_column, limits, friction_rows, time_constant, damping_ratio, impedance, tolerance,
-            slope_tolerance, zero + type(zero)(1.0), row_step_out)
+            slope_tolerance, ascent_alpha, row_step_out)
         for i in range(n):
             accel_out[d0 + i] = accel_out[d0 + i] - alpha * newton_step_out[d0 + i]
-        residual = step_ratio(a, a + 1, island_articulations, articulation_dof_start, newton_step_out, accel_out)
-        wp.atomic_max(world_contact_iterations_out, world, k + 1)
-        if fixed_iterations == 0 and residual <= tolerance:
-            done = 1
-            break
+        if k >= 0:
+            residual = step_ratio(a, a + 1, island_articulations, articulation_dof_start, newton_step_out, accel_out)
+            wp.atomic_max(world_contact_iterations_out, world, k + 1)
+            if fixed_iterations == 0 and residual <= tolerance:
+                done = 1
+                break
     if fixed_iterations == 0 and done == 0:
         wp.atomic_add(world_unconverged_steps_out, world, 1)
         wp.atomic_min(world_first_unconverged_out, world, step)
