@@ -1,14 +1,66 @@
-"""The Newton solve of the soft-constraint contact cost (``soft_contact`` builds its rows): per
-island, the cost's gradient and Hessian (``island_gradient``, ``island_hessian``), the exact line
-search along the Newton step (``island_line_search``), the step's size relative to the
-accelerations (``step_ratio``, the convergence test), and the staged schedule's kernels around
-them (one launch per stage and Newton iteration; ``soft_contact_step`` runs the same functions
-in one thread per articulation).
+"""The Newton solve of the soft-constraint contact cost (``soft_contact`` builds its rows): the
+pairs in contact that its walks visit (``touching_pair_list``); per island, the cost's
+gradient and Hessian (``island_gradient``, ``island_hessian``), the exact line search along
+the Newton step (``island_line_search``), the step's size relative to the accelerations
+(``step_ratio``, the convergence test), and the staged schedule's kernels around them (one
+launch per stage and Newton iteration; ``soft_contact_step`` runs the same functions in one
+thread per articulation).
 """
 import warp as wp
 
 from .generic import kernel
 from .soft_contact import EDGES, dof_rows, row_active, row_force, row_times
+
+
+@wp.func
+def any_slot(pair: int, pair_row_start: wp.array(dtype=int), row_values: wp.array(dtype=wp.Float)):
+    """1 if the first row of any contact slot of ``pair`` has a nonzero value (a weight, or
+    the in-contact flag), else 0."""
+    found = int(0)
+    for first in range(pair_row_start[pair], pair_row_start[pair + 1], EDGES):
+        if row_values[first] != type(row_values[first])(0.0):
+            found = 1
+    return found
+
+
+@wp.func
+def touching_pair_list(
+    art: int,
+    articulation_pair_start: wp.array(dtype=int),
+    articulation_pairs: wp.array(dtype=int),
+    pair_articulation: wp.array(dtype=int),
+    pair_row_start: wp.array(dtype=int),
+    row_weight: wp.array(dtype=wp.Float),
+    touching_pairs_out: wp.array(dtype=int),
+    touching_pair_count_out: wp.array(dtype=int),
+):
+    """The pairs whose shape a is on articulation ``art`` (``pair_articulation``) with a slot
+    in contact (nonzero weight), in ``articulation_pairs`` order, into touching_pairs_out
+    from articulation_pair_start[art] on and their number into touching_pair_count_out[art]:
+    the pairs the solve's walks visit (a pair apart adds nothing to the cost)."""
+    start = articulation_pair_start[art]
+    count = int(0)
+    for entry in range(start, articulation_pair_start[art + 1]):
+        pair = articulation_pairs[entry]
+        if pair_articulation[pair] == art and any_slot(pair, pair_row_start, row_weight) != 0:
+            touching_pairs_out[start + count] = pair
+            count += 1
+    touching_pair_count_out[art] = count
+
+
+@kernel(enable_backward=False)
+def soft_contact_touching_pairs(
+    articulation_pair_start_in: wp.array(dtype=int),
+    articulation_pairs_in: wp.array(dtype=int),
+    pair_articulation_in: wp.array(dtype=int),
+    pair_row_start_in: wp.array(dtype=int),
+    row_weight_in: wp.array(dtype=wp.Float),
+    touching_pairs_out: wp.array(dtype=int),
+    touching_pair_count_out: wp.array(dtype=int),
+):
+    """One thread per articulation: its pairs with a slot in contact (``touching_pair_list``)."""
+    touching_pair_list(wp.tid(), articulation_pair_start_in, articulation_pairs_in, pair_articulation_in,
+                       pair_row_start_in, row_weight_in, touching_pairs_out, touching_pair_count_out)
 
 
 @wp.func
@@ -25,8 +77,8 @@ def island_gradient(
     island_articulation_start: wp.array(dtype=int),
     island_articulations: wp.array(dtype=int),
     articulation_pair_start: wp.array(dtype=int),
-    articulation_pairs: wp.array(dtype=int),
-    pair_articulation: wp.array(dtype=int),
+    touching_pairs: wp.array(dtype=int),
+    touching_pair_count: wp.array(dtype=int),
     pair_row_start: wp.array(dtype=int),
     pair_dof: wp.array2d(dtype=int),
     pair_dof_count: wp.array2d(dtype=int),
@@ -68,28 +120,27 @@ def island_gradient(
             gradient_out[d0 + i] = g
     for e in range(e0, e1):
         art = island_articulations[e]
-        for entry in range(articulation_pair_start[art], articulation_pair_start[art + 1]):
-            pair = articulation_pairs[entry]
-            if pair_articulation[pair] == art:  # each pair once, by the articulation of its shape a
-                shared = pair_dof_count[pair, 0] > 0 and pair_dof[pair, 1] == pair_dof[pair, 0]
-                sides = 2  # side b of a static shape has no dofs
-                if shared:
-                    sides = 1  # both sides on one articulation: each coefficient sums them
-                for first in range(pair_row_start[pair], pair_row_start[pair + 1], EDGES):
-                    if row_weight[first] != zero:  # slots not in contact (most) add nothing; edges share the weight
-                        for r in range(first, first + EDGES):
-                            force = row_force(row_weight[r], row_violation[r])
-                            active = row_active(row_weight[r], row_violation[r])
-                            if active != row_curvature_out[r]:
-                                changed = 1
-                            row_curvature_out[r] = active
-                            for side_i in range(sides):
-                                for i in range(pair_dof_count[pair, side_i]):
-                                    dof = pair_dof[pair, side_i] + i
-                                    c = row_jacobian[r, side_i * side_column + i]
-                                    if shared:
-                                        c += row_jacobian[r, side_column + i]
-                                    wp.atomic_add(gradient_out, dof, c * force)
+        for entry in range(articulation_pair_start[art], articulation_pair_start[art] + touching_pair_count[art]):
+            pair = touching_pairs[entry]  # each pair once, by the articulation of its shape a
+            shared = pair_dof_count[pair, 0] > 0 and pair_dof[pair, 1] == pair_dof[pair, 0]
+            sides = 2  # side b of a static shape has no dofs
+            if shared:
+                sides = 1  # both sides on one articulation: each coefficient sums them
+            for first in range(pair_row_start[pair], pair_row_start[pair + 1], EDGES):
+                if row_weight[first] != zero:  # slots not in contact (most) add nothing; edges share the weight
+                    for r in range(first, first + EDGES):
+                        force = row_force(row_weight[r], row_violation[r])
+                        active = row_active(row_weight[r], row_violation[r])
+                        if active != row_curvature_out[r]:
+                            changed = 1
+                        row_curvature_out[r] = active
+                        for side_i in range(sides):
+                            for i in range(pair_dof_count[pair, side_i]):
+                                dof = pair_dof[pair, side_i] + i
+                                c = row_jacobian[r, side_i * side_column + i]
+                                if shared:
+                                    c += row_jacobian[r, side_column + i]
+                                wp.atomic_add(gradient_out, dof, c * force)
     one = type(impedance)(1.0)
     for e in range(e0, e1):
         art = island_articulations[e]
@@ -121,8 +172,8 @@ def island_hessian(
     island_articulation_start: wp.array(dtype=int),
     island_articulations: wp.array(dtype=int),
     articulation_pair_start: wp.array(dtype=int),
-    articulation_pairs: wp.array(dtype=int),
-    pair_articulation: wp.array(dtype=int),
+    touching_pairs: wp.array(dtype=int),
+    touching_pair_count: wp.array(dtype=int),
     pair_row_start: wp.array(dtype=int),
     pair_dof: wp.array2d(dtype=int),
     pair_dof_count: wp.array2d(dtype=int),
@@ -158,37 +209,36 @@ def island_hessian(
                 hessian_out[base + c0 + k] = mass_matrix[m_row + k]
     for e in range(e0, e1):
         art = island_articulations[e]
-        for entry in range(articulation_pair_start[art], articulation_pair_start[art + 1]):
-            pair = articulation_pairs[entry]
-            if pair_articulation[pair] == art:  # each pair once, by the articulation of its shape a
-                shared = pair_dof_count[pair, 0] > 0 and pair_dof[pair, 1] == pair_dof[pair, 0]
-                sides = 2  # side b of a static shape has no dofs
-                if shared:
-                    sides = 1  # both sides on one articulation: each coefficient sums them
-                for first in range(pair_row_start[pair], pair_row_start[pair + 1], EDGES):
-                    if row_weight[first] != zero:  # slots not in contact (most) add nothing; edges share the weight
-                        for r in range(first, first + EDGES):
-                            active = row_curvature[r]
-                            if active != zero:
-                                for side_i in range(sides):
-                                    for i in range(pair_dof_count[pair, side_i]):
-                                        dof = pair_dof[pair, side_i] + i
-                                        c = row_jacobian[r, side_i * side_column + i]
-                                        if shared:
-                                            c += row_jacobian[r, side_column + i]
-                                        own = dof_slot[dof] - i0
-                                        w = active * c
-                                        if w != zero:
-                                            base = h_island + own * n_island
-                                            for side in range(2):
-                                                n_side = pair_dof_count[pair, side]
-                                                cs = int(0)
-                                                if n_side > 0:
-                                                    cs = dof_slot[pair_dof[pair, side]] - i0
-                                                for k in range(wp.min(n_side, own - cs + 1)):
-                                                    entry_jk = row_jacobian[r, side * side_column + k]
-                                                    if entry_jk != zero:
-                                                        wp.atomic_add(hessian_out, base + cs + k, w * entry_jk)
+        for entry in range(articulation_pair_start[art], articulation_pair_start[art] + touching_pair_count[art]):
+            pair = touching_pairs[entry]  # each pair once, by the articulation of its shape a
+            shared = pair_dof_count[pair, 0] > 0 and pair_dof[pair, 1] == pair_dof[pair, 0]
+            sides = 2  # side b of a static shape has no dofs
+            if shared:
+                sides = 1  # both sides on one articulation: each coefficient sums them
+            for first in range(pair_row_start[pair], pair_row_start[pair + 1], EDGES):
+                if row_weight[first] != zero:  # slots not in contact (most) add nothing; edges share the weight
+                    for r in range(first, first + EDGES):
+                        active = row_curvature[r]
+                        if active != zero:
+                            for side_i in range(sides):
+                                for i in range(pair_dof_count[pair, side_i]):
+                                    dof = pair_dof[pair, side_i] + i
+                                    c = row_jacobian[r, side_i * side_column + i]
+                                    if shared:
+                                        c += row_jacobian[r, side_column + i]
+                                    own = dof_slot[dof] - i0
+                                    w = active * c
+                                    if w != zero:
+                                        base = h_island + own * n_island
+                                        for side in range(2):
+                                            n_side = pair_dof_count[pair, side]
+                                            cs = int(0)
+                                            if n_side > 0:
+                                                cs = dof_slot[pair_dof[pair, side]] - i0
+                                            for k in range(wp.min(n_side, own - cs + 1)):
+                                                entry_jk = row_jacobian[r, side * side_column + k]
+                                                if entry_jk != zero:
+                                                    wp.atomic_add(hessian_out, base + cs + k, w * entry_jk)
     for e in range(e0, e1):
         art = island_articulations[e]
         d0 = articulation_dof_start[art]
@@ -214,8 +264,8 @@ def soft_contact_newton_system(
     island_articulation_start_in: wp.array(dtype=int),
     island_articulations_in: wp.array(dtype=int),
     articulation_pair_start_in: wp.array(dtype=int),
-    articulation_pairs_in: wp.array(dtype=int),
-    pair_articulation_in: wp.array(dtype=int),
+    touching_pairs_in: wp.array(dtype=int),
+    touching_pair_count_in: wp.array(dtype=int),
     pair_row_start_in: wp.array(dtype=int),
     pair_dof_in: wp.array2d(dtype=int),
     pair_dof_count_in: wp.array2d(dtype=int),
@@ -251,13 +301,13 @@ def soft_contact_newton_system(
     island_gradient(island, dof_joint, articulation_dof_start, articulation_H_start, joint_type, joint_q_start,
                     joint_limit_lower, joint_limit_upper, joint_friction, island_articulation_start_in,
                     island_articulations_in,
-                    articulation_pair_start_in, articulation_pairs_in, pair_articulation_in, pair_row_start_in,
+                    articulation_pair_start_in, touching_pairs_in, touching_pair_count_in, pair_row_start_in,
                     pair_dof_in, pair_dof_count_in, mass_matrix_in, accel_free_in, row_jacobian_in, row_weight_in,
                     row_violation_in, joint_q_in, joint_qd_in, accel_in, side_column, limits, friction_rows,
                     time_constant, damping_ratio, impedance, gradient_out, row_curvature_out, dof_curvature_out)
     island_hessian(island, articulation_dof_start, articulation_H_start, dof_slot_in, island_dof_start_in,
                    island_H_start_in, island_articulation_start_in, island_articulations_in,
-                   articulation_pair_start_in, articulation_pairs_in, pair_articulation_in, pair_row_start_in,
+                   articulation_pair_start_in, touching_pairs_in, touching_pair_count_in, pair_row_start_in,
                    pair_dof_in, pair_dof_count_in, mass_matrix_in, row_jacobian_in, row_weight_in, row_curvature_out,
                    dof_curvature_out, side_column, impedance, hessian_out)
 
@@ -275,8 +325,8 @@ def line_slope(
     e1: int,
     island_articulations: wp.array(dtype=int),
     articulation_pair_start: wp.array(dtype=int),
-    articulation_pairs: wp.array(dtype=int),
-    pair_articulation: wp.array(dtype=int),
+    touching_pairs: wp.array(dtype=int),
+    touching_pair_count: wp.array(dtype=int),
     pair_row_start: wp.array(dtype=int),
     mass_matrix: wp.array(dtype=wp.Float),
     row_weight: wp.array(dtype=wp.Float),
@@ -295,25 +345,24 @@ def line_slope(
     impedance: wp.Float,
 ):
     """(phi'(alpha), phi''(alpha)) of the rows' part of the cost along a - alpha d: every row
-    x_r(alpha) = x_r - alpha J_r d of the pairs of the island's articulations
-    (``island_articulations`` e0 to e1; each pair counted by the articulation of its shape
-    a) adds -D s min(0, x) and D s^2 [x < 0] with s = J_r d (``row_step``); the rows on one dof (``dof_rows``:
-    limits, friction) add -s dcost/da and s^2 d^2cost/da^2 at a - alpha d."""
+    x_r(alpha) = x_r - alpha J_r d of the pairs in contact of the island's articulations
+    (``island_articulations`` e0 to e1; ``touching_pairs``) adds -D s min(0, x) and
+    D s^2 [x < 0] with s = J_r d (``row_step``); the rows on one dof (``dof_rows``: limits,
+    friction) add -s dcost/da and s^2 d^2cost/da^2 at a - alpha d."""
     zero = alpha * type(alpha)(0.0)
     slope = zero
     curvature = zero
     for e in range(e0, e1):
         art = island_articulations[e]
-        for entry in range(articulation_pair_start[art], articulation_pair_start[art + 1]):
-            pair = articulation_pairs[entry]
-            if pair_articulation[pair] == art:
-                for first in range(pair_row_start[pair], pair_row_start[pair + 1], EDGES):
-                    if row_weight[first] != zero:  # slots not in contact (most) add nothing; edges share the weight
-                        for r in range(first, first + EDGES):
-                            s = row_step[r]
-                            x = row_violation[r] - alpha * s
-                            slope -= s * row_force(row_weight[r], x)
-                            curvature += row_active(row_weight[r], x) * s * s
+        for entry in range(articulation_pair_start[art], articulation_pair_start[art] + touching_pair_count[art]):
+            pair = touching_pairs[entry]  # each pair once, by the articulation of its shape a
+            for first in range(pair_row_start[pair], pair_row_start[pair + 1], EDGES):
+                if row_weight[first] != zero:  # slots not in contact (most) add nothing; edges share the weight
+                    for r in range(first, first + EDGES):
+                        s = row_step[r]
+                        x = row_violation[r] - alpha * s
+                        slope -= s * row_force(row_weight[r], x)
+                        curvature += row_active(row_weight[r], x) * s * s
     if limits != 0 or friction_rows != 0:
         one = type(impedance)(1.0)
         stiffness = one / (time_constant * time_constant)
@@ -369,8 +418,8 @@ def island_line_search(
     island_articulation_start: wp.array(dtype=int),
     island_articulations: wp.array(dtype=int),
     articulation_pair_start: wp.array(dtype=int),
-    articulation_pairs: wp.array(dtype=int),
-    pair_articulation: wp.array(dtype=int),
+    touching_pairs: wp.array(dtype=int),
+    touching_pair_count: wp.array(dtype=int),
     pair_row_start: wp.array(dtype=int),
     pair_dof: wp.array2d(dtype=int),
     pair_dof_count: wp.array2d(dtype=int),
@@ -419,14 +468,13 @@ def island_line_search(
                 h = mass_matrix[h0 + i * n + k] * step[d0 + i]
                 dhd += h * step[d0 + k]
                 dhr += h * (accel[d0 + k] - accel_free[d0 + k])
-        for entry in range(articulation_pair_start[art], articulation_pair_start[art + 1]):
-            pair = articulation_pairs[entry]
-            if pair_articulation[pair] == art:
-                for first in range(pair_row_start[pair], pair_row_start[pair + 1], EDGES):
-                    if row_weight[first] != zero:
-                        for r in range(first, first + EDGES):
-                            row_step[r] = row_times(r, pair, pair_dof, pair_dof_count, side_column, row_jacobian,
-                                                    step)
+        for entry in range(articulation_pair_start[art], articulation_pair_start[art] + touching_pair_count[art]):
+            pair = touching_pairs[entry]  # each pair once, by the articulation of its shape a
+            for first in range(pair_row_start[pair], pair_row_start[pair + 1], EDGES):
+                if row_weight[first] != zero:
+                    for r in range(first, first + EDGES):
+                        row_step[r] = row_times(r, pair, pair_dof, pair_dof_count, side_column, row_jacobian,
+                                                step)
     # evaluation 0 at alpha = 0 gives phi'(0); then Newton steps on phi' from alpha = 1
     alpha = zero
     start = zero
@@ -435,7 +483,7 @@ def island_line_search(
     for evaluation in range(LINE_SEARCH_EVALUATIONS):
         slope, curvature = line_slope(
             alpha, dof_joint, joint_type, joint_q_start, joint_limit_lower, joint_limit_upper, joint_friction, e0,
-            e1, island_articulations, articulation_pair_start, articulation_pairs, pair_articulation, pair_row_start,
+            e1, island_articulations, articulation_pair_start, touching_pairs, touching_pair_count, pair_row_start,
             mass_matrix, row_weight, row_violation, row_step, joint_q, joint_qd, accel, step, articulation_dof_start,
             articulation_H_start, limits, friction_rows, time_constant, damping_ratio, impedance)
         slope += alpha * dhd - dhr
@@ -476,8 +524,8 @@ def soft_contact_line_search(
     island_articulation_start_in: wp.array(dtype=int),
     island_articulations_in: wp.array(dtype=int),
     articulation_pair_start_in: wp.array(dtype=int),
-    articulation_pairs_in: wp.array(dtype=int),
-    pair_articulation_in: wp.array(dtype=int),
+    touching_pairs_in: wp.array(dtype=int),
+    touching_pair_count_in: wp.array(dtype=int),
     pair_row_start_in: wp.array(dtype=int),
     pair_dof_in: wp.array2d(dtype=int),
     pair_dof_count_in: wp.array2d(dtype=int),
@@ -515,7 +563,7 @@ def soft_contact_line_search(
     alpha_out[island] = island_line_search(
         island, dof_joint, articulation_dof_start, articulation_H_start, joint_type, joint_q_start, joint_limit_lower,
         joint_limit_upper, joint_friction, island_dof_start_in, island_articulation_start_in, island_articulations_in,
-        articulation_pair_start_in, articulation_pairs_in, pair_articulation_in, pair_row_start_in, pair_dof_in,
+        articulation_pair_start_in, touching_pairs_in, touching_pair_count_in, pair_row_start_in, pair_dof_in,
         pair_dof_count_in, mass_matrix_in, accel_free_in, row_jacobian_in, row_weight_in, row_violation_in,
         joint_q_in, joint_qd_in, accel_in, step_in, side_column, limits, friction_rows, time_constant, damping_ratio,
         impedance, tolerance, slope_tolerance, ascent_alpha, row_step_out)

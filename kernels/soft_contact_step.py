@@ -17,14 +17,15 @@ from .articulation import articulation_fk, factor_and_solve, integrate_joint, tr
 from .articulation_step import articulation_dynamics
 from .generic import kernel, mat33, transform, vec3
 from .soft_contact import EDGES, pair_rows, row_parameters, row_violation
-from .soft_contact_newton import island_gradient, island_hessian, island_line_search, step_ratio
+from .soft_contact_newton import any_slot, island_gradient, island_hessian, island_line_search, step_ratio
 
 
 @wp.func
 def articulation_violations(
     a: int,
     articulation_contact_pair_start: wp.array(dtype=int),
-    articulation_contact_pairs: wp.array(dtype=int),
+    touching_pairs: wp.array(dtype=int),
+    touching_pair_count: wp.array(dtype=int),
     pair_row_start: wp.array(dtype=int),
     row_pair: wp.array(dtype=int),
     pair_dof: wp.array2d(dtype=int),
@@ -36,10 +37,12 @@ def articulation_violations(
     side_column: int,
     row_violation_out: wp.array(dtype=wp.Float),
 ):
-    """The violations J_r a - aref_r of articulation ``a``'s contact rows at ``accel`` (0 for
-    rows not in contact, as ``row_violation`` gives them, without computing it)."""
-    for entry in range(articulation_contact_pair_start[a], articulation_contact_pair_start[a + 1]):
-        pair = articulation_contact_pairs[entry]
+    """The violations J_r a - aref_r of the rows of articulation ``a``'s pairs in contact
+    (``touching_pairs``) at ``accel`` (0 for their rows not in contact, as ``row_violation``
+    gives them, without computing it); the rows of the other pairs are not read."""
+    start = articulation_contact_pair_start[a]
+    for entry in range(start, start + touching_pair_count[a]):
+        pair = touching_pairs[entry]
         zero = row_aref[0] * type(row_aref[0])(0.0)
         for first in range(pair_row_start[pair], pair_row_start[pair + 1], EDGES):
             active = row_weight[first] != zero  # a slot's edges share its weight
@@ -68,9 +71,9 @@ def contact_solve(
     row_pair: wp.array(dtype=int),
     pair_dof: wp.array2d(dtype=int),
     pair_dof_count: wp.array2d(dtype=int),
-    pair_articulation: wp.array(dtype=int),
     articulation_contact_pair_start: wp.array(dtype=int),
-    articulation_contact_pairs: wp.array(dtype=int),
+    touching_pairs: wp.array(dtype=int),
+    touching_pair_count: wp.array(dtype=int),
     island_articulation_start: wp.array(dtype=int),
     island_articulations: wp.array(dtype=int),
     dof_slot: wp.array(dtype=int),
@@ -126,7 +129,7 @@ def contact_solve(
     if warm_start != 0:
         first = -1  # pass -1 moves from qdd along qdd - warm_start_accel, then the Newton iterations
     for k in range(first, iterations):
-        articulation_violations(a, articulation_contact_pair_start, articulation_contact_pairs, pair_row_start,
+        articulation_violations(a, articulation_contact_pair_start, touching_pairs, touching_pair_count, pair_row_start,
                                 row_pair, pair_dof, pair_dof_count, row_jacobian, row_aref, row_weight, accel_out,
                                 side_column, row_violation_out)
         ascent_alpha = zero + type(zero)(1.0)
@@ -138,7 +141,7 @@ def contact_solve(
             changed = island_gradient(a, dof_joint, articulation_dof_start, articulation_H_start, joint_type,
                                       joint_q_start, joint_limit_lower, joint_limit_upper, joint_friction,
                                       island_articulation_start, island_articulations,
-                                      articulation_contact_pair_start, articulation_contact_pairs, pair_articulation,
+                                      articulation_contact_pair_start, touching_pairs, touching_pair_count,
                                       pair_row_start, pair_dof, pair_dof_count, mass_matrix, qdd, row_jacobian,
                                       row_weight, row_violation_out, joint_q, joint_qd, accel_out, side_column, limits,
                                       friction_rows, time_constant, damping_ratio, impedance, gradient_out,
@@ -146,7 +149,7 @@ def contact_solve(
             if k == 0 or changed != 0:
                 island_hessian(a, articulation_dof_start, articulation_H_start, dof_slot, articulation_dof_start,
                                articulation_H_start, island_articulation_start, island_articulations,
-                               articulation_contact_pair_start, articulation_contact_pairs, pair_articulation,
+                               articulation_contact_pair_start, touching_pairs, touching_pair_count,
                                pair_row_start, pair_dof, pair_dof_count, mass_matrix, row_jacobian, row_weight,
                                row_curvature_out, dof_curvature_out, side_column, impedance, hessian_out)
                 factor_and_solve(a, articulation_dof_start, articulation_H_start, hessian_out, gradient_out,
@@ -157,7 +160,7 @@ def contact_solve(
             a, dof_joint, articulation_dof_start, articulation_H_start, joint_type, joint_q_start,
             joint_limit_lower, joint_limit_upper, joint_friction, articulation_dof_start,
             island_articulation_start, island_articulations, articulation_contact_pair_start,
-            articulation_contact_pairs, pair_articulation, pair_row_start, pair_dof, pair_dof_count, mass_matrix,
+            touching_pairs, touching_pair_count, pair_row_start, pair_dof, pair_dof_count, mass_matrix,
             qdd, row_jacobian, row_weight, row_violation_out, joint_q, joint_qd, accel_out, newton_step_out,
             side_column, limits, friction_rows, time_constant, damping_ratio, impedance, tolerance,
             slope_tolerance, ascent_alpha, row_step_out)
@@ -244,7 +247,6 @@ def soft_contact_steps(
     row_pair_in: wp.array(dtype=int),
     pair_dof_in: wp.array2d(dtype=int),
     pair_dof_count_in: wp.array2d(dtype=int),
-    pair_articulation_in: wp.array(dtype=int),
     articulation_contact_pair_start_in: wp.array(dtype=int),
     articulation_contact_pairs_in: wp.array(dtype=int),
     island_articulation_start_in: wp.array(dtype=int),
@@ -317,6 +319,8 @@ def soft_contact_steps(
     row_violation_out: wp.array(dtype=wp.Float),
     row_step_out: wp.array(dtype=wp.Float),
     row_curvature_out: wp.array(dtype=wp.Float),
+    touching_pairs_out: wp.array(dtype=int),
+    touching_pair_count_out: wp.array(dtype=int),
     dof_curvature_out: wp.array(dtype=wp.Float),
     gradient_out: wp.array(dtype=wp.Float),
     hessian_out: wp.array(dtype=wp.Float),
@@ -335,7 +339,9 @@ def soft_contact_steps(
     step: the joint-space system (``articulation_pair_in`` lists no penalty pairs; the limit
     gains and ``assembly_friction_in`` are zero where the solve has rows for them), its unconstrained
     accelerations into qdd_out, the rows of the articulation's contact pairs
-    (``articulation_contact_pairs_in``), ``contact_solve`` into accel_out from the warm start
+    (``articulation_contact_pairs_in``; reference accelerations and weights only for the pairs
+    with a slot in contact, listed in touching_pairs_out: the solve visits no other),
+    ``contact_solve`` into accel_out from the warm start
     (``warm_start`` = 1) or the unconstrained accelerations, which it keeps in
     joint_qdd_warm_start_out for the next step, the joint update. The
     scratch outputs hold the last step's intermediates; ``final_kinematics`` = 1 refills
@@ -360,6 +366,7 @@ def soft_contact_steps(
             body_J_out, body_inertial_bias_out, subtree_mass_out, subtree_h_out, subtree_J_out, subtree_bias_out,
             subtree_damping_out, dof_subtree_force_out, mass_matrix_out, rhs_out, dof_inertia_out)
         factor_and_solve(a, articulation_dof_start, articulation_H_start, mass_matrix_out, rhs_out, factor_out, qdd_out)
+        touching_count = int(0)
         for entry in range(articulation_contact_pair_start_in[a], articulation_contact_pair_start_in[a + 1]):
             pair = articulation_contact_pairs_in[entry]
             pair_rows(pair, shape_kind, shape_body, shape_transform, shape_size, shape_mu, shape_point_start,
@@ -369,14 +376,18 @@ def soft_contact_steps(
                       dof_joint, articulation_dof_start, articulation_H_start, contact_pair_in, pair_row_start_in,
                       body_q_out, joint_qd_in, dof_motion_out, mass_matrix_out, side_column, row_jacobian_out,
                       row_velocity_out, row_inverse_mass_out, row_distance_out, row_in_contact_out)
-            for r in range(pair_row_start_in[pair], pair_row_start_in[pair + 1]):
-                row_parameters(r, row_velocity_out, row_inverse_mass_out, row_distance_out, row_in_contact_out,
-                               time_constant, damping_ratio, impedance, impedance_min, impedance_width,
-                               impedance_midpoint, impedance_power, row_aref_out, row_weight_out)
+            if any_slot(pair, pair_row_start_in, row_in_contact_out) != 0:  # the solve visits no pair apart
+                for r in range(pair_row_start_in[pair], pair_row_start_in[pair + 1]):
+                    row_parameters(r, row_velocity_out, row_inverse_mass_out, row_distance_out, row_in_contact_out,
+                                   time_constant, damping_ratio, impedance, impedance_min, impedance_width,
+                                   impedance_midpoint, impedance_power, row_aref_out, row_weight_out)
+                touching_pairs_out[articulation_contact_pair_start_in[a] + touching_count] = pair
+                touching_count += 1
+        touching_pair_count_out[a] = touching_count
         contact_solve(a, world, step + s, dof_joint, joint_type, joint_q_start, joint_limit_lower,
                       joint_limit_upper, joint_friction, articulation_dof_start, articulation_H_start,
-                      pair_row_start_in, row_pair_in, pair_dof_in, pair_dof_count_in, pair_articulation_in,
-                      articulation_contact_pair_start_in, articulation_contact_pairs_in,
+                      pair_row_start_in, row_pair_in, pair_dof_in, pair_dof_count_in,
+                      articulation_contact_pair_start_in, touching_pairs_out, touching_pair_count_out,
                       island_articulation_start_in, island_articulations_in, dof_slot_in, joint_q_in, joint_qd_in,
                       mass_matrix_out, qdd_out, joint_qdd_warm_start_in, row_jacobian_out, row_weight_out,
                       side_column, limits, friction_rows, time_constant, damping_ratio, impedance, tolerance,

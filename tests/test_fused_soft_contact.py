@@ -53,6 +53,30 @@ def test_fused_step_is_bitwise_the_staged_schedule(dtype, warm_start):
     assert records[0] == records[1] and records[0][0] >= 2 and records[0][1] >= 8
 
 
+def test_the_solve_visits_only_the_pairs_in_contact():
+    """On its feet, each quadruped's solve walks its foot-ground pairs in contact, not its 13
+    pairs (the others are apart: their rows add nothing): both schedules list exactly the
+    pairs with a slot in contact, in the same order."""
+    model, dt, settings = quadruped(2, wp.float32)
+    listed = []
+    for fused, prefix in ((False, ""), (True, "fused_")):
+        solver = SemiImplicitSolver(model, soft_contact=SoftContactOptions(**settings), fused=fused)
+        run(solver, model, dt, 400)
+        contact = solver.soft_contact
+        pairs = contact.pairs
+        in_contact = contact._last_in_contact.numpy()
+        first, end = pairs.row_bounds
+        touching = [p for p in range(pairs.count) if in_contact[first[p]:end[p]].any()]
+        starts = pairs.articulation_pair_start.numpy()
+        counts = contact._buffers[prefix + "touching_pair_count"].numpy()
+        entries = contact._buffers[prefix + "touching_pairs"].numpy()
+        lists = [sorted(entries[starts[a]:starts[a] + counts[a]]) for a in range(model.articulation_count)]
+        assert sorted(p for entry in lists for p in entry) == touching
+        assert pairs.count == 26 and 2 <= len(touching) <= 8
+        listed.append(lists)
+    assert listed[0] == listed[1]
+
+
 def test_fused_step_is_one_launch_without_read_back(monkeypatch):
     model, dt, settings = quadruped(1, wp.float32)
     solver = SemiImplicitSolver(model, soft_contact=SoftContactOptions(**settings), threads=1)

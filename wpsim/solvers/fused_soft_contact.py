@@ -43,7 +43,7 @@ class FusedSoftContactStep(FusedArticulationStep):
         pairs, islands = contact._all_pairs, contact._candidate_islands
         self._fields += [
             stepper._friction, pairs.contact_pair, pairs.pair_row_start, pairs.row_pair, pairs.pair_dof,
-            pairs.pair_dof_count, pairs.pair_articulation, pairs.articulation_pair_start, pairs.articulation_pairs,
+            pairs.pair_dof_count, pairs.articulation_pair_start, pairs.articulation_pairs,
             islands.articulation_start, islands.articulations, islands.dof_slot,
         ]
         after_shapes = next(k for k, a in enumerate(self._fields) if a is self._pair_start)
@@ -53,6 +53,8 @@ class FusedSoftContactStep(FusedArticulationStep):
         rows["violation"] = contact._vector("violation", False, pairs.row_count)
         rows["row_step"] = contact._array("row_step", max(pairs.row_count, 1), False)
         rows["row_curvature"] = contact._array("row_curvature", max(pairs.row_count, 1), False)
+        touching = (contact._index_array("fused_touching_pairs", max(pairs.articulation_pairs.shape[0], 1), False),
+                    contact._index_array("fused_touching_pair_count", model.articulation_count, False))
         self._in_contact = rows["in_contact"]
         options = contact.options
         self._settings = [contact.side_column, *contact._dof_row_flags, *contact._params, *contact._impedance_curve,
@@ -61,7 +63,7 @@ class FusedSoftContactStep(FusedArticulationStep):
         self._outputs = [
             contact._vector("fused_accel", False),
             *(rows[k] for k in ("jacobian", "velocity", "inverse_mass", "distance", "in_contact", "aref", "weight",
-                                "violation", "row_step", "row_curvature")),
+                                "violation", "row_step", "row_curvature")), *touching,
             contact._vector("dof_curvature", False), contact._vector("gradient", False),
             contact._array("hessian", islands.hessian_size, False),
             contact._array("factor", islands.hessian_size, False), contact._vector("step", False),

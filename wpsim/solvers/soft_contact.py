@@ -446,11 +446,24 @@ class SoftContact:
 
     def _rows(self, pairs: PairRows, grad: bool) -> dict:
         """Row arrays of ``pairs``: jacobian (R, ``jacobian_width``), then per row (R,): velocity,
-        inverse_mass, distance, in_contact, aref, weight."""
+        inverse_mass, distance, in_contact, aref, weight; the pairs in contact of each articulation
+        (``soft_contact_newton.touching_pair_list``): touching_pairs and touching_pair_count (A,)."""
         rows = {"jacobian": self._array("jacobian", (pairs.row_count, self.jacobian_width), grad)}
         for name in ("velocity", "inverse_mass", "distance", "in_contact", "aref", "weight"):
             rows[name] = self._array(name, pairs.row_count, grad)
+        rows["touching_pairs"] = self._index_array("touching_pairs", max(pairs.articulation_pairs.shape[0], 1), grad)
+        rows["touching_pair_count"] = self._index_array("touching_pair_count", self.model.articulation_count, grad)
         return rows
+
+    def _index_array(self, name: str, length: int, fresh: bool) -> wp.array:
+        """An int32 array of ``length`` for ``name``: new when ``fresh`` (a recorded step's
+        backward reads its own), else one buffer per name reused from call to call."""
+        buffer = None if fresh else self._buffers.get(name)
+        if buffer is None or buffer.shape != (length,):
+            buffer = wp.zeros(length, dtype=wp.int32, device=self.model.device)
+            if not fresh:
+                self._buffers[name] = buffer
+        return buffer
 
     def _vector(self, name: str, grad: bool, length: int | None = None) -> wp.array:
         return self._array(name, self.model.joint_dof_count if length is None else length, grad)
@@ -474,6 +487,7 @@ class SoftContact:
     def _build_rows(self, scratch, state_in, pairs: PairRows, rows):
         m = self.model
         if pairs.count == 0:
+            rows["touching_pair_count"].zero_()
             return
         self._launch(
             soft_contact.soft_contact_rows, pairs.count,
@@ -491,6 +505,10 @@ class SoftContact:
                      [*(rows[k] for k in ("velocity", "inverse_mass", "distance", "in_contact")), *self._params,
                       *self._impedance_curve],
                      [rows["aref"], rows["weight"]])
+        self._launch(soft_contact_newton.soft_contact_touching_pairs, m.articulation_count,
+                     [pairs.articulation_pair_start, pairs.articulation_pairs, pairs.pair_articulation,
+                      pairs.pair_row_start, rows["weight"]],
+                     [rows["touching_pairs"], rows["touching_pair_count"]], record=False)
 
     def _violations(self, pairs: PairRows, rows, accel, grad: bool) -> wp.array:
         """The rows' violations J_r a - aref_r at ``accel`` (0 for rows not in contact)."""
@@ -513,7 +531,7 @@ class SoftContact:
                      [m.dof_joint, m.articulation_dof_start, m.articulation_H_start, m.joint_type, m.joint_q_start,
                       m.joint_limit_lower, m.joint_limit_upper, m.joint_friction, islands.dof_slot, islands.dof_start,
                       islands.H_start, islands.articulation_start, islands.articulations,
-                      pairs.articulation_pair_start, pairs.articulation_pairs, pairs.pair_articulation,
+                      pairs.articulation_pair_start, rows["touching_pairs"], rows["touching_pair_count"],
                       pairs.pair_row_start, pairs.pair_dof, pairs.pair_dof_count,
                       scratch.mass_matrix, scratch.qdd, rows["jacobian"], rows["weight"], violation, state_in.joint_q,
                       state_in.joint_qd, accel, self.side_column, *self._dof_row_flags, *self._params],
@@ -549,7 +567,7 @@ class SoftContact:
                      [m.dof_joint, m.articulation_dof_start, m.articulation_H_start, m.joint_type, m.joint_q_start,
                      m.joint_limit_lower, m.joint_limit_upper, m.joint_friction, islands.dof_start,
                      islands.articulation_start, islands.articulations, pairs.articulation_pair_start,
-                     pairs.articulation_pairs, pairs.pair_articulation, pairs.pair_row_start, pairs.pair_dof,
+                     rows["touching_pairs"], rows["touching_pair_count"], pairs.pair_row_start, pairs.pair_dof,
                      pairs.pair_dof_count,
                      scratch.mass_matrix, scratch.qdd, rows["jacobian"], rows["weight"], violation,
                      state_in.joint_q, state_in.joint_qd, accel, step, self.side_column, *self._dof_row_flags,
