@@ -620,15 +620,35 @@ def factor_and_solve(
     d0 = articulation_dof_start[a]
     n = articulation_dof_start[a + 1] - d0
     base = articulation_H_start[a]
+    last = base + (n - 1) * n
     for c in range(n):
-        for r in range(c, n):
-            s = mass_matrix_in[base + r * n + c]
+        s = mass_matrix_in[base + c * n + c]
+        for k in range(c):
+            s -= factor_out[base + c * n + k] * factor_out[base + c * n + k]
+        diagonal = wp.sqrt(s)
+        factor_out[base + c * n + c] = diagonal
+        # four rows below the diagonal at a time: four independent sums (each in the order of
+        # one row's) share the loads of row c, where one row's sum waits on its previous term;
+        # rows past the end repeat the last row
+        for r in range(c + 1, n, 4):
+            row_0 = base + r * n
+            row_1 = wp.min(row_0 + n, last)
+            row_2 = wp.min(row_0 + 2 * n, last)
+            row_3 = wp.min(row_0 + 3 * n, last)
+            s_0 = mass_matrix_in[row_0 + c]
+            s_1 = mass_matrix_in[row_1 + c]
+            s_2 = mass_matrix_in[row_2 + c]
+            s_3 = mass_matrix_in[row_3 + c]
             for k in range(c):
-                s -= factor_out[base + r * n + k] * factor_out[base + c * n + k]
-            if r == c:
-                factor_out[base + c * n + c] = wp.sqrt(s)
-            else:
-                factor_out[base + r * n + c] = s / factor_out[base + c * n + c]
+                l_ck = factor_out[base + c * n + k]
+                s_0 -= factor_out[row_0 + k] * l_ck
+                s_1 -= factor_out[row_1 + k] * l_ck
+                s_2 -= factor_out[row_2 + k] * l_ck
+                s_3 -= factor_out[row_3 + k] * l_ck
+            factor_out[row_0 + c] = s_0 / diagonal
+            factor_out[row_1 + c] = s_1 / diagonal
+            factor_out[row_2 + c] = s_2 / diagonal
+            factor_out[row_3 + c] = s_3 / diagonal
     triangular_solves(n, base, d0, factor_out, rhs_in, qdd_out)
 
 

@@ -413,6 +413,23 @@ def row_times(r: int, pair: int, pair_dof: wp.array2d(dtype=int), pair_dof_count
 
 
 @wp.func
+def slot_times(first: int, pair: int, pair_dof: wp.array2d(dtype=int), pair_dof_count: wp.array2d(dtype=int),
+               side_column: int, row_jacobian: wp.array2d(dtype=wp.Float), vector: wp.array(dtype=wp.Float)):
+    """J_r . vector of the four edge rows of the contact slot from row ``first`` (a 4-vector,
+    each entry summed in the order of ``row_times``) in one pass over the pair's dofs."""
+    zero = vector[0] * type(vector[0])(0.0)
+    x = wp.vector(zero, zero, zero, zero)
+    for side in range(2):
+        d0 = pair_dof[pair, side]
+        for i in range(pair_dof_count[pair, side]):
+            v = vector[d0 + i]
+            column = side * side_column + i
+            x = x + wp.vector(row_jacobian[first, column] * v, row_jacobian[first + 1, column] * v,
+                              row_jacobian[first + 2, column] * v, row_jacobian[first + 3, column] * v)
+    return x
+
+
+@wp.func
 def row_violation(r: int, row_pair: wp.array(dtype=int), pair_dof: wp.array2d(dtype=int),
                   pair_dof_count: wp.array2d(dtype=int), row_jacobian: wp.array2d(dtype=wp.Float),
                   row_aref: wp.array(dtype=wp.Float), row_weight: wp.array(dtype=wp.Float),

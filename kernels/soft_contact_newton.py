@@ -9,7 +9,20 @@ thread per articulation).
 import warp as wp
 
 from .generic import kernel
-from .soft_contact import EDGES, dof_rows, row_active, row_force, row_times
+from .soft_contact import EDGES, dof_rows, row_active, row_force, slot_times
+
+
+@wp.func
+def slot_coefficients(row_jacobian: wp.array2d(dtype=wp.Float), first: int, column: int, other_column: int,
+                      shared: bool):
+    """Column ``column`` of the four edge rows of the slot from row ``first`` (a 4-vector), plus
+    column ``other_column`` where both sides of the pair are one articulation (``shared``)."""
+    c = wp.vector(row_jacobian[first, column], row_jacobian[first + 1, column], row_jacobian[first + 2, column],
+                  row_jacobian[first + 3, column])
+    if shared:
+        c = c + wp.vector(row_jacobian[first, other_column], row_jacobian[first + 1, other_column],
+                          row_jacobian[first + 2, other_column], row_jacobian[first + 3, other_column])
+    return c
 
 
 @wp.func
@@ -129,18 +142,19 @@ def island_gradient(
             for first in range(pair_row_start[pair], pair_row_start[pair + 1], EDGES):
                 if row_weight[first] != zero:  # slots not in contact (most) add nothing; edges share the weight
                     for r in range(first, first + EDGES):
-                        force = row_force(row_weight[r], row_violation[r])
                         active = row_active(row_weight[r], row_violation[r])
                         if active != row_curvature_out[r]:
                             changed = 1
                         row_curvature_out[r] = active
-                        for side_i in range(sides):
-                            for i in range(pair_dof_count[pair, side_i]):
-                                dof = pair_dof[pair, side_i] + i
-                                c = row_jacobian[r, side_i * side_column + i]
-                                if shared:
-                                    c += row_jacobian[r, side_column + i]
-                                wp.atomic_add(gradient_out, dof, c * force)
+                    slot_force = wp.vector(row_force(row_weight[first], row_violation[first]),
+                                           row_force(row_weight[first + 1], row_violation[first + 1]),
+                                           row_force(row_weight[first + 2], row_violation[first + 2]),
+                                           row_force(row_weight[first + 3], row_violation[first + 3]))
+                    for side_i in range(sides):  # the slot's four edge rows at once
+                        for i in range(pair_dof_count[pair, side_i]):
+                            c = slot_coefficients(row_jacobian, first, side_i * side_column + i, side_column + i,
+                                                  shared)
+                            wp.atomic_add(gradient_out, pair_dof[pair, side_i] + i, wp.dot(c, slot_force))
     one = type(impedance)(1.0)
     for e in range(e0, e1):
         art = island_articulations[e]
@@ -217,28 +231,29 @@ def island_hessian(
                 sides = 1  # both sides on one articulation: each coefficient sums them
             for first in range(pair_row_start[pair], pair_row_start[pair + 1], EDGES):
                 if row_weight[first] != zero:  # slots not in contact (most) add nothing; edges share the weight
-                    for r in range(first, first + EDGES):
-                        active = row_curvature[r]
-                        if active != zero:
-                            for side_i in range(sides):
-                                for i in range(pair_dof_count[pair, side_i]):
-                                    dof = pair_dof[pair, side_i] + i
-                                    c = row_jacobian[r, side_i * side_column + i]
-                                    if shared:
-                                        c += row_jacobian[r, side_column + i]
-                                    own = dof_slot[dof] - i0
-                                    w = active * c
-                                    if w != zero:
-                                        base = h_island + own * n_island
-                                        for side in range(2):
-                                            n_side = pair_dof_count[pair, side]
-                                            cs = int(0)
-                                            if n_side > 0:
-                                                cs = dof_slot[pair_dof[pair, side]] - i0
-                                            for k in range(wp.min(n_side, own - cs + 1)):
-                                                entry_jk = row_jacobian[r, side * side_column + k]
-                                                if entry_jk != zero:
-                                                    wp.atomic_add(hessian_out, base + cs + k, w * entry_jk)
+                    # the slot's four edge rows at once: one pass over their shared columns
+                    active = wp.vector(row_curvature[first], row_curvature[first + 1], row_curvature[first + 2],
+                                       row_curvature[first + 3])
+                    for side_i in range(sides):
+                        for i in range(pair_dof_count[pair, side_i]):
+                            w = wp.cw_mul(active, slot_coefficients(row_jacobian, first, side_i * side_column + i,
+                                                                    side_column + i, shared))
+                            if w[0] != zero or w[1] != zero or w[2] != zero or w[3] != zero:
+                                own = dof_slot[pair_dof[pair, side_i] + i] - i0
+                                base = h_island + own * n_island
+                                for side in range(2):
+                                    n_side = pair_dof_count[pair, side]
+                                    cs = int(0)
+                                    if n_side > 0:
+                                        cs = dof_slot[pair_dof[pair, side]] - i0
+                                    for k in range(wp.min(n_side, own - cs + 1)):
+                                        column = side * side_column + k
+                                        entry_ik = (w[0] * row_jacobian[first, column]
+                                                    + w[1] * row_jacobian[first + 1, column]
+                                                    + w[2] * row_jacobian[first + 2, column]
+                                                    + w[3] * row_jacobian[first + 3, column])
+                                        if entry_ik != zero:
+                                            wp.atomic_add(hessian_out, base + cs + k, entry_ik)
     for e in range(e0, e1):
         art = island_articulations[e]
         d0 = articulation_dof_start[art]
@@ -472,9 +487,9 @@ def island_line_search(
             pair = touching_pairs[entry]  # each pair once, by the articulation of its shape a
             for first in range(pair_row_start[pair], pair_row_start[pair + 1], EDGES):
                 if row_weight[first] != zero:
-                    for r in range(first, first + EDGES):
-                        row_step[r] = row_times(r, pair, pair_dof, pair_dof_count, side_column, row_jacobian,
-                                                step)
+                    times = slot_times(first, pair, pair_dof, pair_dof_count, side_column, row_jacobian, step)
+                    for e in range(EDGES):
+                        row_step[first + e] = times[e]
     # evaluation 0 at alpha = 0 gives phi'(0); then Newton steps on phi' from alpha = 1
     alpha = zero
     start = zero

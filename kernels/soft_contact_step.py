@@ -16,7 +16,7 @@ import warp as wp
 from .articulation import articulation_fk, factor_and_solve, integrate_joint, triangular_solves, vec6
 from .articulation_step import articulation_dynamics
 from .generic import kernel, mat33, transform, vec3
-from .soft_contact import EDGES, pair_rows, row_parameters, row_violation
+from .soft_contact import EDGES, pair_rows, row_parameters, slot_times
 from .soft_contact_newton import any_slot, island_gradient, island_hessian, island_line_search, step_ratio
 
 
@@ -27,7 +27,6 @@ def articulation_violations(
     touching_pairs: wp.array(dtype=int),
     touching_pair_count: wp.array(dtype=int),
     pair_row_start: wp.array(dtype=int),
-    row_pair: wp.array(dtype=int),
     pair_dof: wp.array2d(dtype=int),
     pair_dof_count: wp.array2d(dtype=int),
     row_jacobian: wp.array2d(dtype=wp.Float),
@@ -38,20 +37,22 @@ def articulation_violations(
     row_violation_out: wp.array(dtype=wp.Float),
 ):
     """The violations J_r a - aref_r of the rows of articulation ``a``'s pairs in contact
-    (``touching_pairs``) at ``accel`` (0 for their rows not in contact, as ``row_violation``
-    gives them, without computing it); the rows of the other pairs are not read."""
+    (``touching_pairs``) at ``accel`` (0 for their rows not in contact), as ``row_violation``
+    gives them, a slot's four rows at once; the rows of the other pairs are not read."""
     start = articulation_contact_pair_start[a]
     for entry in range(start, start + touching_pair_count[a]):
         pair = touching_pairs[entry]
         zero = row_aref[0] * type(row_aref[0])(0.0)
         for first in range(pair_row_start[pair], pair_row_start[pair + 1], EDGES):
+            times = wp.vector(zero, zero, zero, zero)
             active = row_weight[first] != zero  # a slot's edges share its weight
-            for r in range(first, first + EDGES):
+            if active:
+                times = slot_times(first, pair, pair_dof, pair_dof_count, side_column, row_jacobian, accel)
+            for e in range(EDGES):
                 x = zero
                 if active:
-                    x = row_violation(r, row_pair, pair_dof, pair_dof_count, row_jacobian, row_aref, row_weight,
-                                      accel, side_column)
-                row_violation_out[r] = x
+                    x = times[e] - row_aref[first + e]
+                row_violation_out[first + e] = x
 
 
 @wp.func
@@ -68,7 +69,6 @@ def contact_solve(
     articulation_dof_start: wp.array(dtype=int),
     articulation_H_start: wp.array(dtype=int),
     pair_row_start: wp.array(dtype=int),
-    row_pair: wp.array(dtype=int),
     pair_dof: wp.array2d(dtype=int),
     pair_dof_count: wp.array2d(dtype=int),
     articulation_contact_pair_start: wp.array(dtype=int),
@@ -130,7 +130,7 @@ def contact_solve(
         first = -1  # pass -1 moves from qdd along qdd - warm_start_accel, then the Newton iterations
     for k in range(first, iterations):
         articulation_violations(a, articulation_contact_pair_start, touching_pairs, touching_pair_count, pair_row_start,
-                                row_pair, pair_dof, pair_dof_count, row_jacobian, row_aref, row_weight, accel_out,
+                                pair_dof, pair_dof_count, row_jacobian, row_aref, row_weight, accel_out,
                                 side_column, row_violation_out)
         ascent_alpha = zero + type(zero)(1.0)
         if k < 0:
@@ -244,7 +244,6 @@ def soft_contact_steps(
     assembly_friction_in: wp.array(dtype=wp.Float),
     contact_pair_in: wp.array2d(dtype=int),
     pair_row_start_in: wp.array(dtype=int),
-    row_pair_in: wp.array(dtype=int),
     pair_dof_in: wp.array2d(dtype=int),
     pair_dof_count_in: wp.array2d(dtype=int),
     articulation_contact_pair_start_in: wp.array(dtype=int),
@@ -386,7 +385,7 @@ def soft_contact_steps(
         touching_pair_count_out[a] = touching_count
         contact_solve(a, world, step + s, dof_joint, joint_type, joint_q_start, joint_limit_lower,
                       joint_limit_upper, joint_friction, articulation_dof_start, articulation_H_start,
-                      pair_row_start_in, row_pair_in, pair_dof_in, pair_dof_count_in,
+                      pair_row_start_in, pair_dof_in, pair_dof_count_in,
                       articulation_contact_pair_start_in, touching_pairs_out, touching_pair_count_out,
                       island_articulation_start_in, island_articulations_in, dof_slot_in, joint_q_in, joint_qd_in,
                       mass_matrix_out, qdd_out, joint_qdd_warm_start_in, row_jacobian_out, row_weight_out,

@@ -42,7 +42,7 @@ class FusedSoftContactStep(FusedArticulationStep):
         self._fields = [replaced.get(id(a), a) for a in self._fields]
         pairs, islands = contact._all_pairs, contact._candidate_islands
         self._fields += [
-            stepper._friction, pairs.contact_pair, pairs.pair_row_start, pairs.row_pair, pairs.pair_dof,
+            stepper._friction, pairs.contact_pair, pairs.pair_row_start, pairs.pair_dof,
             pairs.pair_dof_count, pairs.articulation_pair_start, pairs.articulation_pairs,
             islands.articulation_start, islands.articulations, islands.dof_slot,
         ]
