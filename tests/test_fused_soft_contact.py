@@ -162,3 +162,28 @@ def test_fused_step_reports_an_unconverged_world_from_the_device():
     assert report.contact_iterations == 1
     solver.reset_health()
     assert solver.health().ok
+
+
+def test_a_model_without_a_joint_dof_steps_in_every_schedule(tmp_path):
+    """A robot file of fixed links alone (as pybullet_data's cube and table: 49 of its files)
+    steps under soft-constraint and penalty contact, staged and fused (the fused soft step
+    read its empty arrays and crashed the process; the staged step raised AttributeError on
+    its launch of no threads)."""
+    from wpsim.apps.run_scene import robot_scene
+
+    path = tmp_path / "block.urdf"
+    path.write_text('<robot name="block"><link name="base"><inertial><mass value="1"/>'
+                    '<inertia ixx="0.1" iyy="0.1" izz="0.1" ixy="0" ixz="0" iyz="0"/></inertial>'
+                    '<collision><origin xyz="0 0 0.05"/><geometry><box size="0.2 0.2 0.2"/></geometry>'
+                    '</collision></link></robot>')
+    builder, scene = robot_scene(path)
+    model = builder.finalize(device="cpu", dtype=wp.float32)
+    assert model.joint_dof_count == 0 and model.shape_count >= 2
+    for soft in (SoftContactOptions(**scene.contact_settings), None):
+        for fused in (False, None):
+            solver = SemiImplicitSolver(model, soft_contact=soft, fused=fused)
+            a, b = model.state(), model.state()
+            solver.step(a, b, None, 1e-3)
+            solver.advance(b, None, 1e-3, 5)
+            assert solver.health().ok
+            np.testing.assert_array_equal(b.body_q.numpy(), a.body_q.numpy())  # nothing moves

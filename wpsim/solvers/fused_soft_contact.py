@@ -14,8 +14,10 @@ from wpsim.solvers.fused_articulation import FusedArticulationStep, contact_pair
 
 def fused_soft_contact_unsuitable(model, soft_contact) -> str | None:
     """Why the fused soft-contact step cannot step ``model`` with ``soft_contact`` (a sentence),
-    or None: it needs contact islands fixed at build time (no per-step broad phase, every
-    pair touching one articulation) and no read-back at every step."""
+    or None: it needs a joint with a dof, contact islands fixed at build time (no per-step
+    broad phase, every pair touching one articulation) and no read-back at every step."""
+    if model.joint_dof_count == 0:
+        return "no joint has a dof: the staged step has nothing to solve"
     if soft_contact.broad_phase is not None:
         return "a per-step broad phase lists the contact pairs"
     if soft_contact.options.raise_on_nonconvergence:

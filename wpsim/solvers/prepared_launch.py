@@ -50,6 +50,7 @@ class PreparedLaunch:
             adjoints = {"adj_inputs": self.adjoints[:len(inputs)], "adj_outputs": self.adjoints[len(inputs):]}
         self.command = wp.launch(kernel, dim=dim, inputs=inputs, outputs=outputs, device=device, record_tape=False,
                                  record_cmd=True, adjoint=adjoint, **adjoints)
+        """Warp's recorded launch; None for a launch of no threads (Warp records none), which runs nothing."""
         self._blocks = None
         self._names = None
 
@@ -85,6 +86,8 @@ class PreparedLaunch:
             if adjoint is None:
                 adjoint = adjoint_of(value)
             previous_adjoint, self.adjoints[index] = self.adjoints[index], adjoint
+        if command is None:
+            return
         if self._blocks is not None and isinstance(value, wp.array) and isinstance(adjoint, (wp.array, type(None))):
             name = self._names[index]
             _point(self._blocks[0], name, previous, value)
@@ -105,6 +108,8 @@ class PreparedLaunch:
     def run(self):
         """Launch with the current arguments."""
         command = self.command
+        if command is None:
+            return
         if self._blocks is not None:
             bounds = ctypes.byref(command.params[0])
             if not self.adjoint:

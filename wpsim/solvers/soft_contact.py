@@ -643,6 +643,9 @@ class SoftContact:
         only its solution and the Hessian factor (memory independent of the iterations and
         almost of the contact count)."""
         m = self.model
+        if m.joint_dof_count == 0:  # only static bodies: nothing moves, nothing to solve
+            self.last_iterations = 0
+            return scratch.qdd
         unrolled = tape is not None and self.options.adjoint == "unrolled"
         with contextlib.nullcontext() if unrolled else tape_paused():
             pairs = self.pairs = self._step_pairs(state_in)
