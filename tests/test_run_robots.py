@@ -258,6 +258,21 @@ def test_velocity_actuators_track_the_sine_rate_and_damp_under_hold(tmp_path, ca
     assert summary_value(out, "largest speed") == pytest.approx(2.0 * np.pi * 2 * 0.5, rel=0.05)
 
 
+def test_a_file_without_a_time_step_runs_at_its_formats_default(tmp_path, capsys):
+    """An MJCF file that sets no time step runs at MuJoCo's 2 ms (it ran at 1 ms); a URDF at 1 ms."""
+    mjcf = tmp_path / "pendulum.xml"
+    mjcf.write_text("""<mujoco><worldbody><body name="link" pos="0 0 1"><joint name="hinge" type="hinge"
+      axis="0 1 0"/><geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.02" contype="0" conaffinity="0"/>
+      </body></worldbody></mujoco>""")
+    urdf = tmp_path / "block.urdf"
+    urdf.write_text('<robot name="block"><link name="base"><inertial><mass value="1"/><inertia ixx="0.1" '
+                    'iyy="0.1" izz="0.1" ixy="0" ixz="0" iyz="0"/></inertial></link></robot>')
+    for path, step in ((mjcf, "dt = 0.002 s"), (urdf, "dt = 0.001 s")):
+        status, out, err = wpsim_run(capsys, path, "--steps", 5, "--out", tmp_path / f"{path.stem}.usda")
+        assert status == 0, err
+        assert step in out
+
+
 # ---------------------------------------------------------------------------- bad input
 def _files(tmp_path) -> dict:
     from wpsim.io.measurements import save_trajectory

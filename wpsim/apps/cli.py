@@ -139,6 +139,7 @@ def cmd_run(args) -> int:
         check_outputs,
         check_run_options,
         control_mode,
+        default_time_step,
         mesh_warnings,
         robot_controller,
         robot_scene,
@@ -173,7 +174,7 @@ def cmd_run(args) -> int:
                 check_outputs(option, out, [*read, *usd_dependencies(args.scene)])
         body_names = {index: name for name, index in scene.bodies.items()}
         joint_names = {index: name for name, index in scene.joints.items()}
-        dt = dt or scene.timestep or 1e-3
+        dt = dt or scene.timestep or default_time_step(args.scene)
         if args.solver != "semi-implicit":
             raise ValueError("robots are stepped by the semi-implicit solver only")
         if args.steps < 1 or not dt > 0.0:
@@ -334,7 +335,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("scene", help="scene file")
     run.add_argument("--steps", type=int, default=2000, help="time steps (default: 2000)")
     run.add_argument("--dt", type=float, default=None,
-                     help="time step in s (default: the MJCF file's, else 1e-3 for robots, 1e-4 for soft bodies)")
+                     help="time step in s (default: the robot file's, else 2e-3 for MJCF as in MuJoCo, 1e-3 for URDF "
+                          "and USD robots, 1e-4 for soft bodies)")
     run.add_argument("--floating", action="store_true", help="URDF: free-floating root links (default: welded)")
     run.add_argument("--out", default="rollout.usd", help="USD stage to write (.usd, .usda, .usdc)")
     run.add_argument("--fps", type=float, default=60.0, help="frames per second recorded (default: 60)")
