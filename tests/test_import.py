@@ -134,6 +134,21 @@ def test_bad_mjcf_names_file_and_element_and_adds_nothing(tmp_path, case):
     assert builder.bodies.count == 0 and builder.joints.count == 0 and builder.shapes.count == 0
 
 
+def test_a_massless_body_welded_to_its_parent_loads_as_in_mujoco(tmp_path):
+    """A welded base with ``<inertial mass="0">`` (robosuite's ur5e and panda robot files) loads
+    and its arm swings, as in MuJoCo; mass 0 on a body with a joint is still refused."""
+    path = tmp_path / "robot.xml"
+    path.write_text('<mujoco><worldbody><body name="base"><inertial pos="0 0 0" mass="0" diaginertia="0 0 0"/>'
+                    '<body name="link" pos="0 0 1"><joint name="hinge" type="hinge" axis="0 1 0"/>'
+                    '<geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.02" contype="0" conaffinity="0"/>'
+                    '</body></body></worldbody></mujoco>')
+    builder, _ = import_mjcf(path)
+    model = builder.finalize(device="cpu", dtype=wp.float64)
+    assert model.joint_dof_count == 1
+    final = rollout(model, 200, 1e-3)
+    assert final[-1, 0] > 0.05  # the horizontal link falls under gravity (x cross -z: about +y)
+
+
 BAD_URDF = {
     "unknown joint type": ('<joint name="j" type="screw"><parent link="a"/><child link="b"/></joint>',
                            "unknown joint type"),

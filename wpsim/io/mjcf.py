@@ -53,9 +53,9 @@ pose). Joint limits are wpsim's implicit penalty limits (or soft constraints wit
 Rejected with a ``SceneFileError`` naming the file, element and line: malformed XML, missing
 or cyclic includes, unknown default classes, unknown joint or geom types, a free joint with
 other joints, joints in a ``<frame>``, two orientations on one element, missing mesh files,
-non-positive masses or inertias, unknown joint names in actuators, keys whose qpos / qvel
-lack one number per joint coordinate / dof or repeat a name. A body without a joint is
-welded to its parent. Without ``<inertial>`` a body's mass comes from its geoms (density
+non-positive masses or inertias (mass 0 is accepted on a body welded to its parent, as
+MuJoCo accepts it), unknown joint names in actuators, keys whose qpos / qvel lack one number
+per joint coordinate / dof or repeat a name. A body without a joint is welded to its parent. Without ``<inertial>`` a body's mass comes from its geoms (density
 1000 kg/m^3 unless given), as in MuJoCo. Contact stiffness and damping are not in MJCF's
 compliant terms; they are importer arguments.
 """
@@ -151,8 +151,9 @@ class _Reader:
         try:
             if inertial is not None:
                 mass = self.numbers(inertial, "mass", 1)
-                if mass is None or not mass[0] > 0.0:
-                    self.fail(inertial, "mass must be given and positive")
+                welded = element.find("joint") is None and element.find("freejoint") is None
+                if mass is None or not (mass[0] > 0.0 or (welded and mass[0] == 0.0)):
+                    self.fail(inertial, "mass must be given and positive (or 0 on a body welded to its parent)")
                 body = b.add_body(mass=float(mass[0]), com=self.numbers(inertial, "pos", 3, (0, 0, 0)),
                                   inertia=self.inertia(inertial))
             else:
