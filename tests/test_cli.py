@@ -410,6 +410,17 @@ def test_build_kernels_writes_cuda_binaries_without_a_gpu(tmp_path):
     assert len(binaries) == 1 and binaries[0].stat().st_size > 1000
 
 
+def test_build_kernels_knows_the_modules_the_package_imports_lazily():
+    """build-kernels (and the suite's prebuild) covers every kernel module of ``wpsim.kernels``:
+    the soft-contact Newton and fused-step modules and the impact kernels, which the package
+    does not import, were missed, so their first step compiled them."""
+    from wpsim.apps.build_kernels import kernel_modules
+
+    modules = kernel_modules()
+    for name in ("soft_contact_step", "soft_contact_newton", "impacts", "soft_contact", "articulation"):
+        assert f"wpsim.kernels.{name}" in modules
+
+
 def test_build_kernels_refuses_an_unknown_module_or_arch():
     proc = run(["build-kernels", "--module", "wpsim.kernels.no_such_module"])
     assert proc.returncode == 2 and "wpsim.kernels.no_such_module" in proc.stderr

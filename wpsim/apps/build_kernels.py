@@ -39,13 +39,16 @@ def kernel_modules() -> dict[str, tuple[str, int]]:
     module of its own that a large kernel is built in), largest first: Warp module name ->
     (the Python module defining its kernels, that module's source size in bytes). Modules of
     functions alone are compiled into their callers'."""
+    import importlib
+    import pkgutil
+
     import warp as wp
 
     from wpsim import kernels
 
     found = {}
-    for name in kernels.__all__:
-        module = getattr(kernels, name)
+    for info in pkgutil.iter_modules(kernels.__path__):  # every module, those the package imports lazily too
+        module = importlib.import_module(f"{kernels.__name__}.{info.name}")
         size = Path(module.__file__).stat().st_size
         for value in vars(module).values():
             if not isinstance(value, wp.Kernel):
