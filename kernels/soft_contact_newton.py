@@ -27,8 +27,8 @@ def slot_coefficients(row_jacobian: wp.array2d(dtype=wp.Float), first: int, colu
 
 @wp.func
 def any_slot(pair: int, pair_row_start: wp.array(dtype=int), row_values: wp.array(dtype=wp.Float)):
-    """1 if the first row of any contact slot of ``pair`` has a nonzero value (a weight, or
-    the in-contact flag), else 0."""
+    """1 if the first row of any contact slot of ``pair`` has a nonzero value (its in-contact
+    flag), else 0."""
     found = int(0)
     for first in range(pair_row_start[pair], pair_row_start[pair + 1], EDGES):
         if row_values[first] != type(row_values[first])(0.0):
@@ -43,19 +43,19 @@ def touching_pair_list(
     articulation_pairs: wp.array(dtype=int),
     pair_articulation: wp.array(dtype=int),
     pair_row_start: wp.array(dtype=int),
-    row_weight: wp.array(dtype=wp.Float),
+    row_in_contact: wp.array(dtype=wp.Float),
     touching_pairs_out: wp.array(dtype=int),
     touching_pair_count_out: wp.array(dtype=int),
 ):
     """The pairs whose shape a is on articulation ``art`` (``pair_articulation``) with a slot
-    in contact (nonzero weight), in ``articulation_pairs`` order, into touching_pairs_out
+    in contact (``row_in_contact``), in ``articulation_pairs`` order, into touching_pairs_out
     from articulation_pair_start[art] on and their number into touching_pair_count_out[art]:
     the pairs the solve's walks visit (a pair apart adds nothing to the cost)."""
     start = articulation_pair_start[art]
     count = int(0)
     for entry in range(start, articulation_pair_start[art + 1]):
         pair = articulation_pairs[entry]
-        if pair_articulation[pair] == art and any_slot(pair, pair_row_start, row_weight) != 0:
+        if pair_articulation[pair] == art and any_slot(pair, pair_row_start, row_in_contact) != 0:
             touching_pairs_out[start + count] = pair
             count += 1
     touching_pair_count_out[art] = count
@@ -67,13 +67,13 @@ def soft_contact_touching_pairs(
     articulation_pairs_in: wp.array(dtype=int),
     pair_articulation_in: wp.array(dtype=int),
     pair_row_start_in: wp.array(dtype=int),
-    row_weight_in: wp.array(dtype=wp.Float),
+    row_in_contact_in: wp.array(dtype=wp.Float),
     touching_pairs_out: wp.array(dtype=int),
     touching_pair_count_out: wp.array(dtype=int),
 ):
     """One thread per articulation: its pairs with a slot in contact (``touching_pair_list``)."""
     touching_pair_list(wp.tid(), articulation_pair_start_in, articulation_pairs_in, pair_articulation_in,
-                       pair_row_start_in, row_weight_in, touching_pairs_out, touching_pair_count_out)
+                       pair_row_start_in, row_in_contact_in, touching_pairs_out, touching_pair_count_out)
 
 
 @wp.func

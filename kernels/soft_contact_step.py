@@ -17,7 +17,8 @@ from .articulation import articulation_fk, factor_and_solve, integrate_joint, tr
 from .articulation_step import articulation_dynamics
 from .generic import kernel, mat33, transform, vec3
 from .soft_contact import EDGES, pair_rows, row_parameters, slot_times
-from .soft_contact_newton import any_slot, island_gradient, island_hessian, island_line_search, step_ratio
+from .soft_contact_newton import (any_slot, island_gradient, island_hessian, island_line_search, step_ratio,
+                                  touching_pair_list)
 
 
 @wp.func
@@ -246,6 +247,7 @@ def soft_contact_steps(
     pair_row_start_in: wp.array(dtype=int),
     pair_dof_in: wp.array2d(dtype=int),
     pair_dof_count_in: wp.array2d(dtype=int),
+    pair_articulation_in: wp.array(dtype=int),
     articulation_contact_pair_start_in: wp.array(dtype=int),
     articulation_contact_pairs_in: wp.array(dtype=int),
     island_articulation_start_in: wp.array(dtype=int),
@@ -365,7 +367,6 @@ def soft_contact_steps(
             body_J_out, body_inertial_bias_out, subtree_mass_out, subtree_h_out, subtree_J_out, subtree_bias_out,
             subtree_damping_out, dof_subtree_force_out, mass_matrix_out, rhs_out, dof_inertia_out)
         factor_and_solve(a, articulation_dof_start, articulation_H_start, mass_matrix_out, rhs_out, factor_out, qdd_out)
-        touching_count = int(0)
         for entry in range(articulation_contact_pair_start_in[a], articulation_contact_pair_start_in[a + 1]):
             pair = articulation_contact_pairs_in[entry]
             pair_rows(pair, shape_kind, shape_body, shape_transform, shape_size, shape_mu, shape_point_start,
@@ -380,9 +381,8 @@ def soft_contact_steps(
                     row_parameters(r, row_velocity_out, row_inverse_mass_out, row_distance_out, row_in_contact_out,
                                    time_constant, damping_ratio, impedance, impedance_min, impedance_width,
                                    impedance_midpoint, impedance_power, row_aref_out, row_weight_out)
-                touching_pairs_out[articulation_contact_pair_start_in[a] + touching_count] = pair
-                touching_count += 1
-        touching_pair_count_out[a] = touching_count
+        touching_pair_list(a, articulation_contact_pair_start_in, articulation_contact_pairs_in, pair_articulation_in,
+                           pair_row_start_in, row_in_contact_out, touching_pairs_out, touching_pair_count_out)
         contact_solve(a, world, step + s, dof_joint, joint_type, joint_q_start, joint_limit_lower,
                       joint_limit_upper, joint_friction, articulation_dof_start, articulation_H_start,
                       pair_row_start_in, pair_dof_in, pair_dof_count_in,

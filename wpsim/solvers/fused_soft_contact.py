@@ -45,7 +45,7 @@ class FusedSoftContactStep(FusedArticulationStep):
         pairs, islands = contact._all_pairs, contact._candidate_islands
         self._fields += [
             stepper._friction, pairs.contact_pair, pairs.pair_row_start, pairs.pair_dof,
-            pairs.pair_dof_count, pairs.articulation_pair_start, pairs.articulation_pairs,
+            pairs.pair_dof_count, pairs.pair_articulation, pairs.articulation_pair_start, pairs.articulation_pairs,
             islands.articulation_start, islands.articulations, islands.dof_slot,
         ]
         after_shapes = next(k for k, a in enumerate(self._fields) if a is self._pair_start)

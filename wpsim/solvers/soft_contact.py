@@ -507,7 +507,7 @@ class SoftContact:
                      [rows["aref"], rows["weight"]])
         self._launch(soft_contact_newton.soft_contact_touching_pairs, m.articulation_count,
                      [pairs.articulation_pair_start, pairs.articulation_pairs, pairs.pair_articulation,
-                      pairs.pair_row_start, rows["weight"]],
+                      pairs.pair_row_start, rows["in_contact"]],
                      [rows["touching_pairs"], rows["touching_pair_count"]], record=False)
 
     def _violations(self, pairs: PairRows, rows, accel, grad: bool) -> wp.array:
