@@ -1,5 +1,5 @@
 """Regenerate the measured marker runs of the soft finger (run from the repository root:
-``python assets/make_finger_data.py``; see ``wpsim.apps.finger_calibration``).
+``python assets/make_finger_data.py``; see ``wpsim.tasks.finger_calibration``).
 
 - ``soft_finger_markers_same.csv``: the calibrated model itself, the 984-tet finger of
   ``soft_finger_tets.npz`` (strain-smoothed tets) with the true parameters, its six markers
@@ -20,11 +20,11 @@ from pathlib import Path
 import numpy as np
 import warp as wp
 
-from wpsim.apps import finger_calibration as finger
 from wpsim.core.meshing import refine_tets
 from wpsim.io.files import write_json
 from wpsim.io.measurements import save_trajectory
 from wpsim.solvers.controllers import ActivationSchedule
+from wpsim.tasks import finger_calibration as finger
 
 HERE = Path(__file__).resolve().parent
 NOISE = 5.0e-4  # m

@@ -1,6 +1,6 @@
 """Trajectory optimisation through contact: a three-link arm pushes a box to a goal pose on the ground.
 
-The task (``wpsim.apps.box_push``): a planar arm of three capsule links and a 0.3 kg cube on
+The task (``wpsim.tasks.box_push``): a planar arm of three capsule links and a 0.3 kg cube on
 a free joint, touching each other and the ground only through soft-constraint contact
 (gradients and linearisations by the implicit adjoint), float64, 10 ms steps; the torques
 (+-1 N m) are held for 2 steps, T = 40 plan steps (0.8 s). Each initial state puts the
@@ -26,11 +26,11 @@ import warp as wp
 
 wp.config.log_level = wp.LOG_WARNING
 
-from wpsim.apps.box_push import BOX_XY, box_errors, initial_states, make_problem, succeeded
 from wpsim.apps.console import example_main
 from wpsim.apps.plan_report import compare_planners, comparison_failure, method_summary
 from wpsim.opt.ilqr import ilqr
 from wpsim.opt.trajopt import cem, shoot_adam
+from wpsim.tasks.box_push import BOX_XY, box_errors, initial_states, make_problem, succeeded
 
 STEPS = 40
 METHODS = {"Adam-shooting": shoot_adam, "iLQR": ilqr,

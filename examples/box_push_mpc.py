@@ -1,6 +1,6 @@
 """Residual MPC guided by a distilled policy: the box push under short-horizon iLQR, a policy, and both.
 
-The task is ``wpsim.apps.box_push`` (a three-link arm pushes a 0.3 kg cube to a goal pose
+The task is ``wpsim.tasks.box_push`` (a three-link arm pushes a 0.3 kg cube to a goal pose
 through soft-constraint contact; success: within 2 cm and 0.1 rad after 40 plan steps of
 20 ms). Three stages:
 
@@ -35,8 +35,6 @@ import warp as wp
 
 wp.config.log_level = wp.LOG_WARNING
 
-from wpsim.apps.box_push import (BOX_QUAT, BOX_XY, MAX_TORQUE, NQ, NX, box_errors, initial_states, make_problem,
-                                 succeeded, yaw_of)
 from wpsim.apps.console import example_main
 from wpsim.apps.plan_report import write_plan_stage
 from wpsim.io.files import write_json
@@ -44,6 +42,8 @@ from wpsim.io.plots import save_figure
 from wpsim.io.usd_render import render_strip
 from wpsim.opt.ilqr import ilqr
 from wpsim.opt.mpc import RecedingHorizon
+from wpsim.tasks.box_push import (BOX_QUAT, BOX_XY, MAX_TORQUE, NQ, NX, box_errors, initial_states, make_problem,
+                                  succeeded, yaw_of)
 
 STEPS = 40
 REPLAN_BUDGET = NX + 6  # the start, one linearisation (nx rollouts) and up to 5 line-search trials

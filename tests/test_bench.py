@@ -14,7 +14,7 @@ import pytest
 import warp as wp
 
 from wpsim import bench
-from wpsim.apps import scene_library
+from wpsim.tasks import scene_library
 
 KEYS = {"suite", "case", "params", "metric", "value"}
 

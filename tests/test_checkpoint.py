@@ -10,11 +10,11 @@ import warp as wp
 
 import wpsim
 from wpsim import bench
-from wpsim.apps import scene_library
 from wpsim.bench import checkpoint as bench_checkpoint
 from wpsim.diff import Rollout
 from wpsim.diff.losses import body_position_loss, joint_state_loss, linear_state_loss, squared_distance
 from wpsim.io.mjcf import import_mjcf
+from wpsim.tasks import scene_library
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 

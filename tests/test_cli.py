@@ -146,8 +146,9 @@ ROBOT_FILES = ["quadruped.xml", "quadruped.urdf", "arm_2link.xml", "arm_2link.ur
 @pytest.mark.parametrize("name", ROBOT_FILES)
 def test_every_robot_asset_runs_ten_seconds_at_its_files_time_step(tmp_path, name):
     """``wpsim run``'s robot setup (soft contact and joint limits) at the file's step."""
-    from wpsim.apps.run_scene import robot_scene, simulate_to_usd
+    from wpsim.apps.run_scene import simulate_to_usd
     from wpsim.solvers import SoftContactOptions
+    from wpsim.tasks.robot_scene import robot_scene
 
     builder, scene = robot_scene(ASSETS / name)
     dt = scene.timestep or 1e-3

@@ -1,14 +1,14 @@
 """The soft-contact Newton solve with its exact line search: tosses whose plain Newton
 iterates cycled now converge, a solve stopped at its cap is reported (health, error,
 warning on a tape), and random tosses converge, do not depend on the cap and have tape
-gradients that match settled central differences (wpsim.apps.contact_tosses)."""
+gradients that match settled central differences (wpsim.tasks.contact_tosses)."""
 
 import numpy as np
 import pytest
 import warp as wp
 
 from wpsim import ContactNotConverged
-from wpsim.apps.contact_tosses import build, simulate, study
+from wpsim.tasks.contact_tosses import build, simulate, study
 
 
 @pytest.mark.parametrize("seed", [26, 43, 51])

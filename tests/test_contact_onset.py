@@ -7,7 +7,8 @@ import pytest
 import warp as wp
 
 from wpsim import ImplicitEulerSolver, ModelBuilder, SemiImplicitSolver
-from wpsim.apps.contact_onset import (
+from wpsim.solvers.rollout import simulate
+from wpsim.tasks.contact_onset import (
     GAP,
     SHOT_EXACT,
     bounce,
@@ -17,7 +18,6 @@ from wpsim.apps.contact_onset import (
     shot,
     sweep,
 )
-from wpsim.solvers.rollout import simulate
 
 
 @pytest.mark.parametrize("dt", [1e-3, 2.5e-4])

@@ -140,7 +140,7 @@ def test_a_mesh_cube_stands_on_another_turned_or_offset(contact, yaw, offset):
 # ---------------------------------------------------------------- broad phase
 def box_pile(side: int, layers: int, spacing: float):
     """``scene_library.box_pile`` in float64."""
-    from wpsim.apps.scene_library import box_pile as pile
+    from wpsim.tasks.scene_library import box_pile as pile
 
     return pile(side, layers, HALF, spacing).finalize(dtype=wp.float64)
 

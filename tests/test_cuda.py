@@ -5,7 +5,7 @@ import pytest
 import warp as wp
 
 import wpsim
-from wpsim.apps import scene_library
+from wpsim.tasks import scene_library
 
 pytestmark = pytest.mark.skipif(not wp.is_cuda_available(), reason="no CUDA device")
 

@@ -169,7 +169,7 @@ def test_a_model_without_a_joint_dof_steps_in_every_schedule(tmp_path):
     steps under soft-constraint and penalty contact, staged and fused (the fused soft step
     read its empty arrays and crashed the process; the staged step raised AttributeError on
     its launch of no threads)."""
-    from wpsim.apps.run_scene import robot_scene
+    from wpsim.tasks.robot_scene import robot_scene
 
     path = tmp_path / "block.urdf"
     path.write_text('<robot name="block"><link name="base"><inertial><mass value="1"/>'

@@ -1,5 +1,6 @@
 """The package layout: every module sits in a layer package, imports only its own or a lower
-layer, the import graph has no loop, and ``import wpsim`` stays light.
+layer, the import graph has no loop, the benchmarks never import the apps, and ``import
+wpsim`` stays light.
 
 The layers are those of ``../shared/DESIGN.md`` ("Layers and layout"). The checker parses the
 source (every ``import`` statement, also those inside functions), so it needs nothing to be
@@ -22,11 +23,15 @@ LAYERS = {
     "wpsim.diff": 4,
     "wpsim.io": 5,
     "wpsim.opt": 6,
-    "wpsim.apps": 6,
-    "wpsim.bench": 6,
-    "wpsim.distributed": 6,
-    "wpsim": 7,  # the public face, wpsim/__init__.py: above every layer, imported by none
+    "wpsim.tasks": 6,
+    "wpsim.apps": 7,
+    "wpsim.bench": 7,
+    "wpsim.distributed": 7,
+    "wpsim": 8,  # the public face, wpsim/__init__.py: above every layer, imported by none
 }
+FORBIDDEN = (("wpsim.bench", "wpsim.apps"),)
+"""(importer package, imported package) pairs of the same layer that must not meet: the
+benchmarks never import the apps (the ``wpsim bench`` command line imports the benchmarks)."""
 HEAVY = ("pxr", "trimesh", "matplotlib", "scipy", "torch", "ray", "mujoco")
 """Libraries that ``import wpsim`` must not load (imported inside the functions that need them)."""
 
@@ -83,6 +88,24 @@ def upward_imports(edges: list) -> list:
             for src, dst, line in edges if src != "wpsim" and layer_of(dst) > layer_of(src)]
 
 
+def forbidden_imports(edges: list) -> list:
+    """Messages for imports that ``FORBIDDEN`` rules out."""
+    def inside(module, package):
+        return module == package or module.startswith(package + ".")
+
+    return [f"{src} imports {dst} at line {line} ({importer} never imports {imported})"
+            for src, dst, line in edges for importer, imported in FORBIDDEN if inside(src, importer) and inside(dst, imported)]
+
+
+def package_cycles(edges: list, packages: tuple) -> list:
+    """Import loops between the ``packages`` (each module counted as the package holding it)."""
+    def owner(module):
+        return next((p for p in packages if module == p or module.startswith(p + ".")), None)
+
+    pairs = {(owner(src), owner(dst), line) for src, dst, line in edges}
+    return import_cycles([(a, b, line) for a, b, line in pairs if a and b and a != b])
+
+
 def import_cycles(edges: list) -> list:
     """Every import loop, as a list of modules (each loop once, from its smallest member)."""
     graph = {}
@@ -120,6 +143,12 @@ def test_no_import_loop():
     assert import_cycles(import_edges(module_sources())) == []
 
 
+def test_bench_never_imports_apps_and_no_loop_joins_them():
+    edges = import_edges(module_sources())
+    assert forbidden_imports(edges) == []
+    assert package_cycles(edges, ("wpsim.apps", "wpsim.bench", "wpsim.tasks")) == []
+
+
 def test_checker_catches_planted_violations():
     sources = {
         "wpsim": "from wpsim import core\n",
@@ -134,6 +163,11 @@ def test_checker_catches_planted_violations():
         "wpsim.bench": "from wpsim.bench.a import run\n",
         "wpsim.bench.a": "from wpsim.bench import b\n",
         "wpsim.bench.b": "def f():\n    from wpsim.bench.a import run\n",
+        "wpsim.bench.report": "from ..apps.cli import f  # same layer, but the benchmarks never import the apps\n",
+        "wpsim.apps": "",
+        "wpsim.apps.cli": "def f():\n    from wpsim.bench import a  # allowed: the command line runs the benchmarks\n",
+        "wpsim.tasks": "",
+        "wpsim.tasks.scene": "from wpsim.bench import b  # upward: tasks sit below the benchmarks\n",
         "wpsim.flat_module": "",
     }
     edges = import_edges(sources)
@@ -141,9 +175,13 @@ def test_checker_catches_planted_violations():
     assert ("wpsim.core.good", "wpsim.core.other", 2) in edges
     assert upward_imports(edges) == [
         "wpsim.core.other (layer 2) imports wpsim.io.mjcf (layer 5) at line 2",
-        "wpsim.core.facade_user (layer 2) imports wpsim (layer 7) at line 1",
+        "wpsim.core.facade_user (layer 2) imports wpsim (layer 8) at line 1",
+        "wpsim.tasks.scene (layer 6) imports wpsim.bench.b (layer 7) at line 1",
     ]
-    assert import_cycles(edges) == [["wpsim.bench.a", "wpsim.bench.b"]]
+    assert import_cycles(edges) == [["wpsim.bench.a", "wpsim.bench.b"]]  # no loop of modules through the apps...
+    assert forbidden_imports(edges) == [
+        "wpsim.bench.report imports wpsim.apps.cli at line 1 (wpsim.bench never imports wpsim.apps)"]
+    assert package_cycles(edges, ("wpsim.apps", "wpsim.bench")) == [["wpsim.apps", "wpsim.bench"]]  # ...but of packages
     assert unplaced_modules(sources) == ["wpsim.flat_module"]
 
 
@@ -159,8 +197,9 @@ def test_import_wpsim_is_light_and_exposes_the_subpackages():
         f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))\n"
         "print(callable(wpsim.io.mjcf.import_mjcf), callable(wpsim.io.urdf.import_urdf),\n"
         "      callable(wpsim.io.usd_export.write_rollouts), callable(wpsim.io.mesh_files.load_surface),\n"
-        "      callable(wpsim.opt.Adam), callable(wpsim.bench.run_suites), callable(wpsim.apps.cli.main))\n"
+        "      callable(wpsim.opt.Adam), callable(wpsim.bench.run_suites), callable(wpsim.apps.cli.main),\n"
+        "      callable(wpsim.tasks.scene_library.box_stack))\n"
     )
     heavy, exposed = out.splitlines()
     assert heavy == "[]"
-    assert exposed == "True True True True True True True"
+    assert exposed == "True True True True True True True True"

@@ -7,9 +7,9 @@ import pytest
 import warp as wp
 
 import wpsim
-from wpsim.apps import scene_library
 from wpsim.bench.vs_newton import pinned_cloth
 from wpsim.solvers.prepared_launch import PREPARED_LAUNCHES, PreparedLaunchCache
+from wpsim.tasks import scene_library
 
 DT = 1.0e-3
 

@@ -9,8 +9,8 @@ import pytest
 import warp as wp
 
 import wpsim
-from wpsim.apps import scene_library
 from wpsim.core.geometry import quat_to_matrix
+from wpsim.tasks import scene_library
 
 
 def run(model, steps, dt, control=None, observe=None, state=None):

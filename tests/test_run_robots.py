@@ -134,8 +134,8 @@ def _fk_positions(pose: dict) -> np.ndarray:
     """Body origins (7, 3) m of arm_7link at ``pose``, by the library's forward kinematics."""
     import warp as wp
 
-    from wpsim.apps.run_scene import apply_start_pose, robot_scene
     from wpsim.solvers import eval_fk
+    from wpsim.tasks.robot_scene import apply_start_pose, robot_scene
 
     builder, scene = robot_scene(ARM)
     apply_start_pose(builder, scene, ARM, q0_option(pose) if pose else None)
@@ -194,9 +194,9 @@ def test_replaying_a_torque_file_equals_a_hand_made_simulation(tmp_path, capsys)
     stepped by hand from Python (soft contact, float64)."""
     import warp as wp
 
-    from wpsim.apps.run_scene import robot_scene
     from wpsim.io.measurements import save_trajectory
     from wpsim.solvers import SemiImplicitSolver, SoftContactOptions, eval_fk
+    from wpsim.tasks.robot_scene import robot_scene
 
     times = np.arange(0.0, 0.30001, 0.01)
     torques = {"link1_joint": 2.0 * np.sin(20.0 * times), "link4_joint": -0.4 + 0.0 * times}

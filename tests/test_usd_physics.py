@@ -192,7 +192,8 @@ def test_truncated_stage_fails_cleanly(tmp_path):
 
 
 def test_a_usd_physics_scene_runs_like_any_scene_file(tmp_path):
-    from wpsim.apps.run_scene import robot_scene, simulate_to_usd
+    from wpsim.apps.run_scene import simulate_to_usd
+    from wpsim.tasks.robot_scene import robot_scene
 
     builder, _ = import_mjcf(ASSETS / "quadruped.xml")
     path = export_physics(builder.finalize(dtype=wp.float64), tmp_path / "quadruped.usda")

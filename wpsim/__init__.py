@@ -7,9 +7,10 @@ differentiated with respect to initial states, controls and physical parameters.
 The sub-packages are the layers (a lower one never imports a higher one): ``kernels``
 (device code), ``core`` (builder, Model/State/Control), ``solvers`` (time stepping),
 ``diff`` (losses, gradient checks, checkpointed rollouts), ``io`` (files and pictures),
-``opt`` (optimisation), ``apps`` (command line, demo, audit) and ``bench`` (benchmarks).
-``io``, ``opt``, ``apps`` and ``bench`` are imported on first use, so ``import wpsim`` loads
-neither ``pxr``, ``trimesh`` nor ``matplotlib``.
+``opt`` (optimisation), ``tasks`` (the scenes, costs and success tests people optimise),
+``apps`` (command line, demo, audit) and ``bench`` (benchmarks). ``io``, ``opt``, ``tasks``,
+``apps`` and ``bench`` are imported on first use, so ``import wpsim`` loads neither ``pxr``,
+``trimesh`` nor ``matplotlib``.
 """
 
 import sys
@@ -36,7 +37,7 @@ from wpsim.solvers import ImplicitEulerSolver, SemiImplicitSolver, SoftContactOp
 
 __version__ = "0.1.0"
 
-LAZY_PACKAGES = ("apps", "bench", "io", "opt")
+LAZY_PACKAGES = ("apps", "bench", "io", "opt", "tasks")
 
 __all__ = [
     "ContactNotConverged",
@@ -62,6 +63,7 @@ __all__ = [
     "bench",
     "io",
     "opt",
+    "tasks",
 ]
 
 __getattr__, __dir__ = lazy_submodules(__name__, LAZY_PACKAGES, globals())

@@ -48,11 +48,13 @@ def cmd_demo(args) -> int:
     _check_device(args.device)
     check_writable(args.out, "--out", folder=True)
     if args.task == "throw":
-        from wpsim.apps.throw_demo import DemoConfig, run_demo
+        from wpsim.apps.throw_demo import run_demo
+        from wpsim.tasks.throw import DemoConfig
 
         result = run_demo(args.out, DemoConfig(iterations=args.iterations or 30), device=args.device)
         return 0 if result["loss_reduction"] >= 100.0 else 1
-    from wpsim.apps.finger_calibration import FingerConfig, calibrate, describe, targets
+    from wpsim.apps.finger_demo import calibrate, describe
+    from wpsim.tasks.finger_calibration import FingerConfig, targets
 
     print("calibrating the soft finger against assets/soft_finger_markers_fine.csv (finer mesh, 0.5 mm noise)")
     report = calibrate("fine", FingerConfig(iterations=args.iterations or DEMO_ITERATIONS), args.out, args.device)
@@ -134,7 +136,6 @@ def cmd_run(args) -> int:
         MAX_DT,
         RobotControlOptions,
         SoftSceneOptions,
-        apply_start_pose,
         check_control_options,
         check_outputs,
         check_run_options,
@@ -142,13 +143,13 @@ def cmd_run(args) -> int:
         default_time_step,
         mesh_warnings,
         robot_controller,
-        robot_scene,
         simulate_to_usd,
         soft_scene,
     )
     from wpsim.apps.scene_inputs import files_read, usd_dependencies
     from wpsim.io.robots import is_robot_file
     from wpsim.solvers import SoftContactOptions
+    from wpsim.tasks.robot_scene import apply_start_pose, robot_scene
 
     options = SoftSceneOptions(cell_size=args.cell, scale=args.scale, density=args.density,
                                young_modulus=args.young, drop_height=args.height,

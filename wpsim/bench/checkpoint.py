@@ -20,12 +20,12 @@ import time
 import numpy as np
 import warp as wp
 
-from wpsim.apps import scene_library
 from wpsim.bench.process import run_worker, tracked_peak
 from wpsim.bench.records import progress, record, timed
 from wpsim.diff import Rollout
 from wpsim.diff.losses import squared_distance
 from wpsim.solvers import SemiImplicitSolver
+from wpsim.tasks import scene_library
 
 SUITE = "checkpoint"
 WORKER_MODULE = "wpsim.bench.checkpoint"

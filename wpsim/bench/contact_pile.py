@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import warp as wp
 
-from wpsim.apps.scene_library import box_pile
 from wpsim.bench.records import progress, record, timed
 from wpsim.solvers import SemiImplicitSolver, SoftContactOptions
+from wpsim.tasks.scene_library import box_pile
 
 PILES = ((8, 1), (8, 4), (16, 4))
 """(side, layers) of the piles: 64, 256 and 1,024 boxes."""

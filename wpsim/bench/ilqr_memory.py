@@ -2,7 +2,7 @@
 fits a memory cap, with the soft-contact linearisations by the implicit adjoint versus the
 unrolled one.
 
-A case is one iLQR iteration's simulation work for W worlds of ``wpsim.apps.box_push``
+A case is one iLQR iteration's simulation work for W worlds of ``wpsim.tasks.box_push``
 (float64): the problem and its models built, the plans' rollout, and the linearisation of
 every plan step with all W x nx Jacobian rows in one batch (one copy of the scene per row,
 each plan step recorded and differentiated), with exactly ``iterations`` Newton iterations
@@ -29,8 +29,8 @@ PLAN_STEPS = 2
 
 def measure(iterations: int, mode: str, worlds: int, device=None) -> dict:
     """One case in this process: its peak Warp memory (bytes) and the copies it stepped."""
-    from wpsim.apps.box_push import NX, initial_states, make_problem
     from wpsim.solvers import SoftContactOptions
+    from wpsim.tasks.box_push import NX, initial_states, make_problem
 
     x0, goals = initial_states(worlds, seed=1)
     contact = SoftContactOptions(time_constant=0.02, iterations=iterations, fixed_iterations=True, adjoint=mode)

@@ -108,9 +108,9 @@ def healthy_with_contact(path: Path, seconds: float = SECONDS) -> tuple:
     the module docstring)."""
     import warp as wp
 
-    from wpsim.apps.run_scene import apply_start_pose, robot_scene
     from wpsim.core.health import SimulationError
     from wpsim.solvers import SemiImplicitSolver, SoftContactOptions
+    from wpsim.tasks.robot_scene import apply_start_pose, robot_scene
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

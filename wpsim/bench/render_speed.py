@@ -14,8 +14,8 @@ WIDTH, HEIGHT = 640, 480
 
 def _scenes(device):
     """name -> (model, state) of the benchmarked scenes."""
-    from wpsim.apps import finger_calibration as finger
-    from wpsim.apps.run_scene import robot_scene
+    from wpsim.tasks import finger_calibration as finger
+    from wpsim.tasks.robot_scene import robot_scene
 
     vertices, tets = finger.load_mesh()
     finger_model = finger.build_finger(vertices, tets, 1.0e5, 0.3, 10.0, device=device, requires_grad=False)

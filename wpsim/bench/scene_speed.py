@@ -12,13 +12,13 @@ from typing import Callable
 import numpy as np
 import warp as wp
 
-from wpsim.apps import scene_library
 from wpsim.bench.records import progress, record, summary, timed
 from wpsim.core.builder import ModelBuilder
 from wpsim.core.model import Model, State
 from wpsim.diff.losses import joint_state_loss, linear_state_loss
 from wpsim.solvers import SemiImplicitSolver, SoftContactOptions
 from wpsim.solvers.rollout import simulate
+from wpsim.tasks import scene_library
 
 WARMUP_STEPS = 3
 """Untimed steps run before any timing (kernel module load and first-launch costs)."""

@@ -74,11 +74,11 @@ from pathlib import Path
 import numpy as np
 import warp as wp
 
-from wpsim.apps import scene_library
 from wpsim.bench.records import best_times, progress, record, skipped_record
 from wpsim.core.builder import ModelBuilder
 from wpsim.core.geometry import grid_points, grid_triangles
 from wpsim.kernels.enums import JOINT_REVOLUTE, SHAPE_PLANE
+from wpsim.tasks import scene_library
 
 SUITE = "vs_newton"
 ASSETS = Path(__file__).resolve().parents[2] / "assets"

@@ -12,15 +12,18 @@ along the top and one side) are "filmed" at 500 Hz.
 
 The measured runs (``assets/make_finger_data.py``) come from the same model with known
 parameters (``TRUTH``), and from a finer mesh of the finger (each tet split into 8, 7872
-plain linear tets) plus 0.5 mm of camera noise. The calibration (``calibrate``) fits log E, the Poisson ratio,
-log damping (one value for every tet) and log gain with L-BFGS-B on the tape gradient of
-the mean squared marker error (m^2), through the Lame parameters of every tet
-(``DerivedParameter``) and the activation controller (``ActivationSchedule``).
+plain linear tets) plus 0.5 mm of camera noise. The calibration problem
+(``FingerCalibration``) fits log E, the Poisson ratio, log damping (one value for every tet)
+and log gain with L-BFGS-B on the tape gradient of the mean squared marker error (m^2),
+through the Lame parameters of every tet (``DerivedParameter``) and the activation
+controller (``ActivationSchedule``); ``targets`` says whether a fit meets the calibration's
+targets. The demo, ``wpsim demo``, runs the fit and writes its report
+(``wpsim.apps.finger_demo``).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -202,52 +205,6 @@ def rms_mm(simulated: np.ndarray, measured: np.ndarray) -> float:
     return float(np.sqrt(np.mean(np.sum((simulated - measured) ** 2, axis=-1))) * 1e3)
 
 
-def calibrate(data_name: str = "fine", config: FingerConfig | None = None, out=None, device=None,
-              progress: bool = True) -> dict:
-    """Fit the finger to the measured run ``data_name`` ("same" or "fine", see ``DATA``);
-    with ``out``, write calibration.png (loss, parameters, markers before and after),
-    history.png, calibration.usd (initial and fitted rollouts), calibration.gif (the fitted
-    finger with the measured and simulated markers) and calibration.json.
-    Returns the report (fitted against true values, RMS marker errors in mm)."""
-    from wpsim.io.measurements import load_trajectory
-    from wpsim.opt.minimize import minimize
-
-    config = config or FingerConfig()
-    calibration = FingerCalibration(load_trajectory(DATA[data_name]), config, device)
-    initial = dict(config.initial)
-    before = calibration.simulate(initial)
-    result = minimize(calibration.problem, "lbfgsb", iterations=config.iterations, progress=progress)
-    fitted = result.values()
-    after = calibration.simulate(fitted)
-    report = {
-        "data": DATA[data_name].name, "config": asdict(config),
-        "parameters": {name: {"initial": initial[name], "fitted": fitted[name], "truth": TRUTH[name],
-                              "relative_error": fitted[name] / TRUTH[name] - 1.0, "unit": UNITS[name]}
-                       for name in UNITS},
-        "rms_marker_error_mm": {"before": rms_mm(before, calibration.measured),
-                                "after": rms_mm(after, calibration.measured)},
-        "fit": result.to_dict(),
-    }
-    if out is not None:
-        _write(Path(out), calibration, result, before, after, report)
-    return report
-
-
-def _write(out: Path, calibration: FingerCalibration, result, before, after, report: dict):
-    from wpsim.io.files import write_json
-    from wpsim.io.plots import plot_marker_tracking
-
-    write_json(out / "calibration.json", report)
-    result.plot(out / "history.png", "finger calibration")
-    plot_marker_tracking(calibration.times, calibration.measured, {"initial guess": before, "fitted": after},
-                         list(MARKERS), out / "calibration.png",
-                         f"soft finger against {report['data']}: marker height and error")
-    write_usd(out / "calibration.usd", calibration,
-              {take: {name: entry[take] for name, entry in report["parameters"].items()}
-               for take in ("initial", "fitted")}, {"initial": before, "fitted": after})
-    write_video(out / "calibration.gif", calibration, after)
-
-
 def write_usd(path, calibration: FingerCalibration, takes: dict, simulated: dict | None = None):
     """A USD stage of the finger's rollout (every camera frame) for each entry of ``takes``
     (take name -> parameter values by name), as the variants of "iteration", with the
@@ -306,17 +263,3 @@ def targets(report: dict) -> dict:
         return {"all_parameters_within_3_percent": max(errors.values()) <= 0.03}
     return {"markers_within_1_mm": report["rms_marker_error_mm"]["after"] < 1.0,
             "modulus_and_gain_within_10_percent": max(errors["young_modulus"], errors["gain"]) <= 0.10}
-
-
-def describe(report: dict) -> str:
-    """Recovered against true values with units, the marker errors and the costs, as text."""
-    lines = [f"{'parameter':<14} {'initial':>11} {'fitted':>11} {'true':>11}  unit   error"]
-    for name, entry in report["parameters"].items():
-        lines.append(f"{name:<14} {entry['initial']:>11.5g} {entry['fitted']:>11.5g} {entry['truth']:>11.5g}  "
-                     f"{entry['unit']:<5} {entry['relative_error'] * 100:+7.2f} %")
-    rms, fit = report["rms_marker_error_mm"], report["fit"]
-    lines.append(f"marker RMS error {rms['before']:.3f} mm -> {rms['after']:.3f} mm; loss {fit['loss_initial']:.4g} "
-                 f"-> {fit['loss']:.4g} m^2 in {len(fit['history']) - 1} iterations, {fit['rollouts']} rollouts, "
-                 f"{fit['wall_s']:.0f} s")
-    lines += [f"target {name.replace('_', ' ')}: {'met' if met else 'NOT met'}" for name, met in targets(report).items()]
-    return "\n".join(lines)
