@@ -235,7 +235,8 @@ def test_render_draws_a_stage_that_run_wrote_and_names_bad_input(tmp_path):
     proc = run(["run", str(ASSETS / "soft_finger.obj"), "--cell", "0.004", "--steps", "300", "--fps", "100",
                 "--out", str(stage)])
     assert proc.returncode == 0, proc.stderr[-2000:]
-    proc = run(["render", str(stage), "--out", str(tmp_path / "finger.gif"), "--width", "64", "--height", "48"])
+    proc = run(["render", str(stage), "--out", str(tmp_path / "finger.gif"), "--width", "64", "--height", "48",
+                "--fps", "100"])
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "4 frames at 100 fps, 64 x 48 pixels" in proc.stdout
     with Image.open(tmp_path / "finger.gif") as opened:
@@ -246,7 +247,7 @@ def test_render_draws_a_stage_that_run_wrote_and_names_bad_input(tmp_path):
                           ([str(tmp_path / "garbage.usda")], "garbage.usda: cannot be read as a USD stage"),
                           ([str(tmp_path / "empty.usd")], "empty.usd: cannot be read as a USD stage"),
                           ([str(stage), "--take", "fitted"], "has no takes"),
-                          ([str(stage), "--every", "0"], "every must be an integer >= 1")):
+                          ([str(stage), "--fps", "0"], "fps must be a finite rate > 0 frames/s")):
         out = tmp_path / "bad.gif"
         proc = run(["render", *args, "--out", str(out)])
         lines = [line for line in proc.stderr.splitlines() if line.strip()]

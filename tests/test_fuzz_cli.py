@@ -95,7 +95,7 @@ def _argv(data, command: str, inputs: Path, out: Path) -> tuple:
                                             i("rollout.usda"), "/proc/wpsim/r.gif")), label="--out")
         argv, outs = ["render", stage, "--out", target], [target]
         for option, values in (("--width", ("8", "16", *BAD, "100000")), ("--height", ("8", "12", *BAD, "100000")),
-                               ("--every", ("1", "5", *BAD, "1000000")), ("--take", ("bogus", "0")),
+                               ("--fps", ("30", "5", *BAD, "1000000")), ("--take", ("bogus", "0")),
                                ("--device", ("cpu", "bogus"))):
             value = _pick(data, option, values, 0.3 if option in ("--width", "--height") else 0.8)
             if value is not None:
@@ -171,8 +171,8 @@ def _valid_argv(data, command: str, inputs: Path, out: Path) -> tuple:
     elif command == "render":
         target = data.draw(st.sampled_from((f"{out}/r.gif", f"{out}/r.png", f"{out}/frames")), label="--out")
         argv, outs = ["render", i("rollout.usda"), "--out", target, "--width", "16", "--height", "12"], [target]
-        every = _pick(data, "--every", ("1", "2"))
-        argv += ["--every", every] if every else []
+        fps = _pick(data, "--fps", ("30", "12.5"))
+        argv += ["--fps", fps] if fps else []
     else:
         target = data.draw(st.sampled_from((f"{out}", f"{out}/sub")), label="--out")
         argv, outs = ["sysid", i("arm_2link.xml"), i("data.csv"), "--out", target, "--quiet", "--iterations", "1",
@@ -202,7 +202,7 @@ the hostile test's examples (a valid fit costs about a second, a run or render m
 def _outcome(argv: list, outs: list, inputs: Path, sandbox: Path, valid: bool) -> tuple:
     """Run ``wpsim ARGV`` in ``sandbox``'s cwd and classify it: (category, description). A
     valid command must end 0 having written its outputs, else it is an "unnamed error"."""
-    out, cwd = sandbox / "out", sandbox / "cwd"
+    cwd = sandbox / "cwd"
     cwd.mkdir()
     before, before_inputs = digests(sandbox), digests(inputs)
     previous = os.getcwd()

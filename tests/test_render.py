@@ -195,3 +195,30 @@ def test_a_stages_markers_are_drawn_in_their_colour(tmp_path):
     image = SceneRenderer(model, 120, 90).painter.draw(frame, camera((0.2, -2.0, 0.5), (0.2, 0.0, 0.5)))
     red = (image[..., 0] > 150) & (image[..., 1] < 80) & (image[..., 2] < 80)
     assert red.sum() > 10  # the target shows as a red disc
+
+
+def test_a_stage_recorded_at_500_time_codes_per_second_becomes_a_30_fps_video(tmp_path):
+    """A stage of one time code per 2 ms step plays at 30 frames per second by default: frame
+    j is the time code nearest j / 30 s; a rate above the stage's draws every time code."""
+    from PIL import Image
+
+    from wpsim.io.usd_export import UsdRecorder
+    from wpsim.io.usd_render import open_stage, render_stage, stage_times
+
+    builder = wpsim.ModelBuilder()
+    builder.add_ground_plane()
+    builder.add_particle((0.0, 0.0, 0.5), mass=1.0, radius=0.05)
+    model = builder.finalize()
+    recorder = UsdRecorder(model, fps=500.0)
+    for state in wpsim.simulate(wpsim.SemiImplicitSolver(model), model.state(), 100, 2e-3, keep_states=True):
+        recorder.record(state)  # 101 time codes: 0.2 s
+    path = recorder.write(tmp_path / "fall.usda")
+    stage, _ = open_stage(path)
+    assert stage_times(stage, 30.0) == ([0.0, 17.0, 33.0, 50.0, 67.0, 83.0, 100.0], 30.0)
+    assert stage_times(stage, 1000.0) == ([float(k) for k in range(101)], 500.0)
+    summary = render_stage(path, tmp_path / "fall.gif", width=32, height=24)
+    assert summary["frames"] == 7 and summary["fps"] == 30.0
+    with Image.open(tmp_path / "fall.gif") as gif:
+        assert gif.n_frames == 7 and abs(gif.info["duration"] - 1000.0 / 30.0) < 10.0  # ms; GIF counts 10 ms
+    with pytest.raises(ValueError, match="fps must be a finite rate > 0"):
+        render_stage(path, tmp_path / "x.gif", fps=0.0)

@@ -237,7 +237,7 @@ def cmd_render(args) -> int:
         raise ValueError(f"--width and --height must be 1 to {MAX_IMAGE_SIDE} pixels, got {args.width} x {args.height}")
     _check_device(args.device)
     check_outputs("--out", args.out, [args.stage, *usd_dependencies(args.stage)])
-    summary = render_stage(args.stage, args.out, args.take, args.width, args.height, args.every, args.device)
+    summary = render_stage(args.stage, args.out, args.take, args.width, args.height, args.fps, args.device)
     take = f" (take {summary['take']})" if summary["take"] else ""
     print(f"wrote {summary['out']}: {summary['frames']} frames{take} at {summary['fps']:.3g} fps, "
           f"{args.width} x {args.height} pixels")
@@ -401,7 +401,8 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--take", default=None, help="the take to show when the stage has several (default: the last)")
     render.add_argument("--width", type=int, default=480, help="pixels (default: %(default)s)")
     render.add_argument("--height", type=int, default=360, help="pixels (default: %(default)s)")
-    render.add_argument("--every", type=int, default=1, help="render every N-th time code (default: 1)")
+    render.add_argument("--fps", type=float, default=30.0,
+                        help="frames per second of the video, the stage's time codes resampled (default: 30)")
     render.add_argument("--device", default=None, help="Warp device, e.g. cpu or cuda:0")
     render.set_defaults(func=cmd_render)
 

@@ -163,34 +163,41 @@ def stage_frame(stage, time: float) -> Frame:
                  np.concatenate(face_colors) if face_colors else np.zeros((0, 3)), centres, radii, colors)
 
 
-def stage_times(stage, every: int = 1) -> list:
-    """Every ``every``-th time code from the stage's start to its end (integers)."""
-    start, end = stage.GetStartTimeCode(), stage.GetEndTimeCode()
-    return [float(t) for t in np.arange(start, end + 0.5, every)]
+def stage_times(stage, fps: float | None = None) -> tuple:
+    """(time codes, frames per second): the time codes to draw for a video at ``fps`` frames
+    per second of the stage's time, frame j being the time code nearest to start + j
+    (time codes per second / fps); None, or a rate above the stage's time codes per second,
+    draws every time code at the stage's rate."""
+    if fps is not None and not (np.isfinite(fps) and fps > 0.0):
+        raise ValueError(f"fps must be a finite rate > 0 frames/s, got {fps}")
+    start, end, per_second = stage.GetStartTimeCode(), stage.GetEndTimeCode(), stage.GetTimeCodesPerSecond()
+    fps = per_second if fps is None or fps >= per_second else float(fps)
+    codes_per_frame = per_second / fps
+    count = int(np.floor((end - start) / codes_per_frame + 1e-9)) + 1
+    return [float(t) for t in start + np.rint(np.arange(count) * codes_per_frame)], fps
 
 
-def render_stage(path, out, take: str | None = None, width: int = 480, height: int = 360, every: int = 1,
+def render_stage(path, out, take: str | None = None, width: int = 480, height: int = 360, fps: float | None = 30.0,
                  device=None, count: int | None = None) -> dict:
-    """Render every ``every``-th time code of the stage ``path`` (one camera framing all of
-    them) into ``out`` (``save_images``: .gif, .mp4, .png strip or a folder) at the stage's
-    time codes per second / every; with ``count``, ``count`` time codes evenly spaced from
-    the first to the last instead (e.g. for a strip). Returns {"out", "frames", "fps", "take"}."""
+    """Render the stage ``path`` (one camera framing every frame) into ``out``
+    (``save_images``: .gif, .mp4, .png strip or a folder) as a video at ``fps`` frames per
+    second of the stage's time, its time codes resampled (``stage_times``; None: every time
+    code); with ``count``, ``count`` time codes evenly spaced from the first to the last
+    instead (e.g. for a strip). Returns {"out", "frames", "fps", "take"}."""
     from pxr import UsdGeom
 
-    if int(every) != every or every < 1:
-        raise ValueError(f"every must be an integer >= 1, got {every}")
     if count is not None and (int(count) != count or count < 1):
         raise ValueError(f"count must be an integer >= 1, got {count}")
     stage, chosen = open_stage(path, take)
-    times = stage_times(stage, int(every))
+    times, fps = stage_times(stage, fps)
     if count is not None:
         times = sorted({float(t) for t in np.linspace(times[0], times[-1], int(count)).round()})
-        every = (times[-1] - times[0]) / max(len(times) - 1, 1) or 1.0
+        spacing = (times[-1] - times[0]) / max(len(times) - 1, 1) or 1.0
+        fps = stage.GetTimeCodesPerSecond() / spacing
     frames = [stage_frame(stage, t) for t in times]
     up = {"Z": 2, "Y": 1}.get(str(UsdGeom.GetStageUpAxis(stage)), 2)
     camera = camera_for(frames, up, width, height)
     painter = Painter(device)
-    fps = stage.GetTimeCodesPerSecond() / every
     written = save_images(out, [painter.draw(frame, camera) for frame in frames], fps)
     return {"out": str(written), "frames": len(frames), "fps": fps, "take": chosen}
 
@@ -198,4 +205,4 @@ def render_stage(path, out, take: str | None = None, width: int = 480, height: i
 def render_strip(path, out, take: str | None = None, count: int = 8, width: int = 240, height: int = 180) -> dict:
     """An image strip (``out`` a .png) of ``count`` evenly spaced frames of a take of the
     stage ``path``: what an example shows beside its plots."""
-    return render_stage(path, out, take, width, height, count=count)
+    return render_stage(path, out, take, width, height, fps=None, count=count)
