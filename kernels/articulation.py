@@ -489,6 +489,7 @@ def joint_space_row(
     joint_target_lower: wp.array(dtype=wp.Float),
     joint_target_upper: wp.array(dtype=wp.Float),
     joint_drive_force_limit: wp.array(dtype=wp.Float),
+    joint_drive_implicit: wp.array(dtype=wp.Float),
     joint_q_in: wp.array(dtype=wp.Float),
     joint_qd_in: wp.array(dtype=wp.Float),
     dof_motion_in: wp.array(dtype=vec6),
@@ -530,7 +531,8 @@ def joint_space_row(
         elif pos_k <= pos_j and pos_j < joint_dfs_end[jk]:  # j's joint in k's subtree (I_c, D_c symmetric)
             value = wp.dot(dof_motion_in[k], force_i)
         if k == i:
-            value += joint_armature[i] + dt * (joint_damping[i] + drive_c + friction_slope + limit_c)
+            value += joint_armature[i] + dt * (joint_damping[i] + drive_c * joint_drive_implicit[i] + friction_slope
+                                               + limit_c)
             value += dt * dt * limit_k
             dof_inertia_out[i] = value
         mass_matrix_out[row + k - d0] = value
@@ -571,6 +573,7 @@ def assemble_joint_space(
     joint_target_lower: wp.array(dtype=wp.Float),
     joint_target_upper: wp.array(dtype=wp.Float),
     joint_drive_force_limit: wp.array(dtype=wp.Float),
+    joint_drive_implicit: wp.array(dtype=wp.Float),
     joint_q_in: wp.array(dtype=wp.Float),
     joint_qd_in: wp.array(dtype=wp.Float),
     dof_motion_in: wp.array(dtype=vec6),
@@ -601,7 +604,7 @@ def assemble_joint_space(
         joint_child, joint_dfs_pos, joint_dfs_end, joint_q_start, joint_qd_start, joint_armature, joint_damping,
         joint_friction, joint_stiffness, joint_spring_ref, joint_target_ke, joint_target_kd, joint_limit_lower,
         joint_limit_upper, joint_limit_ke, joint_limit_kd, joint_f_lower, joint_f_upper, joint_target_lower,
-        joint_target_upper, joint_drive_force_limit, joint_q_in, joint_qd_in, dof_motion_in, dof_subtree_force_in,
+        joint_target_upper, joint_drive_force_limit, joint_drive_implicit, joint_q_in, joint_qd_in, dof_motion_in, dof_subtree_force_in,
         subtree_bias_in, joint_f, joint_target_q, joint_target_qd, friction_smoothing, dt, mass_matrix_out, rhs_out,
         dof_inertia_out)
 

@@ -17,8 +17,14 @@ from .articulation import articulation_fk, factor_and_solve, integrate_joint, tr
 from .articulation_step import articulation_dynamics
 from .generic import kernel, mat33, transform, vec3
 from .soft_contact import EDGES, pair_rows, row_parameters, slot_times
-from .soft_contact_newton import (any_slot, island_gradient, island_hessian, island_line_search, step_ratio,
-                                  touching_pair_list)
+from .soft_contact_newton import (
+    any_slot,
+    island_gradient,
+    island_hessian,
+    island_line_search,
+    step_ratio,
+    touching_pair_list,
+)
 
 
 @wp.func
@@ -213,6 +219,7 @@ def soft_contact_steps(
     joint_target_lower: wp.array(dtype=wp.Float),
     joint_target_upper: wp.array(dtype=wp.Float),
     joint_drive_force_limit: wp.array(dtype=wp.Float),
+    joint_drive_implicit: wp.array(dtype=wp.Float),
     body_joint: wp.array(dtype=int),
     body_world: wp.array(dtype=int),
     body_mass: wp.array(dtype=wp.Float),
@@ -357,7 +364,7 @@ def soft_contact_steps(
             joint_qd_start, joint_dfs_pos, joint_dfs_end, joint_armature, joint_damping, assembly_friction_in,
             joint_stiffness, joint_spring_ref, joint_target_ke, joint_target_kd, joint_limit_lower, joint_limit_upper,
             joint_limit_ke, joint_limit_kd, joint_f_lower, joint_f_upper, joint_target_lower, joint_target_upper,
-            joint_drive_force_limit, body_joint, body_world, body_mass, body_com, body_inertia, body_origin, gravity,
+            joint_drive_force_limit, joint_drive_implicit, body_joint, body_world, body_mass, body_com, body_inertia, body_origin, gravity,
             shape_kind, shape_body, shape_transform, shape_size, shape_ke, shape_kd, shape_mu, shape_point_start,
             shape_point_count, shape_points, shape_hull_points, shape_hull_point_start, shape_hull_point_count,
             shape_plane_normal, shape_plane_offset, shape_plane_start, shape_plane_count, articulation_pair_start_in,

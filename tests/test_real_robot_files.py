@@ -234,12 +234,12 @@ SERVO_ARM = """<mujoco>
 </mujoco>"""
 
 
-@pytest.mark.parametrize("integrator, kv", [("Euler", 0.0), ("implicitfast", 2.0)])
+@pytest.mark.parametrize("integrator, kv", [("Euler", 0.0), ("Euler", 2.0), ("implicitfast", 2.0)])
 def test_mjcf_control_and_force_ranges_step_like_mujoco(tmp_path, integrator, kv):
     """Zero controls outside the elbow's inherited range (its target is clamped to 1.0 ...
     2.0 rad), a shoulder servo saturating at 4 N m, and the twist's joint force range: wpsim
     follows MuJoCo to 1e-9 over 500 steps (contact and limits off in both). A servo's kv is
-    implicit in wpsim, as in MuJoCo's implicitfast (its Euler takes kv explicitly)."""
+    explicit under Euler and implicit under implicitfast, in both simulators."""
     pytest.importorskip("mujoco")
     from wpsim.bench.mujoco_reference import rollouts
 

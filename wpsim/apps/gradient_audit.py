@@ -165,10 +165,11 @@ def _impact_scene() -> AuditScene:
     return AuditScene(b, 60, 2e-3)
 
 
-def _arm_scene() -> AuditScene:
+def _arm_scene(explicit_drive_damping: bool = False) -> AuditScene:
     """A four-link chain hanging from the world: revolute (damped, armature, a joint spring),
     revolute with a PD drive and dry friction, prismatic with a PD drive and a spring, ball; pushed by joint
-    torques and a body wrench."""
+    torques and a body wrench. ``explicit_drive_damping``: the drives' damping acts
+    explicitly (MuJoCo's Euler integrator)."""
     b = ModelBuilder()
     l1 = b.add_body()
     b.add_shape_capsule(l1, pos=(0.0, 0.0, -0.25), radius=0.05, half_height=0.2)
@@ -185,6 +186,8 @@ def _arm_scene() -> AuditScene:
     b.add_shape_sphere(l4, pos=(0.05, 0.0, -0.1), radius=0.06)
     b.add_joint_ball(l3, l4, parent_pos=(0.0, 0.0, -0.2), q=(0.1, -0.05, 0.2, 0.97), qd=(0.3, -0.2, 0.4),
                      damping=0.05)
+    for joint in (1, 2) if explicit_drive_damping else ():
+        b.set_drive_damping_explicit(joint)
 
     def setup(scene):
         rng = np.random.default_rng(3)
@@ -449,6 +452,8 @@ RIGID_CASES = (
     AuditCase("joint", "child frame", _arm_scene, "model.joint_X_c"),
     AuditCase("joint drive", "ke", _arm_scene, "model.joint_target_ke"),
     AuditCase("joint drive", "kd", _arm_scene, "model.joint_target_kd"),
+    AuditCase("joint drive, explicit damping (MuJoCo's Euler)", "kd", lambda: _arm_scene(True),
+              "model.joint_target_kd"),
     AuditCase("joint drive", "position target (control)", _arm_scene, "control.joint_target_q"),
     AuditCase("joint drive", "velocity target (control)", _arm_scene, "control.joint_target_qd"),
     AuditCase("joint drive", "torque (control)", _arm_scene, "control.joint_f"),

@@ -326,6 +326,9 @@ MODEL_FIELDS = (
                   False, check=None),
         FieldSpec("joint_drive_force_limit", "real", "(D,)", "N m or N",
                   "the PD drive's force is clamped to +-this (then explicit)", False, check="nonnegative"),
+        FieldSpec("joint_drive_implicit", "real", "(D,)", "-",
+                  "1: the PD drive's damping is implicit in velocity (as MuJoCo's implicitfast integrator takes "
+                  "an actuator's kv); 0: explicit (as MuJoCo's Euler integrator takes it)", False, check="nonnegative"),
     ),
 )
 

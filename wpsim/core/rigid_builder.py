@@ -220,6 +220,7 @@ class RigidBodyBuilder:
                     joint_limit_upper=np.clip(upper, -NO_LIMIT, NO_LIMIT), joint_limit_ke=limit_ke,
                     joint_limit_kd=limit_kd, joint_f_lower=-NO_LIMIT, joint_f_upper=NO_LIMIT,
                     joint_target_lower=-NO_LIMIT, joint_target_upper=NO_LIMIT, joint_drive_force_limit=NO_LIMIT,
+                    joint_drive_implicit=1.0,
                 )
             if len(q):
                 self.joint_coords.append(len(q), joint_q=q)
@@ -536,6 +537,16 @@ class RigidBodyBuilder:
             if not drive_force >= 0.0:
                 raise ValueError(f"set_control_range: joint {joint}: drive_force must be >= 0, got {drive_force}")
             self.joint_dofs.array("joint_drive_force_limit")[dof] = min(float(drive_force), NO_LIMIT)
+
+    def set_drive_damping_explicit(self, joint: int, explicit: bool = True):
+        """Take the PD drive damping of hinge or slide ``joint`` explicitly in velocity (MuJoCo's
+        Euler integrator: an actuator's kv acts on the step's starting velocity) or, with
+        ``explicit=False``, implicitly (the default; MuJoCo's implicitfast)."""
+        if not 0 <= joint < self.joints.count:
+            raise ValueError(f"set_drive_damping_explicit: joint {joint} does not exist ({self.joints.count} joints)")
+        if self.joints.array("joint_type")[joint] not in (JOINT_REVOLUTE, JOINT_PRISMATIC):
+            raise ValueError(f"set_drive_damping_explicit: joint {joint} is not a hinge or slide joint")
+        self.joint_dofs.array("joint_drive_implicit")[self.first_dof(joint)] = 0.0 if explicit else 1.0
 
     def set_collision_bits(self, shape: int, collision_type: int = 1, collision_mask: int = 1):
         """Collision filtering by bits (MJCF's contype / conaffinity): shapes a and b can touch

@@ -7,7 +7,9 @@ and attribute that is not honoured; the import result carries that list
 
 Honoured: ``<compiler angle eulerseq meshdir autolimits inertiafromgeom settotalmass>``,
 ``<option timestep gravity integrator="Euler|implicitfast">`` (gravity in any direction;
-wpsim's semi-implicit step takes drive damping implicitly, as implicitfast does);
+an actuator's kv acts explicitly under Euler, MuJoCo's default, and implicitly under
+implicitfast, ``ModelBuilder.set_drive_damping_explicit``; joint damping is implicit in both,
+as MuJoCo's eulerdamp takes it);
 ``<asset><mesh name file scale>``; nested ``<body pos>`` with any orientation (``quat``,
 ``axisangle``, ``euler`` with ``eulerseq``, ``xyaxes``, ``zaxis``), ``<inertial pos mass
 diaginertia|fullinertia>``, any number of ``<joint type="hinge|slide|ball">`` (``axis pos
@@ -128,6 +130,9 @@ class _Reader:
         self.autolimits = compiler.get("autolimits", "true") == "true"
         self.inertia_from_geoms = compiler.get("inertiafromgeom", "auto") == "true"
         self.mesh_dir = self.path.parent / compiler.get("meshdir", "")
+        option = root.find("option")
+        integrator = "Euler" if option is None else option.get("integrator", "Euler")
+        self.drive_damping_explicit = integrator in ("Euler", "RK4")  # RK4 is listed and stepped as Euler
         self.rotation, self.angle, self.fail, self.numbers = tree.rotation, tree.angle, tree.fail, tree.numbers
         self.mesh_assets = {}
         for mesh in root.iter("mesh"):
@@ -445,6 +450,7 @@ class _Reader:
                 self.set_gain(b, joint, "joint_target_ke", kp)
             if kind in ("position", "velocity") and (kv > 0.0 or kind == "velocity"):
                 self.set_gain(b, joint, "joint_target_kd", kv)
+                b.set_drive_damping_explicit(joint, self.drive_damping_explicit)
             self.apply_ranges(b, actuator, kind, joint, gear, gain)
             self.scene.actuators.append({"name": actuator.get("name") or f"actuator{len(self.scene.actuators)}",
                                          "joint": joint, "kind": kind, "gear": gear * gain})

@@ -120,7 +120,7 @@ class ArticulationStepper:
                 model.joint_spring_ref, model.joint_target_ke,
                 model.joint_target_kd, model.joint_limit_lower, model.joint_limit_upper, *self._limit_gains,
                 model.joint_f_lower, model.joint_f_upper, model.joint_target_lower, model.joint_target_upper,
-                model.joint_drive_force_limit,
+                model.joint_drive_force_limit, model.joint_drive_implicit,
                 state_in.joint_q, state_in.joint_qd, scratch.dof_motion, scratch.dof_subtree_force,
                 scratch.subtree_bias, control.joint_f,
                 control.joint_target_q, control.joint_target_qd, solver._friction_smoothing, real(dt),
