@@ -42,8 +42,18 @@ from wpsim.io.plots import save_figure
 from wpsim.io.usd_render import render_strip
 from wpsim.opt.ilqr import ilqr
 from wpsim.opt.mpc import RecedingHorizon
-from wpsim.tasks.box_push import (BOX_QUAT, BOX_XY, MAX_TORQUE, NQ, NX, box_errors, initial_states, make_problem,
-                                  succeeded, yaw_of)
+from wpsim.tasks.box_push import (
+    BOX_QUAT,
+    BOX_XY,
+    MAX_TORQUE,
+    NQ,
+    NX,
+    box_errors,
+    initial_states,
+    make_problem,
+    succeeded,
+    yaw_of,
+)
 
 STEPS = 40
 REPLAN_BUDGET = NX + 6  # the start, one linearisation (nx rollouts) and up to 5 line-search trials

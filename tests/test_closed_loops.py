@@ -31,7 +31,7 @@ def test_a_coupling_spring_oscillates_at_its_analytic_frequency():
     1 kg relative mode with the base held) rings at sqrt(ke / m_reduced)."""
     builder = wpsim.ModelBuilder(gravity=0.0)
     base = builder.add_body(mass=1.0e6, inertia=np.eye(3))
-    j0 = builder.add_joint_prismatic(-1, base, axis=(1.0, 0.0, 0.0))
+    builder.add_joint_prismatic(-1, base, axis=(1.0, 0.0, 0.0))
     tip = builder.add_body(mass=1.0, inertia=np.eye(3) * 0.01)
     j1 = builder.add_joint_prismatic(base, tip, axis=(1.0, 0.0, 0.0), q=0.1)
     builder.add_joint_coupling([j1], [1.0], rest=0.0, ke=40.0)

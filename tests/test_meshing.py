@@ -166,8 +166,8 @@ def test_mesh_vertices_far_or_not_finite_are_refused_naming_the_file(tmp_path):
 
 def test_usd_mesh_points_far_or_not_finite_are_refused_naming_file_and_prim(tmp_path):
     from pxr import Usd
-
     from test_usd_physics import mixed_scene
+
     from wpsim.io.scene_parsing import SceneFileError
     from wpsim.io.usd_physics import export_physics, import_usd
 

@@ -8,8 +8,8 @@ the hybrid is asserted by ``examples/box_push_mpc.py --test``, run by test_examp
 import numpy as np
 import pytest
 import warp as wp
-
 from test_trajopt import slider_optimum, slider_problem
+
 from wpsim.opt.mpc import RecedingHorizon
 from wpsim.solvers.rollout import simulate
 

@@ -365,14 +365,15 @@ def test_effective_inertia_and_holding_torque_of_a_pendulum():
     assert acceleration[0] == pytest.approx(-1.5 * 9.81 * 0.4 * np.sin(0.3) / expected, rel=1e-6)
 
 
-def test_the_readme_arm_commands_hold_and_move_the_arm(tmp_path, capsys):
-    """The README's ``wpsim run assets/arm_7link.xml ...`` command, as written and with
-    ``--control sine``: the hold error stays below 1 mrad, the sine moves the joints."""
+def test_the_guides_arm_commands_hold_and_move_the_arm(tmp_path, capsys):
+    """The getting-started guide's first ``wpsim run assets/arm_7link.xml ...`` command, as
+    written and with ``--control sine``: the hold error stays below 1 mrad, the sine moves
+    the joints."""
     import re
     import shlex
 
-    readme = (ASSETS.parent / "README.md").read_text()
-    command = re.search(r"`wpsim run (assets/arm_7link\.xml [^`]*)`", readme).group(1)
+    guide = (ASSETS.parent / "docs" / "getting_started.md").read_text()
+    command = re.search(r"^wpsim run (assets/arm_7link\.xml [^#\n]*)", guide, flags=re.M).group(1)
     args = [str(ASSETS.parent / a) if a.startswith("assets/") else str(tmp_path / a) if a.endswith(".usd") else a
             for a in shlex.split(command)]
     status, out, err = wpsim_run(capsys, *args)
