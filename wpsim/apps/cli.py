@@ -285,7 +285,9 @@ def cmd_sysid(args) -> int:
     paths = result.write(args.out)
     print(result.summary())
     print("wrote " + ", ".join(str(p) for p in paths.values()))
-    return 0 if result.fit.success else 1
+    if not result.verdict.ok:
+        print(f"wpsim sysid: poor fit: {'; '.join(result.verdict.reasons)}", file=sys.stderr)
+    return 0 if result.fit.success and result.verdict.ok else 1
 
 
 class _Parser(argparse.ArgumentParser):

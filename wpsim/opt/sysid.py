@@ -317,6 +317,8 @@ class SysidResult:
     simulated_after: np.ndarray
     frames: dict
     """"initial" / "fitted" (model) -> States at ``FRAME_RATE`` for the USD stage."""
+    verdict: object = None
+    """``wpsim.opt.verdict.Verdict`` of the fit."""
 
     def rms(self, simulated: np.ndarray) -> float:
         """RMS joint-angle error (rad) of a simulation against the measurement."""
@@ -330,6 +332,7 @@ class SysidResult:
             "rms_error_rad": {"before": self.rms(self.simulated_before), "after": self.rms(self.simulated_after)},
             "fit": self.fit.to_dict(),
             "zero_order": None if self.zero_order is None else self.zero_order.to_dict(),
+            "verdict": None if self.verdict is None else self.verdict.to_dict(),
         }
 
     def summary(self) -> str:
@@ -342,6 +345,8 @@ class SysidResult:
             lines.append(f"zero-order baseline ({z.method}, {z.rollouts} rollouts): loss {z.loss0:.6g} -> "
                          f"{z.loss:.6g} rad^2 against {self.fit.loss:.6g} rad^2 with gradients "
                          f"({self.fit.rollouts} rollouts)")
+        if self.verdict is not None:
+            lines += self.verdict.lines(dict(zip(self.fit.labels, self.fit.units)))
         return "\n".join(lines)
 
     def write(self, out) -> dict:
@@ -416,9 +421,34 @@ def identify(robot_file, data_file, families=("masses", "damping", "armature"), 
     else:
         fit = minimize(robot_problem(run, families, mode), method, iterations=iterations, progress=progress)
     after, frames_after = replay(run)
+    verdict = judge_fit(make_run, families, fit, data, run, after, residuals, batch, mode)
     baseline = None
     if zero_order:
         baseline = minimize(robot_problem(make_run(), families, mode), "nelder-mead", iterations=100 * iterations,
                             max_rollouts=fit.rollouts, progress=progress)
     frames = {"initial": frames_before, "fitted": frames_after}
-    return SysidResult(str(robot_file), str(data_file), run, families, fit, baseline, before, after, frames)
+    return SysidResult(str(robot_file), str(data_file), run, families, fit, baseline, before, after, frames, verdict)
+
+
+VERDICT_ROWS = 256
+"""About how many residual rows the verdict's Jacobian takes (every k-th step, k chosen for
+this many), when the fit itself used none."""
+
+
+def judge_fit(make_run, families, fit, data: Trajectory, run: RobotRun, simulated: np.ndarray, residuals=None,
+              batch: int = 64, mode: str = "checkpoint"):
+    """The ``wpsim.opt.verdict`` of ``fit`` (its values written in ``run``, whose replay is
+    ``simulated``): the noise floor of ``data``'s raw samples of the measured joints over
+    the fitted span, and the residual Jacobian at the fitted values (of ``residuals`` if the
+    fit had them, else of residuals every k steps, ``VERDICT_ROWS`` rows or so)."""
+    from wpsim.opt.verdict import judge, noise_floor
+
+    span = data.time <= data.time[0] + run.steps * run.dt + 1e-9
+    noise = noise_floor(np.stack([data.channel("q", j)[span] for j in run.joints], axis=1))
+    if residuals is None:
+        every = max(1, int(np.ceil(run.steps * len(run.joints) / VERDICT_ROWS)))
+        residuals = TrackingResiduals(make_run, families, every, batch, mode)
+    x = np.asarray(fit.x, dtype=np.float64)
+    rms = float(np.sqrt(np.mean((simulated - run.measured) ** 2)))
+    return judge(residuals.params, x, residuals.values(x), residuals.jacobian(x), rms, noise, fit.message,
+                 int(residuals.steps[0]))
