@@ -174,3 +174,16 @@ def test_contact_pile_suite_tests_fewer_pairs_with_the_broad_phase():
     for mode in ("broad_phase", "every_pair"):  # one layer: each box alone on the ground
         assert value[f"soft_pile_64_{mode}_islands", "count"] == 64
         assert value[f"soft_pile_64_{mode}_largest_island_dofs", "count"] == 6
+
+
+def test_fem_convergence_suite_measures_the_cantilevers_sag_against_beam_theory():
+    """Quick: one cell through the thickness. Linear tets lock in bending (far too stiff);
+    strain smoothing sags more; the beam is at rest when measured."""
+    from wpsim.bench.fem_convergence import beam_theory_sag, fem_convergence_suite
+
+    assert beam_theory_sag() == pytest.approx(0.01189, rel=1e-3)  # q L^4 / (8 E I) = 11.77 mm, plus shear
+    records = fem_convergence_suite("cpu", quick=True)
+    error = {r["params"]["mode"]: r["value"] for r in records if r["metric"] == "error_percent"}
+    assert set(error) == {"linear tets", "strain-smoothed tets"}
+    assert -90.0 < error["linear tets"] < error["strain-smoothed tets"] < 0.0
+    assert all(r["params"]["residual_speed_m_s"] < 1e-6 for r in records)

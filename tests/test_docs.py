@@ -197,3 +197,17 @@ def test_a_versus_table_compares_like_with_like():
     assert versus_rows(records, "wall_s", "ours", "theirs") == [("a", 64, 2.0, 8.0, 4.0)]
     with pytest.raises(ValueError, match="no record"):
         versus_rows(records, "count", "ours", "theirs")
+
+
+def test_a_record_table_lists_one_metric_by_the_named_params():
+    sys.path.insert(0, str(DOCS / "_ext"))
+    from record_tables import record_rows
+
+    records = [
+        {"case": "beam", "metric": "error_percent", "value": -78.0, "params": {"mode": "linear", "cells": 1}},
+        {"case": "beam", "metric": "wall_s", "value": 11.0, "params": {"mode": "linear", "cells": 1}},
+        {"case": "beam", "metric": "error_percent", "value": -21.0, "params": {"mode": "linear", "cells": 4}},
+    ]
+    assert record_rows(records, "error_percent", ["mode", "cells"]) == [["linear", 1, -78.0], ["linear", 4, -21.0]]
+    with pytest.raises(ValueError, match="no record"):
+        record_rows(records, "count", ["mode"])

@@ -35,7 +35,7 @@ from wpsim.core.lazy import lazy_submodules
 from wpsim.diff import Rollout, check_gradient
 from wpsim.solvers import ImplicitEulerSolver, SemiImplicitSolver, SoftContactOptions, eval_fk, simulate
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 LAZY_PACKAGES = ("apps", "bench", "io", "opt", "tasks")
 

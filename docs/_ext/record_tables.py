@@ -1,6 +1,7 @@
-"""A Sphinx directive that writes a comparison table from a benchmark record of
-``benchmarks/records/`` (the JSON lists that ``wpsim bench --json`` writes), so that the
-performance guide's figures are read from the records, never typed by hand.
+"""Sphinx directives that write tables from the benchmark records of ``benchmarks/records/``
+(the JSON lists that ``wpsim bench --json`` writes), so that the guides' figures are read
+from the records, never typed by hand: ``versus-table`` (wpsim against a baseline) and
+``record-table`` (one metric by the params of each record).
 
     ```{versus-table} cpu_2026-12-06/vs_mujoco_stance.json
     :metric: world_steps_per_s
@@ -83,7 +84,36 @@ class VersusTable(Directive):
         return [table_node(header, body)]
 
 
+def record_rows(records: list, metric: str, columns: list) -> list:
+    """(the ``columns`` of params..., value) of every record of ``metric``, in order."""
+    rows = [[r["params"].get(c, "") for c in columns] + [float(r["value"])] for r in records if r["metric"] == metric]
+    if not rows:
+        raise ValueError(f"no record with metric {metric!r}")
+    return rows
+
+
+class RecordTable(Directive):
+    """``record-table RECORD``: one metric of a benchmark record, a row per record, with
+    the ``params`` named by ``:columns:`` (comma-separated) before the value."""
+
+    required_arguments = 1
+    option_spec = {"metric": directives.unchanged_required, "columns": directives.unchanged_required,
+                   "header": directives.unchanged_required}
+
+    def run(self):
+        path = RECORDS / self.arguments[0]
+        self.state.document.settings.record_dependencies.add(str(path))
+        columns = [c.strip() for c in self.options["columns"].split(",")]
+        try:
+            rows = record_rows(json.loads(path.read_text()), self.options["metric"], columns)
+        except (OSError, ValueError, KeyError) as error:
+            raise self.error(f"record-table {self.arguments[0]}: {error}") from error
+        header = [c.replace("_", " ") for c in columns] + [self.options["header"]]
+        return [table_node(header, [[*row[:-1], f"{row[-1]:.3g}"] for row in rows])]
+
+
 def setup(app):
-    """Register the directive."""
+    """Register the directives."""
     app.add_directive("versus-table", VersusTable)
+    app.add_directive("record-table", RecordTable)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

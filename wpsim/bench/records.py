@@ -30,6 +30,8 @@ METRIC_UNITS = {
     "max_abs_dq": "rad|m",
     "flag": "0/1",
     "count": "",
+    "deflection_m": "mm",
+    "error_percent": "%",
 }
 """Metric names shared by all suites, with the unit ``format_table`` prints them in."""
 
@@ -90,6 +92,8 @@ def format_value(metric: str, value: float) -> str:
         return f"{value:.2e}"
     if metric in ("flag", "count"):
         return f"{value:.0f}"
+    if metric == "deflection_m":
+        return f"{value * 1e3:.3f}"
     return f"{value:.1f}"
 
 
