@@ -48,20 +48,21 @@ def cantilever_sag(cells: int, strain_smoothing: bool, device=None, steps: int =
     """(tip sag (m), tets, largest speed left (m/s), backward-Euler steps whose Newton solve
     did not converge) of the cantilever meshed with ``cells`` cells through the thickness,
     after ``steps`` steps."""
-    import wpsim
     from wpsim.core import geometry
+    from wpsim.core.builder import ModelBuilder
+    from wpsim.solvers import simulate
     from wpsim.solvers.implicit_euler import ImplicitEulerSolver
 
     cell = THICKNESS / cells
     along = int(round(LENGTH / cell))
     points = geometry.grid_points((along + 1, cells + 1, cells + 1), (cell, cell, cell))
     tets = geometry.grid_tetrahedra(along, cells, cells)
-    builder = wpsim.ModelBuilder()
+    builder = ModelBuilder()
     builder.add_soft_mesh(points, tets, density=DENSITY, young_modulus=YOUNG, poisson_ratio=POISSON, kd=DAMPING,
                           fixed=np.flatnonzero(points[:, 0] < 1e-9), strain_smoothing=strain_smoothing)
     model = builder.finalize(device=device, dtype=wp.float64)
     solver = ImplicitEulerSolver(model, tolerance=NEWTON_TOLERANCE)
-    final = wpsim.simulate(solver, model.state(), steps, DT)
+    final = simulate(solver, model.state(), steps, DT)
     tip = np.flatnonzero(points[:, 0] > LENGTH - 1e-9)
     sag = -float(np.mean(final.particle_q.numpy()[tip, 2] - points[tip, 2]))
     return sag, len(tets), float(np.abs(final.particle_qd.numpy()).max()), solver.unconverged_steps

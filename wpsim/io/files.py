@@ -61,17 +61,43 @@ def atomic_write(path: str | os.PathLike, write) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}{_TEMP_TAG}{os.getpid()}-", suffix=path.suffix, dir=path.parent)
-    os.close(fd)
+    tmp, held = None, _hold_termination_signals()
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}{_TEMP_TAG}{os.getpid()}-", suffix=path.suffix,
+                                   dir=path.parent)
+        os.close(fd)
+        held = _release_signals(held)  # a SIGINT or SIGTERM that came meanwhile is handled here, tmp known
         write(tmp)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; give it a normal file's mode
         os.replace(tmp, path)
     except BaseException:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.remove(tmp)
         raise
+    finally:
+        _release_signals(held)
     return path
+
+
+def _hold_termination_signals():
+    """Hold SIGINT and SIGTERM (delivered when released) while a temporary file is created
+    and its name is not yet known to the clean-up; returns the mask to restore (None where
+    signal masks do not exist)."""
+    import signal
+
+    if not hasattr(signal, "pthread_sigmask"):
+        return None
+    return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
+def _release_signals(held):
+    """Restore the signal mask ``_hold_termination_signals`` returned (nothing for None);
+    returns None."""
+    if held is not None:
+        import signal
+
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    return None
 
 
 def write_json(path, data) -> Path:
