@@ -520,11 +520,7 @@ class RigidBodyBuilder:
         (lower, upper) bounds its joint_f (N m or N), ``target`` = (lower, upper) its
         joint_target_q (rad or m), ``drive_force`` (N m or N, >= 0) the PD drive's force to
         +-drive_force; None leaves a range as it is (unbounded at first)."""
-        if not 0 <= joint < self.joints.count:
-            raise ValueError(f"set_control_range: joint {joint} does not exist ({self.joints.count} joints)")
-        if self.joints.array("joint_type")[joint] not in (JOINT_REVOLUTE, JOINT_PRISMATIC):
-            raise ValueError(f"set_control_range: joint {joint} is not a hinge or slide joint")
-        dof = self.first_dof(joint)
+        dof = self._hinge_or_slide_dof("set_control_range", joint)
         for name, bounds in (("joint_f", force), ("joint_target", target)):
             if bounds is None:
                 continue
@@ -542,11 +538,16 @@ class RigidBodyBuilder:
         """Take the PD drive damping of hinge or slide ``joint`` explicitly in velocity (MuJoCo's
         Euler integrator: an actuator's kv acts on the step's starting velocity) or, with
         ``explicit=False``, implicitly (the default; MuJoCo's implicitfast)."""
+        dof = self._hinge_or_slide_dof("set_drive_damping_explicit", joint)
+        self.joint_dofs.array("joint_drive_implicit")[dof] = 0.0 if explicit else 1.0
+
+    def _hinge_or_slide_dof(self, caller: str, joint: int) -> int:
+        """The dof of hinge or slide ``joint``; a ValueError naming ``caller`` otherwise."""
         if not 0 <= joint < self.joints.count:
-            raise ValueError(f"set_drive_damping_explicit: joint {joint} does not exist ({self.joints.count} joints)")
+            raise ValueError(f"{caller}: joint {joint} does not exist ({self.joints.count} joints)")
         if self.joints.array("joint_type")[joint] not in (JOINT_REVOLUTE, JOINT_PRISMATIC):
-            raise ValueError(f"set_drive_damping_explicit: joint {joint} is not a hinge or slide joint")
-        self.joint_dofs.array("joint_drive_implicit")[self.first_dof(joint)] = 0.0 if explicit else 1.0
+            raise ValueError(f"{caller}: joint {joint} is not a hinge or slide joint")
+        return self.first_dof(joint)
 
     def set_collision_bits(self, shape: int, collision_type: int = 1, collision_mask: int = 1):
         """Collision filtering by bits (MJCF's contype / conaffinity): shapes a and b can touch

@@ -42,7 +42,7 @@ class _Trace(Tracker):
     def jacobian(self, z: np.ndarray) -> np.ndarray:
         """d r / d z at z; each call is one Gauss-Newton iteration."""
         x = self.params.to_physical(z)
-        jac = self.residuals.jacobian(x) * np.where(self.params.log, x, self.params.scale)[None, :]
+        jac = self.params.internal_gradient(x, self.residuals.jacobian(x))
         if not np.isfinite(jac).all():
             raise NonFiniteLoss(f"the residual Jacobian is not finite at {dict(zip(self.params.labels, x))}")
         r = self.cached[1] if self.cached is not None and np.array_equal(self.cached[0], z) else self.values(z)

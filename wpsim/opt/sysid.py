@@ -77,6 +77,10 @@ class RobotRun:
     worlds: int = 1
     joint_names: dict = field(default_factory=dict)
 
+    def rms(self, simulated: np.ndarray) -> float:
+        """RMS error (rad or m) of ``simulated`` (steps + 1, joints) against ``measured``."""
+        return float(np.sqrt(np.mean((simulated - self.measured) ** 2)))
+
     def world_rows(self, rows: np.ndarray, count: int) -> np.ndarray:
         """World-0 ``rows`` of a table of ``count`` rows in all worlds -> the same rows in
         every world, world after world."""
@@ -322,7 +326,7 @@ class SysidResult:
 
     def rms(self, simulated: np.ndarray) -> float:
         """RMS joint-angle error (rad) of a simulation against the measurement."""
-        return float(np.sqrt(np.mean((simulated - self.run.measured) ** 2)))
+        return self.run.rms(simulated)
 
     def to_dict(self) -> dict:
         """JSON-ready report (rad, s, the parameters' units)."""
@@ -449,6 +453,5 @@ def judge_fit(make_run, families, fit, data: Trajectory, run: RobotRun, simulate
         every = max(1, int(np.ceil(run.steps * len(run.joints) / VERDICT_ROWS)))
         residuals = TrackingResiduals(make_run, families, every, batch, mode)
     x = np.asarray(fit.x, dtype=np.float64)
-    rms = float(np.sqrt(np.mean((simulated - run.measured) ** 2)))
-    return judge(residuals.params, x, residuals.values(x), residuals.jacobian(x), rms, noise, fit.message,
+    return judge(residuals.params, x, residuals.values(x), residuals.jacobian(x), run.rms(simulated), noise, fit.message,
                  int(residuals.steps[0]))

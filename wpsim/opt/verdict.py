@@ -123,7 +123,7 @@ def judge(params, x: np.ndarray, residuals: np.ndarray, jacobian: np.ndarray, rm
     if at_bounds:
         reasons.append(f"{', '.join(at_bounds)} ended on a bound")
     # the Jacobian in the optimiser's coordinates z (log-space: relative changes)
-    jac_z = np.asarray(jacobian, dtype=np.float64) * np.where(params.log, x, params.scale)[None, :]
+    jac_z = params.internal_gradient(x, np.asarray(jacobian, dtype=np.float64))
     weak, intervals, singular = [], {}, []
     if np.isfinite(jac_z).all() and jac_z.size:
         _, s, vt = np.linalg.svd(jac_z, full_matrices=False)
