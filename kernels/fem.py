@@ -19,11 +19,16 @@ energy is its weight times psi at that mean. The elastic stress of a smoothed te
 the mean of its four domains' stresses, so forces stay minus the gradient of the energy.
 A homogeneous deformation gives every domain the tets' own F: the element passes the patch
 test, and a mesh of one tet (or of unsmoothed tets) behaves as before.
+
+Quadratic tets (a tet with edge nodes, ``wpsim.kernels.quadratic_tets``) take the same
+material, activation and damping at each of their four quadrature points; they are never
+smoothed.
 """
 
 import warp as wp
 
 from .generic import kernel, mat33, set_deterministic, vec3
+from .quadratic_tets import quadratic_shape_gradient, quadratic_tet_deformation, tet_node
 
 set_deterministic(__name__)
 
@@ -70,6 +75,45 @@ def neo_hookean_energy_density(Fe: mat33, mu: wp.Float, lam: wp.Float):
     alpha = type(mu)(1.0) + mu / l
     d = wp.determinant(Fe) - alpha
     return half * mu * (wp.ddot(Fe, Fe) - type(mu)(3.0)) + half * l * d * d
+
+
+@wp.func
+def active_stress(P: mat33, Fa_inv: mat33, det_a: wp.Float):
+    """The stress P (Pa) of an elastic deformation F Fa^-1 as a stress of F: P Fa^-T det Fa."""
+    return P * wp.transpose(Fa_inv) * det_a
+
+
+@wp.func
+def with_damping(P: mat33, F: mat33, F_dot: mat33, kd: wp.Float):
+    """P (Pa) plus the damping stress of the Green strain rate sym(F^T F_dot) at F."""
+    strain_rate = wp.transpose(F) * F_dot
+    return P + F * (strain_rate + wp.transpose(strain_rate)) * (type(kd)(0.5) * kd)
+
+
+@wp.func
+def quadratic_point_stress(
+    t: int,
+    point: int,
+    tet_indices: wp.array2d(dtype=int),
+    tet_edge_indices: wp.array2d(dtype=int),
+    Dm_inv: mat33,
+    mu: wp.Float,
+    lam: wp.Float,
+    kd: wp.Float,
+    Fa_inv: mat33,
+    det_a: wp.Float,
+    passive: bool,
+    x: wp.array(dtype=vec3),
+    v: wp.array(dtype=vec3),
+):
+    """First Piola-Kirchhoff stress (Pa: elastic, active, damping) of quadratic tet ``t`` at quadrature point ``point``."""
+    F = quadratic_tet_deformation(t, point, tet_indices, tet_edge_indices, Dm_inv, x)
+    F_dot = quadratic_tet_deformation(t, point, tet_indices, tet_edge_indices, Dm_inv, v)
+    if passive:
+        P = neo_hookean_stress(F, mu, lam)
+    else:
+        P = active_stress(neo_hookean_stress(F * Fa_inv, mu, lam), Fa_inv, det_a)
+    return with_damping(P, F, F_dot, kd)
 
 
 @wp.func
@@ -177,18 +221,18 @@ def tet_force_kernel(passive_shortcut: bool):
         tet_kd: wp.array(dtype=wp.Float),
         tet_fiber: wp.array(dtype=vec3),
         tet_face_domain: wp.array2d(dtype=int),
+        tet_edge_indices: wp.array2d(dtype=int),
         particle_q_in: wp.array(dtype=vec3),
         particle_qd_in: wp.array(dtype=vec3),
         domain_stress_in: wp.array(dtype=mat33),
         tet_activation: wp.array(dtype=wp.Float),
         particle_f_out: wp.array(dtype=vec3),
     ):
-        """Accumulate each tetrahedron's elastic, damping and active forces (N) onto its vertices
-        (the elastic stress of a smoothed tet: the mean of its face domains' ``domain_stress_in``)."""
+        """Accumulate each tetrahedron's elastic, damping and active forces (N) onto its nodes
+        (the elastic stress of a smoothed tet: the mean of its face domains' ``domain_stress_in``;
+        a quadratic tet's: integrated over its four quadrature points)."""
         t = wp.tid()
         Dm_inv = tet_rest_inv[t]
-        F = tet_deformation(t, tet_indices, Dm_inv, particle_q_in)
-        F_dot = tet_deformation(t, tet_indices, Dm_inv, particle_qd_in)
         passive = False
         if wp.static(passive_shortcut):
             passive = tet_activation[t] == type(tet_kd[t])(0.0)
@@ -196,6 +240,23 @@ def tet_force_kernel(passive_shortcut: bool):
             Fa_inv, det_a = wp.identity(3, dtype=type(tet_kd[t])), type(tet_kd[t])(1.0)
         else:
             Fa_inv, det_a = active_deformation_inverse(tet_activation[t], tet_fiber[t])
+        if tet_edge_indices[t, 0] >= 0:
+            w = type(det_a)(-0.25) * tet_rest_volume[t]
+            P0 = quadratic_point_stress(t, 0, tet_indices, tet_edge_indices, Dm_inv, tet_mu[t], tet_lambda[t],
+                                        tet_kd[t], Fa_inv, det_a, passive, particle_q_in, particle_qd_in) * w
+            P1 = quadratic_point_stress(t, 1, tet_indices, tet_edge_indices, Dm_inv, tet_mu[t], tet_lambda[t],
+                                        tet_kd[t], Fa_inv, det_a, passive, particle_q_in, particle_qd_in) * w
+            P2 = quadratic_point_stress(t, 2, tet_indices, tet_edge_indices, Dm_inv, tet_mu[t], tet_lambda[t],
+                                        tet_kd[t], Fa_inv, det_a, passive, particle_q_in, particle_qd_in) * w
+            P3 = quadratic_point_stress(t, 3, tet_indices, tet_edge_indices, Dm_inv, tet_mu[t], tet_lambda[t],
+                                        tet_kd[t], Fa_inv, det_a, passive, particle_q_in, particle_qd_in) * w
+            for node in range(10):
+                f = (P0 * quadratic_shape_gradient(node, 0, Dm_inv) + P1 * quadratic_shape_gradient(node, 1, Dm_inv)
+                     + P2 * quadratic_shape_gradient(node, 2, Dm_inv) + P3 * quadratic_shape_gradient(node, 3, Dm_inv))
+                wp.atomic_add(particle_f_out, tet_node(t, node, tet_indices, tet_edge_indices), f)
+            return
+        F = tet_deformation(t, tet_indices, Dm_inv, particle_q_in)
+        F_dot = tet_deformation(t, tet_indices, Dm_inv, particle_qd_in)
         if tet_face_domain[t, 0] >= 0:
             P = (domain_stress_in[tet_face_domain[t, 0]] + domain_stress_in[tet_face_domain[t, 1]]
                  + domain_stress_in[tet_face_domain[t, 2]]
@@ -205,9 +266,8 @@ def tet_force_kernel(passive_shortcut: bool):
         else:
             P = neo_hookean_stress(F * Fa_inv, tet_mu[t], tet_lambda[t])
         if not passive:
-            P = P * wp.transpose(Fa_inv) * det_a
-        strain_rate = wp.transpose(F) * F_dot
-        P = P + F * (strain_rate + wp.transpose(strain_rate)) * (type(det_a)(0.5) * tet_kd[t])
+            P = active_stress(P, Fa_inv, det_a)
+        P = with_damping(P, F, F_dot, tet_kd[t])
         H = P * wp.transpose(Dm_inv) * (-tet_rest_volume[t])
         f1 = wp.vector(H[0, 0], H[1, 0], H[2, 0])
         f2 = wp.vector(H[0, 1], H[1, 1], H[2, 1])
@@ -235,19 +295,27 @@ def tetrahedron_energy(
     tet_lambda: wp.array(dtype=wp.Float),
     tet_fiber: wp.array(dtype=vec3),
     tet_face_domain: wp.array2d(dtype=int),
+    tet_edge_indices: wp.array2d(dtype=int),
     particle_world: wp.array(dtype=int),
     particle_q_in: wp.array(dtype=vec3),
     tet_activation: wp.array(dtype=wp.Float),
     energy_out: wp.array(dtype=wp.Float),
 ):
     """Accumulate each unsmoothed tetrahedron's elastic energy (J) into its world's entry
-    (smoothed ones: ``smoothing_domain_energy``)."""
+    (smoothed ones: ``smoothing_domain_energy``; quadratic ones: summed over their quadrature points)."""
     t = wp.tid()
     if tet_face_domain[t, 0] >= 0:
         return
-    F = tet_deformation(t, tet_indices, tet_rest_inv[t], particle_q_in)
+    Dm_inv = tet_rest_inv[t]
     Fa_inv, det_a = active_deformation_inverse(tet_activation[t], tet_fiber[t])
-    psi = neo_hookean_energy_density(F * Fa_inv, tet_mu[t], tet_lambda[t])
+    if tet_edge_indices[t, 0] >= 0:
+        psi = type(det_a)(0.0)
+        for point in range(4):
+            F = quadratic_tet_deformation(t, point, tet_indices, tet_edge_indices, Dm_inv, particle_q_in)
+            psi = psi + neo_hookean_energy_density(F * Fa_inv, tet_mu[t], tet_lambda[t]) * type(det_a)(0.25)
+    else:
+        F = tet_deformation(t, tet_indices, Dm_inv, particle_q_in)
+        psi = neo_hookean_energy_density(F * Fa_inv, tet_mu[t], tet_lambda[t])
     wp.atomic_add(energy_out, particle_world[tet_indices[t, 0]], tet_rest_volume[t] * det_a * psi)
 
 
@@ -255,9 +323,20 @@ def tetrahedron_energy(
 def tetrahedron_volume_ratio(
     tet_indices: wp.array2d(dtype=int),
     tet_rest_inv: wp.array(dtype=mat33),
+    tet_edge_indices: wp.array2d(dtype=int),
     particle_q_in: wp.array(dtype=vec3),
     volume_ratio_out: wp.array(dtype=wp.Float),
 ):
-    """Write det(F) (current over rest volume; <= 0 means inverted) of every tetrahedron."""
+    """Write det(F) (current over rest volume; <= 0 means inverted) of every tetrahedron (of a
+    quadratic one: the smallest over its quadrature points)."""
     t = wp.tid()
-    volume_ratio_out[t] = wp.determinant(tet_deformation(t, tet_indices, tet_rest_inv[t], particle_q_in))
+    Dm_inv = tet_rest_inv[t]
+    ratio = wp.determinant(tet_deformation(t, tet_indices, Dm_inv, particle_q_in))
+    if tet_edge_indices[t, 0] >= 0:
+        for point in range(4):
+            F = quadratic_tet_deformation(t, point, tet_indices, tet_edge_indices, Dm_inv, particle_q_in)
+            if point == 0:
+                ratio = wp.determinant(F)
+            else:
+                ratio = wp.min(ratio, wp.determinant(F))
+    volume_ratio_out[t] = ratio

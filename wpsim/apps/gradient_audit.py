@@ -93,14 +93,14 @@ def _cloth_scene() -> AuditScene:
     return AuditScene(b, 40, 1e-3, fold)
 
 
-def _soft_scene(fiber, strain_smoothing: bool = False) -> AuditScene:
+def _soft_scene(fiber, strain_smoothing: bool = False, order: int = 1) -> AuditScene:
     """A 2x1x1-cell Neo-Hookean cantilever, fixed at x = 0, sagging while actuated (of
-    strain-smoothed tets with ``strain_smoothing``)."""
+    strain-smoothed tets with ``strain_smoothing``, of quadratic tets with ``order`` 2)."""
     b = ModelBuilder()
     left_face = np.flatnonzero(grid_points((3, 2, 2), (1.0, 1.0, 1.0))[:, 0] == 0.0)
     b.add_soft_grid(pos=(0.0, 0.0, 1.0), dim_x=2, dim_y=1, dim_z=1, cell_x=0.1, cell_y=0.1, cell_z=0.1,
                     density=300.0, young_modulus=2.0e4, poisson_ratio=0.3, kd=2.0, fiber=fiber, fixed=left_face,
-                    strain_smoothing=strain_smoothing)
+                    strain_smoothing=strain_smoothing, order=order)
 
     def actuate(scene):
         k = scene.model.tet_count
@@ -406,6 +406,12 @@ SEMI_IMPLICIT_CASES = (
       for param, path in (("mu", "model.tet_mu"), ("lambda", "model.tet_lambda"), ("kd", "model.tet_kd"),
                           ("rest shape", "model.tet_rest_inv"), ("rest volume", "model.tet_rest_volume"),
                           ("fiber activation", "control.tet_activation"), ("initial positions", "state.particle_q"))),
+    *(AuditCase("quadratic soft body", param, lambda: _soft_scene((1.0, 0.0, 0.0), order=2), path)
+      for param, path in (("mu", "model.tet_mu"), ("lambda", "model.tet_lambda"), ("kd", "model.tet_kd"),
+                          ("rest shape", "model.tet_rest_inv"), ("rest volume", "model.tet_rest_volume"),
+                          ("fiber activation", "control.tet_activation"), ("initial positions", "state.particle_q"))),
+    AuditCase("quadratic soft body", "volumetric activation", lambda: _soft_scene((0.0, 0.0, 0.0), order=2),
+              "control.tet_activation"),
     AuditCase("ground contact", "ke", lambda: _contact_scene("ground"), "model.shape_ke"),
     AuditCase("ground contact", "kd", lambda: _contact_scene("ground"), "model.shape_kd"),
     AuditCase("ground contact", "mu", lambda: _contact_scene("ground"), "model.shape_mu"),

@@ -22,6 +22,7 @@ from wpsim.core.validation import (
     require_positive,
 )
 from wpsim.kernels.enums import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_MESH, SHAPE_PLANE, SHAPE_SPHERE
+from wpsim.kernels.quadratic_tets import TET_EDGES
 
 _AXES = {"x": 0, "y": 1, "z": 2}
 _IDENTITY_QUAT = (0.0, 0.0, 0.0, 1.0)
@@ -145,13 +146,17 @@ class ModelBuilder(RigidBodyBuilder):
             rest_angles = geometry.dihedral_angles(self._rest_positions(), idx)
         return self.hinges.append(len(idx), bend_indices=idx, bend_rest_angle=rest_angles, bend_ke=ke, bend_kd=kd)
 
-    def add_tetrahedra(self, tets, mu, lam, kd=0.0, fiber=(0.0, 0.0, 0.0), strain_smoothing: bool = False) -> int:
+    def add_tetrahedra(self, tets, mu, lam, kd=0.0, fiber=(0.0, 0.0, 0.0), strain_smoothing: bool = False,
+                       edge_nodes=None) -> int:
         """Add positively oriented tetrahedra (E, 4) at their current (rest) shape.
 
         mu, lam: Lame parameters (Pa); kd: strain-rate damping (Pa s); fiber: unit actuation
         direction per tet, or zero for volumetric actuation; strain_smoothing: average the
         strain over face domains (``wpsim.kernels.fem``), much less stiff in bending on coarse
-        meshes than plain linear tets, at about twice the cost of their force evaluation.
+        meshes than plain linear tets, at about twice the cost of their force evaluation;
+        edge_nodes (E, 6): particles at the midpoints of each tet's edges, in
+        ``wpsim.kernels.quadratic_tets.TET_EDGES`` order, which make the tets quadratic
+        (10-node; not smoothed).
         """
         idx = self._indices("tetrahedron", self.tetrahedra, tets, 4)
         rest_inv, volume = geometry.tet_rest_frames(self._rest_positions(), idx, self.tetrahedra.count)
@@ -160,9 +165,18 @@ class ModelBuilder(RigidBodyBuilder):
         bad = np.flatnonzero((norms > 0) & (np.abs(norms - 1.0) > 1e-6))
         if bad.size:
             raise ValueError(f"tetrahedron {self.tetrahedra.count + bad[0]}: fiber direction must be unit or zero")
+        if edge_nodes is None:
+            edges = np.full((len(idx), 6), -1, dtype=np.int64)
+        else:
+            if strain_smoothing:
+                raise ValueError("quadratic tetrahedra (edge_nodes given) cannot be strain-smoothed")
+            edges = as_array("tetrahedron edge nodes", edge_nodes, (6,), len(idx), dtype=np.int64)
+            require_indices("tetrahedron", np.concatenate([idx, edges], axis=1), self.particle_count,
+                            self.tetrahedra.count)
+            geometry.check_edge_nodes(self._rest_positions(), idx, edges, self.tetrahedra.count)
         return self.tetrahedra.append(
             len(idx), tet_indices=idx, tet_rest_inv=rest_inv, tet_rest_volume=volume, tet_mu=mu, tet_lambda=lam,
-            tet_kd=kd, tet_fiber=fib, tet_smoothed=int(bool(strain_smoothing)),
+            tet_kd=kd, tet_fiber=fib, tet_smoothed=int(bool(strain_smoothing)), tet_edge_indices=edges,
         )
 
     # ------------------------------------------------------------------ meshes
@@ -237,14 +251,18 @@ class ModelBuilder(RigidBodyBuilder):
     def add_soft_mesh(
         self, vertices, tets, pos=(0.0, 0.0, 0.0), rot=_IDENTITY_QUAT, scale=1.0, vel=(0.0, 0.0, 0.0),
         density=1000.0, young_modulus=None, poisson_ratio=None, mu=None, lam=None, kd=0.0,
-        fiber=(0.0, 0.0, 0.0), radius=0.01, fixed=None, strain_smoothing: bool = False,
+        fiber=(0.0, 0.0, 0.0), radius=0.01, fixed=None, strain_smoothing: bool = False, order: int | None = None,
     ) -> int:
         """Add a soft body from a tetrahedral mesh; returns the index of its first particle.
 
         Material: either young_modulus (Pa) and poisson_ratio, or Lame mu and lam (Pa).
-        density (kg/m^3) is lumped onto vertices; kd is strain-rate damping (Pa s); fiber is
+        density (kg/m^3) is lumped onto nodes; kd is strain-rate damping (Pa s); fiber is
         the actuation direction (zero: volumetric); strain_smoothing: face-based strain
-        smoothing (see ``add_tetrahedra``). Nothing is added if any check fails.
+        smoothing (see ``add_tetrahedra``). ``tets``: (E, 4) vertices, or (E, 10) quadratic
+        tets (vertices, then their edge midpoints in any order). order: 1 linear, 2 quadratic
+        tets (a node added at the midpoint of every edge of (E, 4) tets, fixed where both its
+        ends are in ``fixed``); default: 2 for (E, 10) tets, else 1. Nothing is added if any
+        check fails.
         """
         if young_modulus is not None or poisson_ratio is not None:
             if young_modulus is None or poisson_ratio is None or mu is not None or lam is not None:
@@ -253,14 +271,39 @@ class ModelBuilder(RigidBodyBuilder):
         elif mu is None or lam is None:
             raise ValueError("soft body material missing: give young_modulus and poisson_ratio, or mu and lam")
         x = self._place_vertices(vertices, pos, rot, scale)
-        idx = as_array("soft body tetrahedra", tets, (4,), dtype=np.int64)
+        nodes = np.asarray(tets)
+        ten = nodes.ndim == 2 and nodes.shape[1] == 10
+        order = (2 if ten else 1) if order is None else order
+        if order not in (1, 2) or (ten and order == 1):
+            raise ValueError(f"soft body order must be 1 (linear) or 2 (quadratic tets), got {order!r}"
+                             + (" for (E, 10) quadratic tets" if ten else ""))
+        idx = as_array("soft body tetrahedra", tets, (10 if ten else 4,), dtype=np.int64)
         require_indices("tetrahedron", idx, len(x), self.tetrahedra.count)
+        edges = None
+        if ten:
+            idx, edges = geometry.ordered_edge_nodes(x, idx, self.tetrahedra.count)
         _, volume = geometry.tet_rest_frames(x, idx, self.tetrahedra.count)
-        masses = geometry.lumped_masses(len(x), idx, volume, density)
+        if order == 2 and not ten:
+            vertex_count = len(x)
+            x, edges = geometry.edge_midpoint_nodes(x, idx)
+            if fixed is not None:
+                fixed = np.asarray(fixed, dtype=np.int64).ravel()
+                if fixed.size and (fixed.min() < 0 or fixed.max() >= vertex_count):
+                    raise ValueError(f"fixed vertex index out of range (mesh has {vertex_count} vertices)")
+                held = np.zeros(vertex_count, dtype=bool)
+                held[fixed] = True
+                ends = np.stack([idx[:, list(e)] for e in TET_EDGES], axis=1)
+                both = held[ends].all(axis=2)
+                fixed = np.union1d(fixed, edges[both])
+        if edges is None:
+            masses = geometry.lumped_masses(len(x), idx, volume, density)
+        else:
+            masses = geometry.quadratic_lumped_masses(len(x), idx, edges, volume, density)
         rotated_fiber = as_array("tetrahedron fiber", fiber, (3,), len(idx)) @ geometry.quat_to_matrix(rot).T
         with self._all_or_nothing():
             start = self._add_mesh_particles(x, masses, vel, radius, fixed)
-            self.add_tetrahedra(idx + start, mu, lam, kd, rotated_fiber, strain_smoothing)
+            self.add_tetrahedra(idx + start, mu, lam, kd, rotated_fiber, strain_smoothing,
+                                None if edges is None else edges + start)
         return start
 
     def add_soft_grid(
@@ -446,8 +489,8 @@ class ModelBuilder(RigidBodyBuilder):
             return out
 
         def remap(name, arr):
-            if name.endswith("_indices"):  # particle indices of springs, triangles, hinges, tets
-                return arr + shift
+            if name.endswith("_indices"):  # particle indices of springs, triangles, hinges, tets (-1: none)
+                return np.where(arr >= 0, arr + shift, arr)
             if name.endswith("_world"):
                 return np.maximum(arr, 0) + world0
             if name == "particle_q":

@@ -167,6 +167,9 @@ MODEL_FIELDS = (
         FieldSpec("tet_fiber", "vec3", "(E,)", "-", "unit actuation fibre direction in rest space; 0 = volumetric"),
         FieldSpec("tet_smoothed", "int", "(E,)", "-",
                   "1: strain averaged over face domains with the smoothed tets it touches (wpsim.kernels.fem)", False),
+        FieldSpec("tet_edge_indices", "int", "(E, 6)", "-",
+                  "a quadratic tet's edge-midpoint particles, edges in wpsim.kernels.quadratic_tets.TET_EDGES order; "
+                  "-1 for a linear tet", False),
     ),
     FieldSpec("tet_face_domain", "int", "(E, 4)", "-",
               "smoothing domain of each face (opposite vertex k) of a smoothed tet; -1 for an unsmoothed tet", False),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from wpsim.kernels.quadratic_tets import TET_EDGES
+
 DEGENERATE_RATIO = 1e-9
 """An element whose area (volume) is below this fraction of its longest edge squared
 (cubed) is rejected as degenerate."""
@@ -232,13 +234,108 @@ def face_smoothing_domains(tets: np.ndarray, smoothed: np.ndarray) -> tuple:
     return face_domain, domain_tets
 
 
-def boundary_faces(tets: np.ndarray) -> np.ndarray:
-    """Faces (F, 3) used by exactly one tetrahedron of ``tets`` (E, 4), oriented outward."""
+def boundary_faces(tets: np.ndarray, edge_nodes: np.ndarray | None = None) -> np.ndarray:
+    """Faces (F, 3) used by exactly one tetrahedron of ``tets`` (E, 4), oriented outward. With
+    ``edge_nodes`` (E, 6; -1 rows for linear tets), a quadratic tet's face is split at its
+    edge nodes into four triangles, so that the surface follows the curved element."""
     tets = np.asarray(tets, dtype=np.int64).reshape(-1, 4)
     faces = np.concatenate([tets[:, list(f)] for f in TET_FACES])
     keys = np.sort(faces, axis=1)
     _, first, counts = np.unique(keys, axis=0, return_index=True, return_counts=True)
-    return faces[np.sort(first[counts == 1])]
+    chosen = np.sort(first[counts == 1])
+    if edge_nodes is None or not len(chosen):
+        return faces[chosen]
+    edge_nodes = np.asarray(edge_nodes, dtype=np.int64).reshape(-1, 6)
+    owner, face = chosen % len(tets), chosen // len(tets)
+    out = []
+    for t, k, (a, b, c) in zip(owner, face, faces[chosen]):
+        if edge_nodes[t, 0] < 0:
+            out.append((a, b, c))
+            continue
+        i, j, l = TET_FACES[k]
+        ab, bc, ca = (edge_nodes[t, _EDGE_OF[frozenset(e)]] for e in ((i, j), (j, l), (l, i)))
+        out += [(a, ab, ca), (ab, b, bc), (ca, bc, c), (ab, bc, ca)]
+    return np.array(out, dtype=np.int64).reshape(-1, 3)
+
+
+_EDGE_OF = {frozenset(e): k for k, e in enumerate(TET_EDGES)}
+"""The index in ``TET_EDGES`` of each vertex pair of a tetrahedron."""
+
+
+def edge_midpoint_nodes(x: np.ndarray, tets: np.ndarray) -> tuple:
+    """Edge nodes for quadratic tets: (positions (V + M, 3) m: ``x`` then the midpoints of the M
+    distinct edges of ``tets`` (E, 4); edge nodes (E, 6), indices into those positions, in
+    ``TET_EDGES`` order). Tets sharing an edge share its node."""
+    tets = np.asarray(tets, dtype=np.int64).reshape(-1, 4)
+    pairs = np.sort(np.stack([tets[:, list(e)] for e in TET_EDGES], axis=1), axis=2)
+    unique, inverse = np.unique(pairs.reshape(-1, 2), axis=0, return_inverse=True)
+    midpoints = 0.5 * (x[unique[:, 0]] + x[unique[:, 1]])
+    return np.concatenate([x, midpoints]), inverse.reshape(-1, 6) + len(x)
+
+
+MIDPOINT_TOLERANCE = 1e-3
+"""How far (a fraction of its edge's length) a quadratic tet's edge node may sit from the
+midpoint of the edge: farther, the element is curved, which wpsim's quadratic tets are not."""
+
+
+def ordered_edge_nodes(x: np.ndarray, nodes: np.ndarray, first_index: int = 0) -> tuple:
+    """(vertices (E, 4), edge nodes (E, 6) in ``TET_EDGES`` order) of 10-node tets ``nodes``
+    (E, 10): four vertices, then six edge nodes in any file's order, each matched to the edge
+    whose midpoint it sits at. ValueError names a tet whose edge node is at no edge's midpoint."""
+    nodes = np.asarray(nodes, dtype=np.int64).reshape(-1, 10)
+    vertices = nodes[:, :4]
+    midpoints = np.stack([0.5 * (x[vertices[:, i]] + x[vertices[:, j]]) for i, j in TET_EDGES], axis=1)
+    lengths = np.stack([np.linalg.norm(x[vertices[:, i]] - x[vertices[:, j]], axis=1) for i, j in TET_EDGES], axis=1)
+    given = x[nodes[:, 4:]]
+    distance = np.linalg.norm(given[:, :, None, :] - midpoints[:, None, :, :], axis=3) / lengths[:, None, :]
+    match = distance.argmin(axis=2)
+    bad = np.flatnonzero((np.sort(match, axis=1) != np.arange(6)).any(axis=1)
+                         | (distance.min(axis=2) > MIDPOINT_TOLERANCE).any(axis=1))
+    if bad.size:
+        t = bad[0]
+        raise ValueError(f"tetrahedron {first_index + t}: its nodes 4-9 ({nodes[t, 4:].tolist()}) are not the midpoints "
+                         f"of its six edges (curved or misnumbered quadratic tets are not supported)")
+    edge_nodes = np.empty_like(nodes[:, 4:])
+    np.put_along_axis(edge_nodes, match, nodes[:, 4:], axis=1)
+    return vertices, edge_nodes
+
+
+def check_edge_nodes(x: np.ndarray, tets: np.ndarray, edge_nodes: np.ndarray, first_index: int = 0):
+    """Raise ValueError naming the first quadratic tet (rows of ``edge_nodes`` >= 0) whose edge
+    node is not at its edge's midpoint (``MIDPOINT_TOLERANCE``) or is one of its vertices."""
+    quadratic = np.flatnonzero(edge_nodes[:, 0] >= 0)
+    if (edge_nodes[quadratic] < 0).any():
+        t = quadratic[np.flatnonzero((edge_nodes[quadratic] < 0).any(axis=1))[0]]
+        raise ValueError(f"tetrahedron {first_index + t}: edge nodes must be all six particles or all -1")
+    for k, (i, j) in enumerate(TET_EDGES):
+        a, b, m = x[tets[quadratic, i]], x[tets[quadratic, j]], x[edge_nodes[quadratic, k]]
+        off = np.linalg.norm(m - 0.5 * (a + b), axis=1) / np.linalg.norm(b - a, axis=1)
+        bad = np.flatnonzero(off > MIDPOINT_TOLERANCE)
+        if bad.size:
+            t = quadratic[bad[0]]
+            raise ValueError(f"tetrahedron {first_index + t}: edge node {edge_nodes[t, k]} is {off[bad[0]]:.3g} of its "
+                             f"edge's length off the midpoint of particles {tets[t, i]} and {tets[t, j]} (quadratic tets "
+                             "must be straight-edged)")
+
+
+QUADRATIC_MASS_SHARES = (1.0 / 36.0, 4.0 / 27.0)
+"""Mass of a quadratic tet on each vertex and on each edge node, as fractions of its mass: the
+diagonal of its consistent mass matrix (6 and 32 / 420) scaled to the total (HRZ lumping),
+positive where summing rows would give the vertices negative masses."""
+
+
+def quadratic_lumped_masses(count: int, tets: np.ndarray, edge_nodes: np.ndarray, volumes: np.ndarray,
+                            density) -> np.ndarray:
+    """Particle masses (kg) of quadratic tets: each tet's density * volume shared by
+    ``QUADRATIC_MASS_SHARES``."""
+    mass = np.zeros(count)
+    element = np.broadcast_to(np.asarray(density, dtype=np.float64), volumes.shape) * volumes
+    vertex_share, edge_share = QUADRATIC_MASS_SHARES
+    for k in range(4):
+        np.add.at(mass, tets[:, k], element * vertex_share)
+    for k in range(6):
+        np.add.at(mass, edge_nodes[:, k], element * edge_share)
+    return mass
 
 
 def _lathe(profile: np.ndarray, segments: int) -> tuple:

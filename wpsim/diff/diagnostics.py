@@ -44,7 +44,8 @@ def elastic_energy(model: Model, state: State, control: Control | None = None) -
         wp.launch(
             for_precision(fem.tetrahedron_energy, model.dtype), dim=model.tet_count,
             inputs=[model.tet_indices, model.tet_rest_inv, model.tet_rest_volume, model.tet_mu, model.tet_lambda,
-                    model.tet_fiber, model.tet_face_domain, model.particle_world, q, control.tet_activation],
+                    model.tet_fiber, model.tet_face_domain, model.tet_edge_indices, model.particle_world, q,
+                    control.tet_activation],
             outputs=[energy], device=model.device,
         )
     if model.domain_count:
@@ -112,10 +113,12 @@ def mass_weights(model: Model) -> wp.array:
 
 
 def tet_volume_ratios(model: Model, state: State) -> np.ndarray:
-    """Current over rest volume of every tetrahedron (E,); <= 0 means inverted."""
+    """Current over rest volume of every tetrahedron (E,; a quadratic one's smallest over its
+    quadrature points); <= 0 means inverted."""
     out = wp.zeros(model.tet_count, dtype=model.dtype, device=model.device)
     wp.launch(
         for_precision(fem.tetrahedron_volume_ratio, model.dtype), dim=model.tet_count,
-        inputs=[model.tet_indices, model.tet_rest_inv, state.particle_q], outputs=[out], device=model.device,
+        inputs=[model.tet_indices, model.tet_rest_inv, model.tet_edge_indices, state.particle_q], outputs=[out],
+        device=model.device,
     )
     return out.numpy().astype(np.float64)

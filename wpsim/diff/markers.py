@@ -73,7 +73,8 @@ def locate_in_tets(vertices: np.ndarray, tets: np.ndarray, points: np.ndarray, t
 
 class TetMarkers:
     """Points ``points`` (M, 3) m of a soft body at rest, carried by the tetrahedra that
-    contain them (barycentric weights in the model's rest particle positions)."""
+    contain them (barycentric weights in the model's rest particle positions; a quadratic
+    tet's point moves with its ten nodes' shape functions)."""
 
     def __init__(self, model, names, points, tolerance: float = 1e-9):
         points = np.asarray(points, dtype=np.float64).reshape(-1, 3)
@@ -89,6 +90,7 @@ class TetMarkers:
         out = wp.zeros(len(self.names), dtype=model.vec3, device=model.device,
                        requires_grad=state.particle_q.requires_grad)
         wp.launch(for_precision(markers.tet_marker_positions, model.dtype), dim=len(self.names),
-                  inputs=[model.tet_indices, self._tets, self._weights, state.particle_q], outputs=[out],
+                  inputs=[model.tet_indices, model.tet_edge_indices, self._tets, self._weights, state.particle_q],
+                  outputs=[out],
                   device=model.device)
         return out

@@ -224,12 +224,14 @@ class SceneRenderer:
         m = self.model
         tris = m.tri_indices.numpy().reshape(-1, 3)
         tets = m.tet_indices.numpy().reshape(-1, 4)
-        soft = boundary_faces(tets) if len(tets) else np.zeros((0, 3), np.int64)
+        edge_nodes = m.tet_edge_indices.numpy().reshape(-1, 6)
+        soft = boundary_faces(tets, edge_nodes) if len(tets) else np.zeros((0, 3), np.int64)
         faces = [tris, soft]
         colors = [np.tile(CLOTH_COLOR, (len(tris), 1)), np.tile(SOFT_COLOR, (len(soft), 1))]
         in_surface = np.zeros(m.particle_count, bool)
         in_surface[tris.ravel()] = True
         in_surface[tets.ravel()] = True
+        in_surface[edge_nodes[edge_nodes >= 0]] = True
         self._free = np.flatnonzero(~in_surface)
         self._mesh_shapes = []  # (shape, first point in the soup, local vertices)
         start = m.particle_count

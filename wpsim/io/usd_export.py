@@ -111,10 +111,10 @@ class UsdRecorder:
         m = self.model
         world_of = m.particle_world.numpy()
         tris = m.tri_indices.numpy().reshape(-1, 3)
-        tets = m.tet_indices.numpy().reshape(-1, 4)
+        tets = np.concatenate([m.tet_indices.numpy().reshape(-1, 4), m.tet_edge_indices.numpy().reshape(-1, 6)], axis=1)
         in_mesh = np.zeros(m.particle_count, dtype=bool)
         in_mesh[tris.ravel()] = True
-        in_mesh[tets.ravel()] = True
+        in_mesh[tets[tets >= 0]] = True
         worlds = range(m.num_worlds) if self.world is None else [self.world]
         parts = {}
         for w in worlds:
@@ -122,7 +122,8 @@ class UsdRecorder:
             free = np.flatnonzero((world_of == w) & ~in_mesh)
             if free.size:
                 found.append(_Part("particles", free))
-            for name, elements, faces_of in (("cloth", tris, lambda e: e), ("soft", tets, boundary_faces)):
+            for name, elements, faces_of in (("cloth", tris, lambda e: e),
+                                             ("soft", tets, lambda e: boundary_faces(e[:, :4], e[:, 4:]))):
                 mine = elements[world_of[elements[:, 0]] == w] if len(elements) else elements
                 if len(mine):
                     faces = faces_of(mine)

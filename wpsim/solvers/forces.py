@@ -169,7 +169,8 @@ def element_launches(model, q: wp.array, qd: wp.array, control, f: wp.array, dom
         launches.append(KernelLaunch(
             for_precision(fem.eval_tetrahedra if recorded else fem.eval_tetrahedra_unrecorded, real), count("tet"),
             [*(view(a, "tet") for a in (model.tet_indices, model.tet_rest_inv, model.tet_rest_volume, model.tet_mu,
-                                        model.tet_lambda, model.tet_kd, model.tet_fiber, model.tet_face_domain)),
+                                        model.tet_lambda, model.tet_kd, model.tet_fiber, model.tet_face_domain,
+                                        model.tet_edge_indices)),
              q, qd, domain_stress, view(control.tet_activation, "tet")],
             [f],
         ))
