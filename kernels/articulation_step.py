@@ -16,6 +16,8 @@ import warp as wp
 
 from .articulation import (
     articulation_fk,
+    coord_count,
+    dof_count,
     factor_and_solve,
     integrate_joint,
     joint_space_row,
@@ -294,6 +296,169 @@ def articulation_steps(
         articulation_fk(a, articulation_start, dfs_joint, joint_type, joint_parent, joint_child, joint_X_p, joint_X_c,
                         joint_axis, joint_q_start, joint_qd_start, body_origin, gravity, joint_q_in, joint_qd_in,
                         body_q_out, body_qd_out, body_twist_out, body_bias_acc_out, dof_motion_out)
+
+
+@wp.func
+def record_joint_state(
+    a: int,
+    articulation_start: wp.array(dtype=int),
+    dfs_joint: wp.array(dtype=int),
+    joint_type: wp.array(dtype=int),
+    joint_q_start: wp.array(dtype=int),
+    joint_qd_start: wp.array(dtype=int),
+    joint_q: wp.array(dtype=wp.Float),
+    joint_qd: wp.array(dtype=wp.Float),
+    row: int,
+    joint_q_steps_out: wp.array2d(dtype=wp.Float),
+    joint_qd_steps_out: wp.array2d(dtype=wp.Float),
+):
+    """Copy articulation ``a``'s joint coordinates and rates into row ``row`` of the tables."""
+    for pos in range(articulation_start[a], articulation_start[a + 1]):
+        j = dfs_joint[pos]
+        qs = joint_q_start[j]
+        ds = joint_qd_start[j]
+        for k in range(coord_count(joint_type[j])):
+            joint_q_steps_out[row, qs + k] = joint_q[qs + k]
+        for k in range(dof_count(joint_type[j])):
+            joint_qd_steps_out[row, ds + k] = joint_qd[ds + k]
+
+
+@kernel(enable_backward=False, module=f"{__name__}.replay")
+def articulation_replay(
+    articulation_start: wp.array(dtype=int),
+    articulation_dof_start: wp.array(dtype=int),
+    articulation_H_start: wp.array(dtype=int),
+    dfs_joint: wp.array(dtype=int),
+    dof_joint: wp.array(dtype=int),
+    joint_type: wp.array(dtype=int),
+    joint_parent: wp.array(dtype=int),
+    joint_child: wp.array(dtype=int),
+    joint_articulation: wp.array(dtype=int),
+    joint_X_p: wp.array(dtype=transform),
+    joint_X_c: wp.array(dtype=transform),
+    joint_axis: wp.array(dtype=vec3),
+    joint_q_start: wp.array(dtype=int),
+    joint_qd_start: wp.array(dtype=int),
+    joint_dfs_pos: wp.array(dtype=int),
+    joint_dfs_end: wp.array(dtype=int),
+    joint_armature: wp.array(dtype=wp.Float),
+    joint_damping: wp.array(dtype=wp.Float),
+    joint_friction: wp.array(dtype=wp.Float),
+    joint_stiffness: wp.array(dtype=wp.Float),
+    joint_spring_ref: wp.array(dtype=wp.Float),
+    joint_target_ke: wp.array(dtype=wp.Float),
+    joint_target_kd: wp.array(dtype=wp.Float),
+    joint_limit_lower: wp.array(dtype=wp.Float),
+    joint_limit_upper: wp.array(dtype=wp.Float),
+    joint_limit_ke: wp.array(dtype=wp.Float),
+    joint_limit_kd: wp.array(dtype=wp.Float),
+    joint_f_lower: wp.array(dtype=wp.Float),
+    joint_f_upper: wp.array(dtype=wp.Float),
+    joint_target_lower: wp.array(dtype=wp.Float),
+    joint_target_upper: wp.array(dtype=wp.Float),
+    joint_drive_force_limit: wp.array(dtype=wp.Float),
+    joint_drive_implicit: wp.array(dtype=wp.Float),
+    body_joint: wp.array(dtype=int),
+    body_world: wp.array(dtype=int),
+    body_mass: wp.array(dtype=wp.Float),
+    body_com: wp.array(dtype=vec3),
+    body_inertia: wp.array(dtype=mat33),
+    body_origin: wp.array(dtype=vec3),
+    gravity: wp.array(dtype=vec3),
+    shape_kind: wp.array(dtype=int),
+    shape_body: wp.array(dtype=int),
+    shape_transform: wp.array(dtype=transform),
+    shape_size: wp.array(dtype=vec3),
+    shape_ke: wp.array(dtype=wp.Float),
+    shape_kd: wp.array(dtype=wp.Float),
+    shape_mu: wp.array(dtype=wp.Float),
+    shape_point_start: wp.array(dtype=int),
+    shape_point_count: wp.array(dtype=int),
+    shape_points: wp.array(dtype=vec3),
+    shape_hull_points: wp.array(dtype=vec3),
+    shape_hull_point_start: wp.array(dtype=int),
+    shape_hull_point_count: wp.array(dtype=int),
+    shape_plane_normal: wp.array(dtype=vec3),
+    shape_plane_offset: wp.array(dtype=wp.Float),
+    shape_plane_start: wp.array(dtype=int),
+    shape_plane_count: wp.array(dtype=int),
+    articulation_pair_start_in: wp.array(dtype=int),
+    articulation_pair_in: wp.array2d(dtype=int),
+    articulation_pair_count_in: wp.array(dtype=int),
+    joint_q_in: wp.array(dtype=wp.Float),
+    joint_qd_in: wp.array(dtype=wp.Float),
+    joint_f_steps_in: wp.array2d(dtype=wp.Float),
+    body_f_ext: wp.array(dtype=vec6),
+    joint_target_q: wp.array(dtype=wp.Float),
+    joint_target_qd: wp.array(dtype=wp.Float),
+    first_articulation: int,
+    steps: int,
+    friction_smoothing: wp.Float,
+    damping_depth: wp.Float,
+    gradient_width: wp.Float,
+    dt: wp.Float,
+    step: int,
+    max_coordinate: wp.Float,
+    max_speed: wp.Float,
+    body_q_out: wp.array(dtype=transform),
+    body_qd_out: wp.array(dtype=vec6),
+    body_f_out: wp.array(dtype=vec6),
+    body_twist_out: wp.array(dtype=vec6),
+    body_bias_acc_out: wp.array(dtype=vec6),
+    dof_motion_out: wp.array(dtype=vec6),
+    body_damping_out: wp.array2d(dtype=mat33),
+    body_h_out: wp.array(dtype=vec3),
+    body_J_out: wp.array(dtype=mat33),
+    body_inertial_bias_out: wp.array(dtype=vec6),
+    subtree_mass_out: wp.array(dtype=wp.Float),
+    subtree_h_out: wp.array(dtype=vec3),
+    subtree_J_out: wp.array(dtype=mat33),
+    subtree_bias_out: wp.array(dtype=vec6),
+    subtree_damping_out: wp.array2d(dtype=mat33),
+    dof_subtree_force_out: wp.array(dtype=vec6),
+    mass_matrix_out: wp.array(dtype=wp.Float),
+    rhs_out: wp.array(dtype=wp.Float),
+    dof_inertia_out: wp.array(dtype=wp.Float),
+    factor_out: wp.array(dtype=wp.Float),
+    qdd_out: wp.array(dtype=wp.Float),
+    joint_q_out: wp.array(dtype=wp.Float),
+    joint_qd_out: wp.array(dtype=wp.Float),
+    world_fault_step_out: wp.array(dtype=int),
+    joint_q_steps_out: wp.array2d(dtype=wp.Float),
+    joint_qd_steps_out: wp.array2d(dtype=wp.Float),
+):
+    """One thread per articulation (``first_articulation + tid``): ``steps`` semi-implicit
+    steps of ``dt`` seconds in place on joint_q_in/joint_qd_in (given as joint_q_out/joint_qd_out
+    too), as ``articulation_steps`` runs them, with row s of ``joint_f_steps_in`` (steps, dofs)
+    as the joint forces of step s; the articulation's joint coordinates and rates before step 0
+    and after every step go to rows 0..steps of ``joint_q_steps_out`` / ``joint_qd_steps_out``."""
+    a = first_articulation + wp.tid()
+    p0 = articulation_start[a]
+    p1 = articulation_start[a + 1]
+    record_joint_state(a, articulation_start, dfs_joint, joint_type, joint_q_start, joint_qd_start, joint_q_in,
+                       joint_qd_in, 0, joint_q_steps_out, joint_qd_steps_out)
+    for s in range(steps):
+        articulation_dynamics(a, articulation_start, articulation_dof_start, articulation_H_start, dfs_joint, dof_joint,
+            joint_type, joint_parent, joint_child, joint_articulation, joint_X_p, joint_X_c, joint_axis, joint_q_start,
+            joint_qd_start, joint_dfs_pos, joint_dfs_end, joint_armature, joint_damping, joint_friction,
+            joint_stiffness, joint_spring_ref, joint_target_ke, joint_target_kd, joint_limit_lower, joint_limit_upper,
+            joint_limit_ke, joint_limit_kd, joint_f_lower, joint_f_upper, joint_target_lower, joint_target_upper,
+            joint_drive_force_limit, joint_drive_implicit, body_joint, body_world, body_mass, body_com, body_inertia, body_origin, gravity,
+            shape_kind, shape_body, shape_transform, shape_size, shape_ke, shape_kd, shape_mu, shape_point_start,
+            shape_point_count, shape_points, shape_hull_points, shape_hull_point_start, shape_hull_point_count,
+            shape_plane_normal, shape_plane_offset, shape_plane_start, shape_plane_count, articulation_pair_start_in,
+            articulation_pair_in, articulation_pair_count_in, joint_q_in, joint_qd_in, body_f_ext, joint_f_steps_in[s],
+            joint_target_q, joint_target_qd, friction_smoothing, damping_depth, gradient_width, dt, body_q_out,
+            body_qd_out, body_f_out, body_twist_out, body_bias_acc_out, dof_motion_out, body_damping_out, body_h_out,
+            body_J_out, body_inertial_bias_out, subtree_mass_out, subtree_h_out, subtree_J_out, subtree_bias_out,
+            subtree_damping_out, dof_subtree_force_out, mass_matrix_out, rhs_out, dof_inertia_out)
+        factor_and_solve(a, articulation_dof_start, articulation_H_start, mass_matrix_out, rhs_out, factor_out, qdd_out)
+        for pos in range(p0, p1):
+            integrate_joint(dfs_joint[pos], joint_type, joint_child, joint_q_start, joint_qd_start, body_world,
+                            joint_q_in, joint_qd_in, qdd_out, dt, step + s, max_coordinate, max_speed, joint_q_out,
+                            joint_qd_out, world_fault_step_out)
+        record_joint_state(a, articulation_start, dfs_joint, joint_type, joint_q_start, joint_qd_start, joint_q_out,
+                           joint_qd_out, s + 1, joint_q_steps_out, joint_qd_steps_out)
 
 
 @kernel(module=f"{__name__}.system")

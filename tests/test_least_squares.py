@@ -26,7 +26,7 @@ def make_run(worlds: int = 1, duration: float = 0.2):
 
 @pytest.fixture(scope="module")
 def residuals():
-    return TrackingResiduals(make_run, FAMILIES, every=5, batch=32)
+    return TrackingResiduals(make_run, FAMILIES, every=5, batch=32, jacobian="adjoint")
 
 
 def test_batched_jacobian_matches_central_differences(residuals):
@@ -44,13 +44,14 @@ def test_batched_jacobian_matches_central_differences(residuals):
 
 
 def test_jacobian_rows_do_not_depend_on_the_batch(residuals):
-    other = TrackingResiduals(make_run, FAMILIES, every=5, batch=80)
+    other = TrackingResiduals(make_run, FAMILIES, every=5, batch=80, jacobian="adjoint")
     x = residuals.params.x0
     assert np.allclose(residuals.jacobian(x), other.jacobian(x), rtol=1e-11, atol=1e-14)
 
 
 def test_levenberg_marquardt_recovers_the_arm():
-    residuals = TrackingResiduals(lambda worlds: make_run(worlds, 0.5), FAMILIES, every=10, batch=100)
+    residuals = TrackingResiduals(lambda worlds: make_run(worlds, 0.5), FAMILIES, every=10, batch=100,
+                                  jacobian="adjoint")
     result = least_squares(residuals, iterations=15, progress=False)
     fitted = result.values()
     for name, value in TRUTH.items():

@@ -45,6 +45,14 @@ def vs_mujoco_suite(device=None, quick: bool = False) -> list[dict]:
     return run(device, quick)
 
 
+def vs_mujoco_sysid_suite(device=None, quick: bool = False) -> list[dict]:
+    """Suite ``vs_mujoco_sysid`` (``wpsim.bench.vs_mujoco_sysid``), imported when run; skipped without
+    mujoco.sysid."""
+    from wpsim.bench.vs_mujoco_sysid import vs_mujoco_sysid_suite as run
+
+    return run(device, quick)
+
+
 def vs_newton_suite(device=None, quick: bool = False) -> list[dict]:
     """Suite ``vs_newton`` (``wpsim.bench.vs_newton``), imported when run; skipped without newton."""
     from wpsim.bench.vs_newton import vs_newton_suite as run
@@ -71,6 +79,7 @@ SUITES: dict[str, Callable[..., list]] = {
     "torch": torch_suite,
     "distributed": distributed_suite,
     "vs_mujoco": vs_mujoco_suite,
+    "vs_mujoco_sysid": vs_mujoco_sysid_suite,
     "vs_newton": vs_newton_suite,
     "import_corpus": import_corpus_suite,
     "fem_convergence": fem_convergence_suite,

@@ -18,15 +18,20 @@ measured joint and step. Families of parameters (``FAMILIES``):
 Levenberg-Marquardt (``wpsim.opt.least_squares``): the residual of measured joint j at step
 k (every ``every`` steps) is ``sqrt(w) (q_j(k) - measured_j(k))`` with ``w`` one over the
 number of residuals, so that ``r . r`` is the mean squared error over those steps (with
-``every=1`` the loss of ``robot_problem``). A row of their Jacobian is the gradient of one
-residual; the rows come from a copy of the run in B identical worlds whose world b's loss
-is the residual of row b of the current block, seeded into that world's joint coordinate at
-that row's step: one forward and one backward of the B-world rollout give B rows, and N
-residuals take ceil(N / B) such passes.
+``every=1`` the loss of ``robot_problem``). Their Jacobian comes by default from one
+unrecorded rollout of a copy of the run in n + 1 worlds (n parameters): world 0 at the
+current values, each other with one parameter moved, forward differences in float64 (central
+ones, 2n + 1 worlds, on request) (``MeasuredReplay``: the fused articulation step replays all steps in one launch).
+With ``jacobian="adjoint"`` a row is the gradient of one residual instead; the rows come
+from a copy of the run in B identical worlds whose world b's loss is the residual of row b
+of the current block, seeded into that world's joint coordinate at that row's step: one
+forward and one backward of the B-world rollout give B rows, and N residuals take
+ceil(N / B) such passes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,9 +44,19 @@ from wpsim.io.measurements import MeasurementError, Trajectory
 from wpsim.kernels.enums import JOINT_DOF_COUNT, JOINT_REVOLUTE
 from wpsim.opt.parameters import DerivedParameter, Parameter, ParameterSet
 from wpsim.opt.problem import Problem
-from wpsim.solvers import SemiImplicitSolver, simulate
+from wpsim.solvers import SemiImplicitSolver, eval_fk
 
 FAMILIES = ("masses", "damping", "armature", "initial_state")
+JACOBIANS = ("differences", "adjoint")
+"""How ``TrackingResiduals`` computes its Jacobian (see there)."""
+THREADED_WORLDS = 64
+"""Worlds from which the differences Jacobian's rollout runs on every core (fewer: one thread;
+its launch costs less wall time split, but more CPU time)."""
+DIFFERENCES = ("forward", "central")
+DIFFERENCE_STEPS = {"forward": 1.5e-8, "central": 1e-5}
+"""Steps of the "differences" Jacobian, in units of each parameter's scale (relative for
+log-space parameters): forward (n + 1 worlds) about sqrt(eps), an error of about 1e-8
+relative; central (2n + 1 worlds) about eps^(1/3), an error of about 1e-10 relative."""
 TYPICAL = {"joint_damping": 0.1, "joint_armature": 0.01}
 """Scale (physical size of one optimiser unit) of joint parameters whose initial value is
 smaller: N m s/rad and kg m^2 for hinges."""
@@ -58,9 +73,10 @@ class RobotRun:
     joints: the measured 1-dof joints' names; coords / dofs: their joint-coordinate and dof
     indices in world 0 (world w's are offset by w times the per-world counts); hinges:
     whether each is revolute (else prismatic); dt (s) and steps: the grid;
-    measured: (steps + 1, joints) angles on the grid (rad or m); controls: one Control per
-    step with the measured torques; state0: the initial State; body_names / joint_names: body
-    / joint index -> name in the robot file.
+    measured: (steps + 1, joints) angles on the grid (rad or m); joint_f: (steps, joint dofs)
+    the measured torques of each step; controls: one Control per step with them (made at first
+    use: only recorded rollouts need them); state0: the initial State; body_names /
+    joint_names: body / joint index -> name in the robot file.
     """
 
     model: object
@@ -71,11 +87,23 @@ class RobotRun:
     dt: float
     steps: int
     measured: np.ndarray
-    controls: list
+    joint_f: np.ndarray
     state0: object
     body_names: dict
     worlds: int = 1
     joint_names: dict = field(default_factory=dict)
+    _controls: list | None = None
+
+    @property
+    def controls(self) -> list:
+        """One Control per step holding that step's measured joint forces (``joint_f``)."""
+        if self._controls is None:
+            self._controls = []
+            for forces in self.joint_f:
+                control = self.model.control(requires_grad=False)  # measured inputs, not parameters
+                control.joint_f.assign(forces)
+                self._controls.append(control)
+        return self._controls
 
     def rms(self, simulated: np.ndarray) -> float:
         """RMS error (rad or m) of ``simulated`` (steps + 1, joints) against ``measured``."""
@@ -125,8 +153,8 @@ def prepare_run(builder, scene, data: Trajectory, dt: float | None = None, durat
     dofs = np.array([qd_start[one_dof[j]] for j in joints])
     measured = np.stack([grid.channel("q", j) for j in joints], axis=1)
     body_names = {index: name for name, index in scene.bodies.items()}
-    run = RobotRun(model, joints, coords, dofs, hinges, dt, steps, measured, [], model.state(), body_names, worlds,
-                   {index: name for name, index in scene.joints.items()})
+    run = RobotRun(model, joints, coords, dofs, hinges, dt, steps, measured, np.zeros((steps, model.joint_dof_count)),
+                   model.state(), body_names, worlds, {index: name for name, index in scene.joints.items()})
     q, qd = run.state0.joint_q.numpy(), run.state0.joint_qd.numpy()
     q[run.world_rows(coords, len(q))] = np.tile(measured[0], worlds)
     measured_rates = data.names("qd")
@@ -137,14 +165,30 @@ def prepare_run(builder, scene, data: Trajectory, dt: float | None = None, durat
     run.state0.joint_qd.assign(qd)
     torques = [(run.world_rows([qd_start[one_dof[name]]], len(qd)), grid.channel("tau", name))
                for name in data.names("tau")]
-    for k in range(steps):
-        control = model.control(requires_grad=False)  # measured inputs, not parameters
-        f = np.zeros(model.joint_dof_count)
-        for rows, values in torques:
-            f[rows] = values[k]
-        control.joint_f.assign(f)
-        run.controls.append(control)
+    for rows, values in torques:
+        run.joint_f[:, rows] = values[:steps, None]
     return run
+
+
+class MeasuredReplay:
+    """Unrecorded replays of a ``RobotRun`` with the model's current parameters:
+    ``SemiImplicitSolver.replay`` of the measured joint forces (one launch per rollout with
+    the fused articulation step), from ``run.state0``; ``threads``: the solver's (default
+    every core: less wall time for many worlds, a little more CPU time)."""
+
+    def __init__(self, run: RobotRun, threads: int | None = None):
+        self.run = run
+        model = run.model
+        self.solver = SemiImplicitSolver(model, threads=threads)
+        self.forces = wp.array(run.joint_f, dtype=model.dtype, device=model.device)
+        self.state = model.state(requires_grad=False)
+        self.columns = run.world_rows(run.coords, model.joint_coord_count).reshape(run.worlds, -1)
+
+    def angles(self) -> np.ndarray:
+        """(steps + 1, worlds, joints) the measured joints' simulated angles (rad or m)."""
+        self.state.assign(self.run.state0)
+        q = self.solver.replay(self.state, self.forces, self.run.dt)[0].numpy()
+        return q[:, self.columns]
 
 
 def tracking_rollout(run: RobotRun, mode: str = "checkpoint") -> Rollout:
@@ -224,13 +268,27 @@ class TrackingResiduals:
         ``import_robot`` and ``prepare_run``); called for 1 world (the residuals) and for
         ``batch`` worlds (the Jacobian).
     every: residuals at steps every, 2 every, ... (fewer rows, cheaper Jacobians).
-    batch: worlds per Jacobian pass (at most the number of residuals).
-    mode: the Jacobian rollout's ("full" or "checkpoint").
+    batch: worlds per adjoint Jacobian pass (at most the number of residuals).
+    mode: the adjoint Jacobian rollout's ("full" or "checkpoint").
+    jacobian: "differences" (default): every column of the Jacobian from one batched,
+        unrecorded rollout in the model's float64 (n parameters): with ``differences``
+        "forward" (default) n + 1 worlds, world 0 at x and world i + 1 with parameter i moved by
+        ``DIFFERENCE_STEPS["forward"]`` of its scale (relative for log-space ones; towards the
+        inside at a bound); "central": 2n + 1 worlds, worlds 2i + 1 and 2i + 2 moved up and
+        down (a one-sided second-order formula where a bound is nearer than the step). Its
+        cost does not grow with the residuals. "adjoint": rows from reverse-mode passes over blocks of ``batch``
+        residuals as worlds (ceil(N / batch) forward + backward passes), exact to round-off.
     """
 
-    def __init__(self, make_run, families, every: int = 1, batch: int = 64, mode: str = "full"):
+    def __init__(self, make_run, families, every: int = 1, batch: int = 64, mode: str = "full",
+                 jacobian: str = "differences", differences: str = "forward"):
         if int(every) != every or every < 1:
             raise ValueError(f"every must be an integer >= 1, got {every}")
+        if jacobian not in JACOBIANS:
+            raise ValueError(f"unknown jacobian {jacobian!r}; expected one of {JACOBIANS}")
+        if differences not in DIFFERENCES:
+            raise ValueError(f"unknown differences {differences!r}; expected one of {DIFFERENCES}")
+        self.differences = differences
         self.run: RobotRun = make_run(1)
         run = self.run
         self.steps = np.arange(every, run.steps + 1, every)
@@ -242,7 +300,16 @@ class TrackingResiduals:
         self.families = list(families)
         self.params = ParameterSet(robot_parameters(run, self.families), {"model": run.model, "state": run.state0})
         self.batch = max(1, min(int(batch), self.count))
-        self._jacobian_problem(make_run(self.batch), every, mode)
+        self.jacobian_kind = jacobian
+        self._replay = MeasuredReplay(run, threads=1)  # one world: one thread
+        if jacobian == "adjoint":
+            self._jacobian_problem(make_run(self.batch), every, mode)
+        else:
+            worlds = (2 if differences == "central" else 1) * self.params.size + 1
+            wide = make_run(worlds)
+            self._wide = MeasuredReplay(wide, None if worlds >= THREADED_WORLDS else 1)
+            self._wide_params = ParameterSet(robot_parameters(wide, self.families),
+                                             {"model": wide.model, "state": wide.state0}, worlds=worlds)
         self.rollouts = self.gradients = 0
 
     def _jacobian_problem(self, run: RobotRun, every: int, mode: str):
@@ -268,11 +335,14 @@ class TrackingResiduals:
         measured joints in order within a step (one unrecorded rollout)."""
         self.params.write(x)
         self.rollouts += 1
-        simulated = replay(self.run)[0]
+        simulated = self._replay.angles()[:, 0]
         return (np.sqrt(self.weight) * (simulated[self.steps] - self.run.measured[self.steps])).ravel()
 
     def jacobian(self, x: np.ndarray) -> np.ndarray:
-        """(N, n) d residuals / d x at physical values x, by ceil(N / B) batched passes."""
+        """(N, n) d residuals / d x at physical values x: by one batched rollout of n + 1 or
+        2n + 1 worlds ("differences") or ceil(N / B) batched reverse-mode passes ("adjoint")."""
+        if self.jacobian_kind == "differences":
+            return self._differences(np.asarray(x, dtype=np.float64))
         n, joints = self.params.size, len(self.run.joints)
         tiled = np.tile(np.asarray(x, dtype=np.float64), self.batch)
         rows = np.empty((self.count, n))
@@ -288,6 +358,34 @@ class TrackingResiduals:
             self.gradients += 1
         return rows
 
+    def _differences(self, x: np.ndarray) -> np.ndarray:
+        """The Jacobian at x by differences over the worlds of one rollout (see the class)."""
+        params, n, central = self.params, self.params.size, self.differences == "central"
+        step = DIFFERENCE_STEPS[self.differences] * np.where(params.log, np.abs(x), params.scale)
+        # a step towards the inside where a bound is within it; central: one-sided second order there
+        # (x, x + h, x + 2h with h of either sign)
+        down = x - step < params.lower
+        up = ~down & (x + step > params.upper)
+        h = np.where(up, -step, step)
+        one_sided = (down | up) if central else np.ones(n, dtype=bool)
+        worlds = np.tile(x, (self._wide.run.worlds, 1))
+        columns = np.arange(n)
+        if central:
+            worlds[2 * columns + 1, columns] += h
+            worlds[2 * columns + 2, columns] += np.where(one_sided, 2.0 * h, -h)
+        else:
+            worlds[columns + 1, columns] += h
+        self._wide_params.write(worlds.ravel())
+        angles = self._wide.angles()[self.steps]  # (residual steps, worlds, joints)
+        self.rollouts += 1
+        r = np.sqrt(self.weight) * angles.transpose(1, 0, 2).reshape(len(worlds), -1)  # world -> rows
+        if not central:
+            return ((r[columns + 1] - r[0]) / h[:, None]).T
+        plus, minus = r[2 * columns + 1], r[2 * columns + 2]
+        centred = (plus - minus) / (2.0 * h[:, None])
+        sided = (-3.0 * r[0] + 4.0 * plus - minus) / (2.0 * h[:, None])
+        return np.where(one_sided[:, None], sided, centred).T
+
 
 OUTPUT_FILES = ("sysid.json", "tracking.png", "history.png", "rollouts.usd", "rollouts.png", "calibrated.usda")
 """The files ``SysidResult.write`` writes into its folder, in its order."""
@@ -296,14 +394,35 @@ FRAME_RATE = 100.0
 
 
 def replay(run: RobotRun) -> tuple:
-    """((steps + 1, joints) simulated angles of the measured joints, every state at
-    ``FRAME_RATE``) with the model's current parameters (unrecorded)."""
-    solver = SemiImplicitSolver(run.model)
-    start = run.model.state(requires_grad=False)  # an unrecorded replay needs no gradient arrays
-    start.assign(run.state0)
-    states = simulate(solver, start, run.steps, run.dt, lambda k: run.controls[k], keep_states=True)
+    """((steps + 1, joints) simulated angles of the measured joints, the states at
+    ``FRAME_RATE`` (``FrameStates``, made when read)) with the model's current parameters
+    (unrecorded, one ``SemiImplicitSolver.replay``)."""
+    model = run.model
+    state = model.state(requires_grad=False)  # an unrecorded replay needs no gradient arrays
+    state.assign(run.state0)
+    forces = wp.array(run.joint_f, dtype=model.dtype, device=model.device)
+    q, qd = (a.numpy() for a in SemiImplicitSolver(model, threads=1).replay(state, forces, run.dt))
     every = max(int(round(1.0 / (FRAME_RATE * run.dt))), 1)
-    return np.stack([s.joint_q.numpy()[run.coords] for s in states]), states[::every]
+    return q[:, run.coords], FrameStates(model, q[::every], qd[::every])
+
+
+class FrameStates(Sequence):
+    """States of a replay at some steps, each made (joint state and forward kinematics) when
+    read: a fit's report needs them only if it writes its USD stage."""
+
+    def __init__(self, model, joint_q: np.ndarray, joint_qd: np.ndarray):
+        self.model, self.joint_q, self.joint_qd = model, joint_q, joint_qd
+
+    def __len__(self) -> int:
+        return len(self.joint_q)
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(len(self)))]
+        frame = self.model.state(requires_grad=False)
+        frame.joint_q.assign(self.joint_q[k])
+        frame.joint_qd.assign(self.joint_qd[k])
+        return eval_fk(self.model, frame)
 
 
 @dataclass
@@ -382,15 +501,20 @@ class SysidResult:
         }
 
 
-def identify(robot_file, data_file, families=("masses", "damping", "armature"), method: str = "lbfgsb",
+def identify(robot_file, data_file, families=("masses", "damping", "armature"), method: str | None = None,
              iterations: int = 60, duration: float | None = None, dt: float | None = None, zero_order: bool = False,
              mode: str = "checkpoint", progress: bool = True, device=None, starts: int = 1,
-             residual_every: int = 1, batch: int = 64) -> SysidResult:
+             residual_every: int = 1, batch: int = 64, jacobian: str = "differences") -> SysidResult:
     """Fit ``families`` of the robot in ``robot_file`` to the run in ``data_file`` (see the
-    module docstring) with ``method``: one of ``wpsim.opt.minimize``'s, or "least-squares"
-    (Gauss-Newton / Levenberg-Marquardt, ``wpsim.opt.least_squares``, on the residuals every
-    ``residual_every`` steps, Jacobian rows ``batch`` at a time). ``duration`` (s) uses the
-    first part of the data only; ``starts`` > 1 fits that many guesses (the declared one and
+    module docstring) with ``method``: "least-squares" (the default with one start:
+    Gauss-Newton / Levenberg-Marquardt, ``wpsim.opt.least_squares``, on the residuals every
+    ``residual_every`` steps, their Jacobian by ``jacobian``: "differences", one batched
+    rollout of n + 1 worlds, or "adjoint", rows ``batch`` at a time; see
+    ``TrackingResiduals``) or one of ``wpsim.opt.minimize``'s (the default with several starts:
+    "lbfgsb" on tape gradients). On the 9-parameter arm of ``wpsim bench --suite
+    vs_mujoco_sysid`` least squares took 18 iterations and 0.45 CPU s where L-BFGS-B stopped at
+    its 60-iteration cap after 31 s, with a worse fit. ``duration`` (s) uses the first part of
+    the data only; ``starts`` > 1 fits that many guesses (the declared one and
     random ones within the bounds) as worlds of one model and keeps the best
     (``wpsim.opt.multistart``; not with "least-squares"); ``zero_order`` also runs
     Nelder-Mead from the same start with the rollouts the gradient fit used; ``mode`` is the
@@ -402,6 +526,8 @@ def identify(robot_file, data_file, families=("masses", "damping", "armature"), 
     from wpsim.opt.minimize import METHODS, minimize
     from wpsim.opt.multistart import multistart
 
+    if method is None:
+        method = "least-squares" if starts == 1 else "lbfgsb"
     if method not in (*METHODS, "least-squares"):
         raise ValueError(f"unknown method {method!r}; expected one of {(*METHODS, 'least-squares')}")
     if int(starts) != starts or starts < 1 or (starts > 1 and method == "least-squares"):
@@ -413,7 +539,10 @@ def identify(robot_file, data_file, families=("masses", "damping", "armature"), 
         builder, scene = import_robot(robot_file)
         return prepare_run(builder, scene, data, dt, duration, device, worlds)
 
-    residuals = TrackingResiduals(make_run, families, residual_every, batch, mode) if method == "least-squares" else None
+    if jacobian not in JACOBIANS:
+        raise ValueError(f"unknown jacobian {jacobian!r}; expected one of {JACOBIANS}")
+    residuals = TrackingResiduals(make_run, families, residual_every, batch, mode, jacobian) \
+        if method == "least-squares" else None
     run = make_run() if residuals is None else residuals.run
     before, frames_before = replay(run)
     if residuals is not None:
@@ -425,7 +554,7 @@ def identify(robot_file, data_file, families=("masses", "damping", "armature"), 
     else:
         fit = minimize(robot_problem(run, families, mode), method, iterations=iterations, progress=progress)
     after, frames_after = replay(run)
-    verdict = judge_fit(make_run, families, fit, data, run, after, residuals, batch, mode)
+    verdict = judge_fit(make_run, families, fit, data, run, after, residuals, batch, mode, jacobian)
     baseline = None
     if zero_order:
         baseline = minimize(robot_problem(make_run(), families, mode), "nelder-mead", iterations=100 * iterations,
@@ -440,7 +569,7 @@ this many), when the fit itself used none."""
 
 
 def judge_fit(make_run, families, fit, data: Trajectory, run: RobotRun, simulated: np.ndarray, residuals=None,
-              batch: int = 64, mode: str = "checkpoint"):
+              batch: int = 64, mode: str = "checkpoint", jacobian: str = "differences"):
     """The ``wpsim.opt.verdict`` of ``fit`` (its values written in ``run``, whose replay is
     ``simulated``): the noise floor of ``data``'s raw samples of the measured joints over
     the fitted span, and the residual Jacobian at the fitted values (of ``residuals`` if the
@@ -451,7 +580,7 @@ def judge_fit(make_run, families, fit, data: Trajectory, run: RobotRun, simulate
     noise = noise_floor(np.stack([data.channel("q", j)[span] for j in run.joints], axis=1))
     if residuals is None:
         every = max(1, int(np.ceil(run.steps * len(run.joints) / VERDICT_ROWS)))
-        residuals = TrackingResiduals(make_run, families, every, batch, mode)
+        residuals = TrackingResiduals(make_run, families, every, batch, mode, jacobian)
     x = np.asarray(fit.x, dtype=np.float64)
     return judge(residuals.params, x, residuals.values(x), residuals.jacobian(x), run.rms(simulated), noise, fit.message,
                  int(residuals.steps[0]))

@@ -181,6 +181,33 @@ class FusedArticulationStep:
         thread); afterwards ``state.body_q``/``body_qd`` match its joint coordinates."""
         self._run_prepared(solver, state, state, control, dt, steps, 1)
 
+    def replay(self, solver, state, control, joint_f_steps, dt: float, joint_q_steps, joint_qd_steps):
+        """One unrecorded launch (per thread) of ``len(joint_f_steps)`` steps of ``dt`` s in place
+        on ``state``, row s of ``joint_f_steps`` (steps, dofs) the joint forces of step s (the
+        other inputs from ``control``); the joint coordinates and rates before the first step and
+        after each go to the rows of ``joint_q_steps`` (steps + 1, coordinates) and
+        ``joint_qd_steps`` (steps + 1, dofs). ``state``'s body arrays are left as the last step
+        began (no final kinematics)."""
+        model = self.model
+        real = model.dtype
+        scratch = self.stepper._scratch
+        steps = joint_f_steps.shape[0]
+        inputs = [
+            *self._fields, state.joint_q, state.joint_qd, joint_f_steps, control.body_f_ext, control.joint_target_q,
+            control.joint_target_qd, 0, steps, solver._friction_smoothing, real(model.contact_damping_depth),
+            solver.contact_gradient_width, real(dt), solver.step_count, solver.max_coordinate, solver.max_speed,
+        ]
+        outputs = [state.body_q, state.body_qd, state.body_f, *self._scratch_outputs(scratch), scratch.factor,
+                   scratch.qdd, state.joint_q, state.joint_qd, solver.world_fault_step, joint_q_steps, joint_qd_steps]
+        kernel = for_precision(articulation_step.articulation_replay, real)
+        jobs = []
+        for first, count in self._chunks:
+            chunk_inputs = list(inputs)
+            chunk_inputs[self._first_index] = first
+            jobs.append(lambda i=chunk_inputs, n=count: wp.launch(kernel, dim=n, inputs=i, outputs=outputs,
+                                                                  device=model.device, record_tape=False))
+        WORKERS.run(jobs)
+
     def _record(self, tape, solver, state_in, state_out, control, dt: float):
         """Run the step and put its backward on ``tape``: the joint update's adjoint, the
         Cholesky solve's (``cholesky_solve_adjoint``) and ``articulation_system``'s, whose

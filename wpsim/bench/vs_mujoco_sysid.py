@@ -1,0 +1,250 @@
+"""Benchmark suite ``vs_mujoco_sysid``: ``wpsim.opt.sysid.identify`` against ``mujoco.sysid``
+(MuJoCo's system-identification toolbox) on the same data from the same wrong start.
+
+Case ``arm3_planar`` (``ARM_XML``): a planar arm of three hinges hanging under gravity, 9
+parameters (the three link masses, their inertias scaled with them; the three joint dampings;
+the three armatures), 2.5 s at 2 ms (1,250 steps) driven by sums of sines. The data come from
+MuJoCo with the true values (``TRUTH``); both tools start from the same wrong file (masses x0.6,
+damping x0.3, armature 0, ``start_xml``), fit the three joint angles and start from the true
+initial state. Two data sets: ``exact`` and ``noise_1pct`` (Gaussian noise of 1 % of each
+angle channel's standard deviation on every sample after the first, the same draws for both
+tools, seed ``NOISE_SEED``). The full run also fits with wpsim's L-BFGS-B (``wpsim_lbfgsb``,
+tape gradients) for the choice of ``identify``'s default method.
+
+- wpsim: ``identify(..., method="least-squares")`` from the files (robot MJCF, data CSV), the
+  Jacobian by forward differences over the 10 worlds of one rollout (``TrackingResiduals``),
+  its verdict included, as ``wpsim sysid`` runs it less the output files;
+- MuJoCo: ``mujoco.sysid.optimize`` with its default optimiser (``mujoco.minimize``
+  Levenberg-Marquardt, forward-difference Jacobians by ``mujoco.rollout`` on every core), the
+  parameters as spec modifiers (mass with the inertia scaled alike, damping, armature), the
+  residual of the three ``jointpos`` sensors.
+
+Per case and tool: the worst parameter error (%), rollouts (wpsim: one per batched Jacobian
+rollout and per residual evaluation; MuJoCo: one per model rolled out), optimiser iterations,
+CPU seconds (``time.process_time``, every thread of the process) and wall seconds, and the
+ratio of CPU seconds wpsim / MuJoCo, all from one run. Both fits run with numpy's BLAS on one
+thread (``wpsim.opt.least_squares.one_blas_thread``, as wpsim's least squares always does):
+idle BLAS threads spin and would count as CPU time on either side; MuJoCo's rollouts keep
+their own threads (every core). The contact case is recorded as
+skipped with the reason (see ``CONTACT_SKIPPED``). Without ``mujoco.sysid`` (an optional part
+of ``mujoco``: ``absl-py``, ``colorama``, ``tabulate``) the suite returns one record saying why.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from wpsim.bench.records import progress, record, skipped_record
+
+SUITE = "vs_mujoco_sysid"
+JOINTS = ("j1", "j2", "j3")
+BODIES = ("link1", "link2", "link3")
+TRUTH = {"mass": (1.2, 0.8, 0.5), "damping": (0.2, 0.15, 0.1), "armature": (0.01, 0.008, 0.005)}
+"""The true values: kg, N m s/rad, kg m^2 per link / hinge."""
+START = {"mass": 0.6, "damping": 0.3, "armature": 0.0}
+"""The wrong start: factors of the true values."""
+INERTIA = ((0.01, 0.01, 0.001), (0.0045, 0.0045, 0.0006), (0.0018, 0.0018, 0.0003))
+"""Diagonal inertias (kg m^2) of the links at the true masses."""
+DT, DURATION, NOISE, NOISE_SEED = 0.002, 2.5, 0.01, 3
+Q0 = (0.2, -0.3, 0.4)
+EXCITATION = (((3.0, 0.7, 0.0), (1.5, 2.3, 0.4)), ((1.5, 1.1, 1.0), (0.7, 3.1, 0.0)),
+              ((0.6, 1.7, 2.0), (0.3, 4.3, 0.5)))
+"""Per hinge, (amplitude N m, frequency Hz, phase rad) of each sine of its torque."""
+CONTACT_SKIPPED = (
+    "no contact case yet: wpsim sysid fits masses, damping, armature and the initial state of "
+    "1-dof joints from joint angles (no contact friction or solref/solimp family, no sensor or "
+    "site measurements, no floating base), so a contact run cannot be fitted by both tools on "
+    "the same parameters; and MuJoCo-made contact data are not exactly wpsim's contact physics")
+FULL_INERTIA_MISSING = "the 60-parameter full-inertia arm needs a full-inertia parameter family that wpsim lacks"
+
+
+def arm_xml(mass, damping, armature, sensors: bool = True) -> str:
+    """The planar arm's MJCF with these link masses (inertias scaled with them), joint
+    dampings and armatures (and ``jointpos`` sensors of the hinges, which MuJoCo's fit reads)."""
+    links, close = [], []
+    lengths = (0.3, 0.25, 0.2)
+    for i, (body, joint) in enumerate(zip(BODIES, JOINTS)):
+        scale = mass[i] / TRUTH["mass"][i]
+        inertia = " ".join(f"{v * scale:.17g}" for v in INERTIA[i])
+        pos = "0 0 1" if i == 0 else f"0 0 -{lengths[i - 1]}"
+        links.append(f'<body name="{body}" pos="{pos}"><joint name="{joint}" type="hinge" axis="0 1 0" '
+                     f'damping="{damping[i]:.17g}" armature="{armature[i]:.17g}"/>'
+                     f'<inertial pos="0 0 -{lengths[i] / 2}" mass="{mass[i]:.17g}" diaginertia="{inertia}"/>'
+                     f'<geom type="capsule" size="0.02" fromto="0 0 0 0 0 -{lengths[i]}" contype="0" '
+                     f'conaffinity="0"/>')
+        close.append("</body>")
+    motors = "".join(f'<motor name="m_{j}" joint="{j}"/>' for j in JOINTS)
+    sensors = "".join(f'<jointpos name="q_{j}" joint="{j}"/>' for j in JOINTS) if sensors else ""
+    return (f'<mujoco model="arm3_planar"><compiler angle="radian"/><option timestep="{DT}" gravity="0 0 -9.81"/>'
+            f'<worldbody>{"".join(links)}{"".join(close)}</worldbody><actuator>{motors}</actuator>'
+            f'<sensor>{sensors}</sensor></mujoco>')
+
+
+def start_xml(sensors: bool = True) -> str:
+    """The arm's MJCF at the wrong start (``START``)."""
+    return arm_xml(*(tuple(v * START[k] for v in TRUTH[k]) for k in ("mass", "damping", "armature")), sensors)
+
+
+def truth_vector() -> np.ndarray:
+    """The 9 true values in the order masses, dampings, armatures."""
+    return np.array([*TRUTH["mass"], *TRUTH["damping"], *TRUTH["armature"]])
+
+
+def worst_error_percent(fitted, truth=None) -> float:
+    truth = truth_vector() if truth is None else truth
+    return float(np.max(np.abs(np.asarray(fitted) - truth) / np.abs(truth)) * 100.0)
+
+
+def make_data(mujoco, noisy: bool) -> dict:
+    """The true arm's run: times, torques (steps + 1, 3) (the last row unused), angles and
+    rates (steps + 1, 3) and the angles as measured (with noise after the first sample)."""
+    model = mujoco.MjModel.from_xml_string(arm_xml(TRUTH["mass"], TRUTH["damping"], TRUTH["armature"]))
+    data = mujoco.MjData(model)
+    steps = int(round(DURATION / DT))
+    time_s = np.arange(steps + 1) * DT
+    torque = np.stack([sum(a * np.sin(2 * np.pi * f * time_s + p) for a, f, p in hinge) for hinge in EXCITATION], 1)
+    data.qpos[:] = Q0
+    q, qd = np.empty((steps + 1, 3)), np.empty((steps + 1, 3))
+    for k in range(steps + 1):
+        q[k], qd[k] = data.qpos, data.qvel
+        data.ctrl[:] = torque[k]
+        mujoco.mj_step(model, data)
+    measured = q.copy()
+    if noisy:
+        rng = np.random.default_rng(NOISE_SEED)
+        measured[1:] += rng.normal(0.0, 1.0, (steps, 3)) * NOISE * q.std(axis=0)
+    return {"time": time_s, "torque": torque, "q": q, "qd": qd, "measured": measured}
+
+
+def run_wpsim(run: dict, folder: Path, device, method: str = "least-squares") -> dict:
+    """``identify`` (by ``method``) of the 9 parameters from the start file; errors, costs."""
+    from wpsim.io.measurements import save_trajectory
+    from wpsim.opt.sysid import identify
+
+    robot, csv = folder / "arm3_start.xml", folder / "arm3_data.csv"
+    robot.write_text(start_xml(sensors=False))
+    columns = {}
+    for i, joint in enumerate(JOINTS):
+        columns[f"q:{joint}"], columns[f"qd:{joint}"] = run["measured"][:, i], run["qd"][:, i]
+        columns[f"tau:{joint}"] = run["torque"][:, i]
+    save_trajectory(csv, run["time"], columns)
+    cpu, wall = time.process_time(), time.perf_counter()
+    result = identify(robot, csv, ["masses", "damping", "armature"], method=method, iterations=60,
+                      progress=False, device=device)
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    values = result.fit.values()
+    fitted = [values[f"{b}.mass"] for b in BODIES] + [values[f"{j}.{family}"] for family in ("damping", "armature")
+                                                      for j in JOINTS]
+    return {"error": worst_error_percent(fitted), "rollouts": result.fit.rollouts, "gradients": result.fit.gradients,
+            "iterations": len(result.fit.history) - 1,
+            "cpu": cpu, "wall": wall, "message": str(result.fit.message), "verdict_ok": bool(result.verdict.ok)}
+
+
+def run_mujoco(mujoco, sysid, run: dict) -> dict:
+    """``mujoco.sysid.optimize`` of the 9 parameters from the start file; errors, costs."""
+    spec = mujoco.MjSpec.from_string(start_xml())
+    start_mass = [spec.body(b).mass for b in BODIES]
+    start_inertia = [np.array(spec.body(b).inertia) for b in BODIES]
+    params = sysid.ParameterDict()
+
+    def mass_modifier(i):
+        def modify(s, p):
+            s.body(BODIES[i]).mass = p.value[0]
+            s.body(BODIES[i]).inertia = start_inertia[i] * (p.value[0] / start_mass[i])
+        return modify
+
+    def joint_modifier(joint, attribute):
+        def modify(s, p):
+            value = np.array(getattr(s.joint(joint), attribute), dtype=np.float64, ndmin=1)
+            value[0] = p.value[0]  # MuJoCo 4's joint damping is a vector whose first entry is the linear one
+            setattr(s.joint(joint), attribute, value if value.size > 1 else float(value[0]))
+        return modify
+
+    for i, body in enumerate(BODIES):
+        params.add(sysid.Parameter(f"{body}.mass", start_mass[i], 0.1 * start_mass[i], 10.0 * start_mass[i],
+                                   modifier=mass_modifier(i)))
+    for attribute, upper in (("damping", 5.0), ("armature", 1.0)):
+        for joint in JOINTS:
+            value = float(np.atleast_1d(getattr(spec.joint(joint), attribute))[0])
+            params.add(sysid.Parameter(f"{joint}.{attribute}", value, 0.0, upper,
+                                       modifier=joint_modifier(joint, attribute)))
+    model = spec.compile()
+    data = mujoco.MjData(model)
+    initial = sysid.create_initial_state(model, run["q"][0], run["qd"][0], data.act)
+    control = sysid.TimeSeries(run["time"], run["torque"])
+    # mujoco.rollout's sensor row k is read at the start of step k and stamped with the time after it
+    sensors = sysid.TimeSeries.from_names(run["time"][1:], run["measured"][:-1], model)
+    sequences = sysid.ModelSequences("arm3_planar", spec, "measured", initial, control, sensors)
+    counted = {"rollouts": 0, "calls": 0}
+    residual_fn = sysid.build_residual_fn(models_sequences=[sequences])
+
+    def counting(x, p, **kwargs):
+        counted["rollouts"] += 1 if np.ndim(x) == 1 else np.shape(x)[1]
+        counted["calls"] += 1
+        return residual_fn(x, p, **kwargs)
+
+    from wpsim.opt.least_squares import one_blas_thread
+
+    cpu, wall = time.process_time(), time.perf_counter()
+    with one_blas_thread():
+        fitted, result = sysid.optimize(initial_params=params, residual_fn=counting, verbose=False)
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    values = [fitted[f"{b}.mass"].value[0] for b in BODIES] + [fitted[f"{j}.{a}"].value[0]
+                                                               for a in ("damping", "armature") for j in JOINTS]
+    return {"error": worst_error_percent(values), "rollouts": counted["rollouts"],
+            "iterations": len(result.extras.get("objective", [])) or counted["calls"], "cpu": cpu, "wall": wall}
+
+
+def vs_mujoco_sysid_suite(device=None, quick: bool = False) -> list[dict]:
+    """Suite ``vs_mujoco_sysid`` (see the module docstring). ``quick``: the exact-data case
+    only."""
+    import warp as wp
+
+    device = wp.get_device(device)
+    try:
+        import mujoco
+        from mujoco import sysid
+        sysid.optimize  # noqa: B018 - present only with the toolbox's optional dependencies
+    except (ImportError, AttributeError) as error:
+        return skipped_record(SUITE, device, f"mujoco.sysid is not usable ({error!r}); pip install 'mujoco[sysid]'")
+    base = {"cores": os.cpu_count(), "mujoco": mujoco.__version__, "device": str(device), "precision": "float64",
+            "parameters": 9, "steps": int(round(DURATION / DT)), "dt": DT,
+            "start": "masses x0.6, damping x0.3, armature 0", "full_inertia_60": FULL_INERTIA_MISSING,
+            "blas_threads": 1, "wpsim_jacobian": "forward differences, 10 worlds",
+            "mujoco_optimizer": "mujoco.minimize (LM, forward differences)"}
+    records = []
+    with tempfile.TemporaryDirectory() as folder:
+        for case in ("exact",) if quick else ("exact", "noise_1pct"):
+            data = make_data(mujoco, noisy=case != "exact")
+            sides = {"mujoco": run_mujoco(mujoco, sysid, data), "wpsim": run_wpsim(data, Path(folder), device)}
+            if not quick:  # wpsim's other method, for its default: L-BFGS-B on tape gradients
+                sides["wpsim_lbfgsb"] = run_wpsim(data, Path(folder), device, "lbfgsb")
+            for tool, out in sides.items():
+                params = {**base, "mode": tool, "data": case, "iterations": out["iterations"],
+                          **({"message": out["message"], "verdict_ok": out["verdict_ok"], "gradients": out["gradients"]}
+                             if tool.startswith("wpsim") else {})}
+                records += [record(SUITE, "arm3_planar", params, "error_percent", out["error"]),
+                            record(SUITE, "arm3_planar", params, "count", out["rollouts"]),
+                            record(SUITE, "arm3_planar", {**params, "clock": "process"}, "wall_s", out["cpu"]),
+                            record(SUITE, "arm3_planar", {**params, "clock": "wall"}, "wall_s", out["wall"])]
+            ratio = sides["wpsim"]["cpu"] / sides["mujoco"]["cpu"]
+            records.append(record(SUITE, "arm3_planar", {**base, "mode": "cpu wpsim/mujoco", "data": case},
+                                  "time_ratio", ratio))
+            if "wpsim_lbfgsb" in sides:
+                records.append(record(SUITE, "arm3_planar", {**base, "mode": "cpu wpsim_lbfgsb/wpsim", "data": case},
+                                      "time_ratio", sides["wpsim_lbfgsb"]["cpu"] / sides["wpsim"]["cpu"]))
+                other = sides["wpsim_lbfgsb"]
+                progress(f"{SUITE} arm3_planar {case}: wpsim L-BFGS-B worst error {other['error']:.2g} %, "
+                         f"CPU s {other['cpu']:.3f}, iterations {other['iterations']}")
+            progress(f"{SUITE} arm3_planar {case}: worst error wpsim {sides['wpsim']['error']:.2g} % / mujoco "
+                     f"{sides['mujoco']['error']:.2g} %, CPU s {sides['wpsim']['cpu']:.3f} / "
+                     f"{sides['mujoco']['cpu']:.3f} (x{ratio:.2f}), rollouts {sides['wpsim']['rollouts']} / "
+                     f"{sides['mujoco']['rollouts']}, iterations {sides['wpsim']['iterations']} / "
+                     f"{sides['mujoco']['iterations']}")
+    records.append(record(SUITE, "contact", {**base, "skipped": True, "reason": CONTACT_SKIPPED}, "flag", 0.0))
+    return records
