@@ -428,3 +428,32 @@ def test_build_kernels_refuses_an_unknown_module_or_arch():
     assert proc.returncode == 2 and "wpsim.kernels.no_such_module" in proc.stderr
     proc = run(["build-kernels", "--arch", "9"])
     assert proc.returncode == 2 and "compute capability" in proc.stderr
+
+
+def test_run_prints_cells_through_the_thinnest_section_and_warns_below_the_studys_count(tmp_path, capsys):
+    """A 0.2 x 0.05 x 0.01 m slab: with the default linear tets and a 5 mm cell, 2 cells span its
+    thickness, below what linear tets need in bending (a warning naming --order 2); quadratic
+    tets (--order 2) need one, so no warning; robot files refuse the soft-body flags."""
+    import trimesh
+
+    from wpsim.apps.cli import main
+    from wpsim.apps.run_scene import BENDING_CELLS, cells_through_thinnest
+
+    slab = tmp_path / "slab.obj"
+    trimesh.creation.box(extents=(0.2, 0.05, 0.01)).export(slab)
+    out = tmp_path / "slab.usda"
+    for flags, warned in (([], True), (["--order", "2"], False)):
+        assert main(["run", str(slab), "--cell", "0.005", "--steps", "2", *flags, "--out", str(out)]) == 0
+        captured = capsys.readouterr()
+        line = next(line for line in captured.out.splitlines() if "cells through the thinnest section" in line)
+        kind = "quadratic tets" if flags else "linear tets"
+        assert f"({kind})" in line and float(line.split(": ")[1].split()[0]) == pytest.approx(2.0, rel=0.1)
+        assert ("--order 2" in captured.err and "bend more than 10 %" in captured.err) is warned
+    assert BENDING_CELLS["quadratic tets"] <= 2 < BENDING_CELLS["linear tets"]
+    cube = trimesh.creation.box(extents=(0.1, 0.1, 0.1)).vertices
+    tets = np.array([[0, 1, 2, 4]])  # one corner tet of a unit-cell-like layout: volume 1/6 of its box
+    assert cells_through_thinnest(cube, tets) == pytest.approx(1.0, rel=1e-9)
+    assert main(["run", str(ASSETS / "cartpole.xml"), "--order", "2", "--out", str(tmp_path / "r.usd")]) == 2
+    assert "--order applies to soft bodies" in capsys.readouterr().err
+    assert main(["run", str(slab), "--order", "2", "--strain-smoothing", "--out", str(out)]) == 2
+    assert "--strain-smoothing is for linear tets" in capsys.readouterr().err

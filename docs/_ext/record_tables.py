@@ -85,8 +85,10 @@ class VersusTable(Directive):
 
 
 def record_rows(records: list, metric: str, columns: list) -> list:
-    """(the ``columns`` of params..., value) of every record of ``metric``, in order."""
-    rows = [[r["params"].get(c, "") for c in columns] + [float(r["value"])] for r in records if r["metric"] == metric]
+    """(the ``columns`` of params (or the record's ``case``)..., value) of every record of
+    ``metric``, in order."""
+    rows = [[r["case"] if c == "case" else r["params"].get(c, "") for c in columns] + [float(r["value"])]
+            for r in records if r["metric"] == metric]
     if not rows:
         raise ValueError(f"no record with metric {metric!r}")
     return rows
@@ -94,7 +96,8 @@ def record_rows(records: list, metric: str, columns: list) -> list:
 
 class RecordTable(Directive):
     """``record-table RECORD``: one metric of a benchmark record, a row per record, with
-    the ``params`` named by ``:columns:`` (comma-separated) before the value."""
+    the ``params`` named by ``:columns:`` (comma-separated; ``case``: the record's case) before
+    the value."""
 
     required_arguments = 1
     option_spec = {"metric": directives.unchanged_required, "columns": directives.unchanged_required,

@@ -153,7 +153,7 @@ def cmd_run(args) -> int:
 
     options = SoftSceneOptions(cell_size=args.cell, scale=args.scale, density=args.density,
                                young_modulus=args.young, drop_height=args.height,
-                               strain_smoothing=args.strain_smoothing)
+                               strain_smoothing=args.strain_smoothing, order=args.order or 1)
     control = RobotControlOptions(mode=args.control, kp=args.kp, kd=args.kd, time_constant=args.time_constant,
                                   amplitude=args.amplitude, frequency=args.frequency, q0=args.q0, key=args.key)
     _check_device(args.device)
@@ -168,6 +168,10 @@ def cmd_run(args) -> int:
     quality, dt, soft_contact, body_names, make_controller, joint_names = None, args.dt, None, None, None, None
     mode = None
     if is_robot_file(args.scene):
+        soft_only = [flag for flag, given in (("--order", args.order is not None),
+                                              ("--strain-smoothing", args.strain_smoothing)) if given]
+        if soft_only:
+            raise ValueError(f"{soft_only[0]} applies to soft bodies, not to the robot file {args.scene}")
         with files_read() as read:  # the scene's includes and meshes are inputs too
             builder, scene = robot_scene(args.scene, floating=args.floating)
         for option, out in (("--out", args.out), ("--video", args.video)):
@@ -200,11 +204,15 @@ def cmd_run(args) -> int:
         builder, quality = soft_scene(args.scene, options)
         dt = dt or 1e-4
     if quality is not None:
-        print(f"{args.scene}: {quality['tets']} tets of {quality['cell_size_m'] * 1e3:.1f} mm cells; volume "
-              f"{quality['volume_m3'] * 1e6:.3f} cm^3 ({quality['volume_relative_error'] * 100:+.1f} % vs the surface); "
-              f"shape quality min {quality['shape_min']:.3f}, dihedral angles "
-              f"{quality['dihedral_min_deg']:.0f}-{quality['dihedral_max_deg']:.0f} deg")
-        for warning in mesh_warnings(quality):
+        if "cell_size_m" in quality:  # meshed here (not a .npz tet mesh)
+            print(f"{args.scene}: {quality['tets']} tets of {quality['cell_size_m'] * 1e3:.1f} mm cells; volume "
+                  f"{quality['volume_m3'] * 1e6:.3f} cm^3 ({quality['volume_relative_error'] * 100:+.1f} % vs the "
+                  f"surface); shape quality min {quality['shape_min']:.3f}, dihedral angles "
+                  f"{quality['dihedral_min_deg']:.0f}-{quality['dihedral_max_deg']:.0f} deg")
+        print(f"{args.scene}: {quality['cells_through_thinnest']:.1f} cells through the thinnest section "
+              f"({options.element_kind})")
+        warnings = [*mesh_warnings(quality)] if "cell_size_m" in quality else []
+        for warning in warnings + ([quality["bending_warning"]] if quality["bending_warning"] else []):
             print(f"wpsim run: warning: {warning}", file=sys.stderr)
     summary = simulate_to_usd(builder, args.out, args.steps, dt, args.fps, args.solver, args.device, soft_contact,
                               args.video, body_names, make_controller, joint_names)
@@ -363,6 +371,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--strain-smoothing", action="store_true",
                      help="soft bodies: average each tet's strain with its face neighbours' (much less stiff in "
                           "bending on a coarse mesh, about 1.75x the cost per step)")
+    run.add_argument("--order", type=int, choices=(1, 2), default=None,
+                     help="soft bodies: 1, linear tets (default), or 2, quadratic (10-node) tets with a node at each "
+                          "edge's midpoint, which bend within 4 %% of beam theory with one cell through the "
+                          "thickness (wpsim bench --suite fem_convergence)")
     run.add_argument("--control", default=None, metavar="none|hold|sine|FILE.csv",
                      help="robots: how the actuators are driven (default: hold for a robot with actuators, else "
                           "none). none: passive (zero torques and drive targets); hold: position actuators target the "

@@ -36,11 +36,19 @@ class SoftSceneOptions:
     poisson_ratio: float = 0.3
     damping: float = 1.0  # Pa s, strain-rate damping
     strain_smoothing: bool = False  # face-based strain smoothing of the tets (ModelBuilder.add_tetrahedra)
+    order: int = 1  # 1: linear tets; 2: quadratic (10-node) tets, which converge in bending
     drop_height: float = 0.02  # m, gap between the body's lowest point and the ground
     contact_radius: float = 0.001  # m
     ground_ke: float = 1.0e3  # N/m
     ground_kd: float = 0.05  # N s/m
     ground_mu: float = 0.5
+
+    @property
+    def element_kind(self) -> str:
+        """The tets' kind as ``wpsim bench --suite fem_convergence`` names it."""
+        if self.order == 2:
+            return "quadratic tets"
+        return "strain-smoothed tets" if self.strain_smoothing else "linear tets"
 
 
 TET_BUDGET = 20_000
@@ -81,6 +89,39 @@ def mesh_warnings(quality: dict) -> list:
     if quality["tets"] > TET_BUDGET:
         found.append(f"{quality['tets']} tets (more than {TET_BUDGET}) will be slow: try a larger --cell")
     return found
+
+
+BENDING_CELLS = {"linear tets": 8, "strain-smoothed tets": 8, "quadratic tets": 1}
+"""Cells through a soft body's thinnest section below which its bending is more than 10 % too
+stiff, per element kind, from ``wpsim bench --suite fem_convergence``'s clamped beam sagging under
+its own weight: linear tets -21.5 % at 4 cells and -7.3 % at 8, strain-smoothed -13.3 % and
+-4.5 %, quadratic -3.1 % at 1 (against Timoshenko's sag)."""
+
+
+def cells_through_thinnest(vertices, tets) -> float:
+    """How many mesh cells span the thinnest section of a tet mesh: its smallest extent along
+    its principal axes over the cell size (6 x the mean tet volume)^(1/3) of six-tet cells."""
+    x = np.asarray(vertices, dtype=np.float64)
+    tets = np.asarray(tets, dtype=np.int64)[:, :4]
+    centred = x - x.mean(axis=0)
+    axes = np.linalg.svd(centred, full_matrices=False)[2]
+    thickness = np.ptp(centred @ axes.T, axis=0).min()
+    edges = x[tets[:, 1:]] - x[tets[:, :1]]
+    cell = np.abs(np.linalg.det(edges)).mean() ** (1.0 / 3.0)  # det = 6 x the tet's volume
+    return float(thickness / cell)
+
+
+def bending_warning(vertices, tets, kind: str) -> tuple:
+    """(cells through the thinnest section, a warning when they are below ``BENDING_CELLS`` for
+    element ``kind``, else None)."""
+    cells = cells_through_thinnest(vertices, tets)
+    needed = BENDING_CELLS[kind]
+    if cells >= needed:
+        return cells, None
+    advice = "use a smaller --cell" if kind == "quadratic tets" else \
+        f"try --order 2 (quadratic tets need {BENDING_CELLS['quadratic tets']}) or a smaller --cell"
+    return cells, (f"{cells:.1f} cells through the thinnest section: {kind} bend more than 10 % too stiffly with "
+                   f"fewer than {needed}; {advice}")
 
 
 def soft_mesh_from_file(path, options: SoftSceneOptions) -> tuple:
@@ -197,6 +238,10 @@ def check_run_options(options: SoftSceneOptions, out, fps: float, video=None, dt
         check_writable(video, "--video")
     if not 0.0 <= options.drop_height < np.inf:
         raise ValueError(f"drop height must be finite and >= 0 m (above the ground), got {options.drop_height}")
+    if options.order not in (1, 2):
+        raise ValueError(f"--order must be 1 (linear tets) or 2 (quadratic tets), got {options.order!r}")
+    if options.order == 2 and options.strain_smoothing:
+        raise ValueError("--strain-smoothing is for linear tets; quadratic tets (--order 2) need none")
     if options.cell_size is not None and not 0.0 < options.cell_size < np.inf:
         raise ValueError(f"--cell must be finite and > 0 m, got {options.cell_size}")
     for name in ("scale", "density", "young_modulus"):
@@ -370,7 +415,8 @@ def _replayed_columns(path, scene, types, kinds: dict, dt: float, steps: int) ->
 
 def soft_scene(path, options: SoftSceneOptions) -> tuple:
     """A ModelBuilder with the ground and the soft body of ``path`` lying ``drop_height``
-    above it, and the mesher's quality statistics (None for a .npz tet mesh)."""
+    above it, and a report: the mesher's quality statistics (none for a .npz tet mesh), the
+    cells through the thinnest section and a bending warning (``bending_warning``)."""
     vertices, tets, quality = soft_mesh_from_file(path, options)
     builder = ModelBuilder()
     builder.add_ground_plane(ke=options.ground_ke, kd=options.ground_kd, mu=options.ground_mu)
@@ -378,8 +424,9 @@ def soft_scene(path, options: SoftSceneOptions) -> tuple:
     builder.add_soft_mesh(vertices, tets, pos=(0.0, 0.0, lift), density=options.density,
                           young_modulus=options.young_modulus, poisson_ratio=options.poisson_ratio,
                           kd=options.damping, radius=options.contact_radius,
-                          strain_smoothing=options.strain_smoothing)
-    return builder, quality
+                          strain_smoothing=options.strain_smoothing, order=options.order)
+    cells, warning = bending_warning(vertices, tets, options.element_kind)
+    return builder, {**(quality or {}), "cells_through_thinnest": cells, "bending_warning": warning}
 
 
 def frame_step_indices(steps: int, dt: float, fps: float) -> np.ndarray:

@@ -32,6 +32,11 @@ METRIC_UNITS = {
     "count": "",
     "deflection_m": "mm",
     "error_percent": "%",
+    "fine_error_percent": "%",
+    "twist_rate_rad_per_m": "rad/m",
+    "stable_dt_s": "us",
+    "step_s": "us",
+    "rms_mm": "mm",
 }
 """Metric names shared by all suites, with the unit ``format_table`` prints them in."""
 
@@ -92,8 +97,14 @@ def format_value(metric: str, value: float) -> str:
         return f"{value:.2e}"
     if metric in ("flag", "count"):
         return f"{value:.0f}"
+    if metric == "rms_mm":
+        return f"{value:.4f}"
     if metric == "deflection_m":
         return f"{value * 1e3:.3f}"
+    if metric in ("stable_dt_s", "step_s"):
+        return f"{value * 1e6:.1f}"
+    if metric == "twist_rate_rad_per_m":
+        return f"{value:.5f}"
     return f"{value:.1f}"
 
 

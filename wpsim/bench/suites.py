@@ -15,6 +15,7 @@ import warp as wp
 
 from wpsim.bench.checkpoint import checkpoint_suite
 from wpsim.bench.contact_pile import contact_pile_suite
+from wpsim.bench.fem_calibration import fem_calibration_suite
 from wpsim.bench.fem_convergence import fem_convergence_suite
 from wpsim.bench.ilqr_memory import ilqr_memory_suite
 from wpsim.bench.implicit_contact import implicit_contact_suite
@@ -83,6 +84,7 @@ SUITES: dict[str, Callable[..., list]] = {
     "vs_newton": vs_newton_suite,
     "import_corpus": import_corpus_suite,
     "fem_convergence": fem_convergence_suite,
+    "fem_calibration": fem_calibration_suite,
 }
 """Registered suites by name; each is ``(device, quick: bool) -> list[dict]`` of records."""
 
