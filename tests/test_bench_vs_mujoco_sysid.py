@@ -44,3 +44,58 @@ def test_without_mujoco_sysid_the_suite_says_why(monkeypatch):
     monkeypatch.setitem(sys.modules, "mujoco", None)
     records = vs_mujoco_sysid.vs_mujoco_sysid_suite("cpu", quick=True)
     assert len(records) == 1 and records[0]["params"]["skipped"] and "mujoco.sysid" in records[0]["params"]["reason"]
+
+
+def test_the_full_inertia_arm_is_the_same_body_in_both_tools():
+    """arm6_full_inertia's start file: MuJoCo and wpsim read the same masses, centres of mass
+    and inertias, MuJoCo's pseudo-inertia coordinates are wpsim's log-Cholesky ones, and the
+    modifier that MuJoCo's side fits through writes the body back unchanged."""
+    import numpy as np
+
+    mujoco = pytest.importorskip("mujoco")
+    sysid = pytest.importorskip("mujoco.sysid")
+    if not hasattr(sysid, "body_inertia_param"):
+        pytest.skip("mujoco.sysid lacks its optional dependencies")
+    from wpsim.bench import sysid_arm6 as arm6
+    from wpsim.io.robots import import_robot
+    from wpsim.opt.inertia import to_log_cholesky
+
+    spec = mujoco.MjSpec.from_string(arm6.arm6_xml(start=True))
+    before = spec.compile()
+    ours = import_robot_from_string(import_robot, arm6.arm6_xml(start=True))
+    for i, body in enumerate(arm6.BODIES):
+        b = ours["bodies"][body]
+        theta = to_log_cholesky(ours["mass"][b], ours["com"][b], ours["inertia"][b], body)
+        param = sysid.body_inertia_param(spec, before, body, inertia_type=sysid.InertiaType.Pseudo)
+        np.testing.assert_allclose(param.value, theta, atol=1e-12)
+        arm6._principal_axes_modifier(mujoco, body)(spec, param)
+    after = spec.compile()
+    for field in ("body_mass", "body_ipos"):  # principal moments: compared as matrices below (any order)
+        np.testing.assert_allclose(getattr(after, field), getattr(before, field), rtol=1e-9, atol=1e-12)
+    def inertia(model, b):
+        rotation = np.zeros(9)
+        mujoco.mju_quat2Mat(rotation, model.body_iquat[b])
+        rotation = rotation.reshape(3, 3)
+        return rotation @ np.diag(model.body_inertia[b]) @ rotation.T
+
+    for body in arm6.BODIES:
+        b = after.body(body).id
+        np.testing.assert_allclose(inertia(after, b), inertia(before, b), atol=1e-12)
+        np.testing.assert_allclose(inertia(after, b), ours["inertia"][ours["bodies"][body]], atol=1e-12)
+
+
+def import_robot_from_string(import_robot, xml: str) -> dict:
+    """Masses (B,), centres of mass (B, 3) and inertias (B, 3, 3) of an MJCF text as wpsim
+    imports it, with body name -> index."""
+    import tempfile
+    from pathlib import Path
+
+    import warp as wp
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "arm.xml"
+        path.write_text(xml)
+        builder, scene = import_robot(path)
+    model = builder.finalize(device="cpu", dtype=wp.float64)
+    return {"bodies": scene.bodies, "mass": model.body_mass.numpy(), "com": model.body_com.numpy(),
+            "inertia": model.body_inertia.numpy()}

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 import warp as wp
 
+from wpsim.bench.mujoco_sysid import write_run_csv
 from wpsim.bench.vs_mujoco_sysid import BODIES, JOINTS, START, TRUTH, arm_xml, start_xml, truth_vector
-from wpsim.io.measurements import load_trajectory, save_trajectory
+from wpsim.io.measurements import load_trajectory
 from wpsim.io.robots import import_robot
 from wpsim.opt.sysid import TrackingResiduals, identify, prepare_run
 from wpsim.solvers import SemiImplicitSolver
@@ -102,10 +103,7 @@ def test_least_squares_recovers_masses_damping_armature_from_a_wrong_start(tmp_p
     state = model.state(requires_grad=False)
     state.joint_q.assign([0.2, -0.3, 0.4])
     q, qd = (a.numpy() for a in SemiImplicitSolver(model).replay(state, wp.array(torque[:-1], dtype=wp.float64), dt))
-    columns = {}
-    for i, joint in enumerate(JOINTS):
-        columns[f"q:{joint}"], columns[f"qd:{joint}"], columns[f"tau:{joint}"] = q[:, i], qd[:, i], torque[:, i]
-    save_trajectory(tmp_path / "data.csv", time_s, columns)
+    write_run_csv(tmp_path / "data.csv", {"time": time_s, "measured": q, "qd": qd, "torque": torque}, JOINTS)
     start = tmp_path / "start.xml"
     start.write_text(start_xml(sensors=False))
     result = identify(start, tmp_path / "data.csv", ["masses", "damping", "armature"], progress=False, device="cpu")

@@ -427,7 +427,9 @@ def build_parser() -> argparse.ArgumentParser:
     sysid.add_argument("data", help="measured run: time, q:<joint>, qd:<joint>, tau:<joint> columns (.csv, .npz)")
     sysid.add_argument("--fit", default="masses,damping,armature",
                        help=f"comma-separated parameter families from {', '.join(FAMILIES)}: masses (kg, every "
-                            "body with mass, its inertia scaled alike, log-space), damping (N m s/rad or N s/m) and "
+                            "body with mass, its inertia scaled alike, log-space), inertia (mass, centre of mass and "
+                            "rotational inertia of every body with mass: ten log-Cholesky coordinates each, every value "
+                            "a physically realisable body; not with masses), damping (N m s/rad or N s/m) and "
                             "armature (kg m^2 or kg) of every measured 1-dof joint, initial_state (the measured joints' starting "
                             "angles and rates, to absorb noise in the first sample) (default: %(default)s)")
     sysid.add_argument("--method", choices=(*METHODS, "least-squares"), default=None,

@@ -37,6 +37,7 @@ METRIC_UNITS = {
     "stable_dt_s": "us",
     "step_s": "us",
     "rms_mm": "mm",
+    "rms_rad": "rad",
 }
 """Metric names shared by all suites, with the unit ``format_table`` prints them in."""
 
@@ -99,6 +100,8 @@ def format_value(metric: str, value: float) -> str:
         return f"{value:.0f}"
     if metric == "rms_mm":
         return f"{value:.4f}"
+    if metric == "rms_rad":
+        return f"{value:.3g}"
     if metric == "deflection_m":
         return f"{value * 1e3:.3f}"
     if metric in ("stable_dt_s", "step_s"):

@@ -9,7 +9,9 @@ damping x0.3, armature 0, ``start_xml``), fit the three joint angles and start f
 initial state. Two data sets: ``exact`` and ``noise_1pct`` (Gaussian noise of 1 % of each
 angle channel's standard deviation on every sample after the first, the same draws for both
 tools, seed ``NOISE_SEED``). The full run also fits with wpsim's L-BFGS-B (``wpsim_lbfgsb``,
-tape gradients) for the choice of ``identify``'s default method.
+tape gradients) for the choice of ``identify``'s default method, and case
+``arm6_full_inertia`` (``wpsim.bench.sysid_arm6``): 60 full inertial parameters of a 6-hinge
+arm, judged by how well each tool's fitted model predicts data it was not fitted to.
 
 - wpsim: ``identify(..., method="least-squares")`` from the files (robot MJCF, data CSV), the
   Jacobian by forward differences over the 10 worlds of one rollout (``TrackingResiduals``),
@@ -39,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
+from wpsim.bench.mujoco_sysid import mujoco_fit, write_run_csv
 from wpsim.bench.records import progress, record, skipped_record
 
 SUITE = "vs_mujoco_sysid"
@@ -60,7 +63,6 @@ CONTACT_SKIPPED = (
     "1-dof joints from joint angles (no contact friction or solref/solimp family, no sensor or "
     "site measurements, no floating base), so a contact run cannot be fitted by both tools on "
     "the same parameters; and MuJoCo-made contact data are not exactly wpsim's contact physics")
-FULL_INERTIA_MISSING = "the 60-parameter full-inertia arm needs a full-inertia parameter family that wpsim lacks"
 
 
 def arm_xml(mass, damping, armature, sensors: bool = True) -> str:
@@ -123,16 +125,11 @@ def make_data(mujoco, noisy: bool) -> dict:
 
 def run_wpsim(run: dict, folder: Path, device, method: str = "least-squares") -> dict:
     """``identify`` (by ``method``) of the 9 parameters from the start file; errors, costs."""
-    from wpsim.io.measurements import save_trajectory
     from wpsim.opt.sysid import identify
 
     robot, csv = folder / "arm3_start.xml", folder / "arm3_data.csv"
     robot.write_text(start_xml(sensors=False))
-    columns = {}
-    for i, joint in enumerate(JOINTS):
-        columns[f"q:{joint}"], columns[f"qd:{joint}"] = run["measured"][:, i], run["qd"][:, i]
-        columns[f"tau:{joint}"] = run["torque"][:, i]
-    save_trajectory(csv, run["time"], columns)
+    write_run_csv(csv, run, JOINTS)
     cpu, wall = time.process_time(), time.perf_counter()
     result = identify(robot, csv, ["masses", "damping", "armature"], method=method, iterations=60,
                       progress=False, device=device)
@@ -173,31 +170,10 @@ def run_mujoco(mujoco, sysid, run: dict) -> dict:
             value = float(np.atleast_1d(getattr(spec.joint(joint), attribute))[0])
             params.add(sysid.Parameter(f"{joint}.{attribute}", value, 0.0, upper,
                                        modifier=joint_modifier(joint, attribute)))
-    model = spec.compile()
-    data = mujoco.MjData(model)
-    initial = sysid.create_initial_state(model, run["q"][0], run["qd"][0], data.act)
-    control = sysid.TimeSeries(run["time"], run["torque"])
-    # mujoco.rollout's sensor row k is read at the start of step k and stamped with the time after it
-    sensors = sysid.TimeSeries.from_names(run["time"][1:], run["measured"][:-1], model)
-    sequences = sysid.ModelSequences("arm3_planar", spec, "measured", initial, control, sensors)
-    counted = {"rollouts": 0, "calls": 0}
-    residual_fn = sysid.build_residual_fn(models_sequences=[sequences])
-
-    def counting(x, p, **kwargs):
-        counted["rollouts"] += 1 if np.ndim(x) == 1 else np.shape(x)[1]
-        counted["calls"] += 1
-        return residual_fn(x, p, **kwargs)
-
-    from wpsim.opt.least_squares import one_blas_thread
-
-    cpu, wall = time.process_time(), time.perf_counter()
-    with one_blas_thread():
-        fitted, result = sysid.optimize(initial_params=params, residual_fn=counting, verbose=False)
-    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    fitted, out = mujoco_fit(mujoco, sysid, spec, params, run, "arm3_planar")
     values = [fitted[f"{b}.mass"].value[0] for b in BODIES] + [fitted[f"{j}.{a}"].value[0]
                                                                for a in ("damping", "armature") for j in JOINTS]
-    return {"error": worst_error_percent(values), "rollouts": counted["rollouts"],
-            "iterations": len(result.extras.get("objective", [])) or counted["calls"], "cpu": cpu, "wall": wall}
+    return {**out, "error": worst_error_percent(values)}
 
 
 def vs_mujoco_sysid_suite(device=None, quick: bool = False) -> list[dict]:
@@ -214,7 +190,7 @@ def vs_mujoco_sysid_suite(device=None, quick: bool = False) -> list[dict]:
         return skipped_record(SUITE, device, f"mujoco.sysid is not usable ({error!r}); pip install 'mujoco[sysid]'")
     base = {"cores": os.cpu_count(), "mujoco": mujoco.__version__, "device": str(device), "precision": "float64",
             "parameters": 9, "steps": int(round(DURATION / DT)), "dt": DT,
-            "start": "masses x0.6, damping x0.3, armature 0", "full_inertia_60": FULL_INERTIA_MISSING,
+            "start": "masses x0.6, damping x0.3, armature 0",
             "blas_threads": 1, "wpsim_jacobian": "forward differences, 10 worlds",
             "mujoco_optimizer": "mujoco.minimize (LM, forward differences)"}
     records = []
@@ -246,5 +222,35 @@ def vs_mujoco_sysid_suite(device=None, quick: bool = False) -> list[dict]:
                      f"{sides['mujoco']['cpu']:.3f} (x{ratio:.2f}), rollouts {sides['wpsim']['rollouts']} / "
                      f"{sides['mujoco']['rollouts']}, iterations {sides['wpsim']['iterations']} / "
                      f"{sides['mujoco']['iterations']}")
+        if not quick:
+            records += _full_inertia_records(mujoco, sysid, Path(folder), device, base)
     records.append(record(SUITE, "contact", {**base, "skipped": True, "reason": CONTACT_SKIPPED}, "flag", 0.0))
+    return records
+
+
+def _full_inertia_records(mujoco, sysid, folder: Path, device, base: dict) -> list:
+    """Case ``arm6_full_inertia`` (``wpsim.bench.sysid_arm6``): both tools' fit and prediction
+    RMS, rollouts, iterations, CPU and wall seconds, and the CPU ratio."""
+    from wpsim.bench import sysid_arm6 as arm6
+
+    data = arm6.make_arm6_data(mujoco)
+    sides = {"mujoco": arm6.fit_mujoco(mujoco, sysid, data), "wpsim": arm6.fit_wpsim(data, folder, device)}
+    base = {**base, "parameters": 60, "steps": int(round(arm6.FIT_S / arm6.DT)), "predicted_steps":
+            int(round(arm6.DURATION_S / arm6.DT)), "start": "masses x0.7, centres of mass 2 cm lower, moments x1.3",
+            "wpsim_jacobian": "forward differences, 61 worlds", "data": "exact"}
+    records = []
+    for tool, out in sides.items():
+        params = {**base, "mode": tool, "iterations": out["iterations"]}
+        records += [record(SUITE, "arm6_full_inertia", {**params, "window": "fit"}, "rms_rad", out["fit_rms"]),
+                    record(SUITE, "arm6_full_inertia", {**params, "window": "prediction"}, "rms_rad",
+                           out["predict_rms"]),
+                    record(SUITE, "arm6_full_inertia", params, "count", out["rollouts"]),
+                    record(SUITE, "arm6_full_inertia", {**params, "clock": "process"}, "wall_s", out["cpu"]),
+                    record(SUITE, "arm6_full_inertia", {**params, "clock": "wall"}, "wall_s", out["wall"])]
+    ratio = sides["wpsim"]["cpu"] / sides["mujoco"]["cpu"]
+    records.append(record(SUITE, "arm6_full_inertia", {**base, "mode": "cpu wpsim/mujoco"}, "time_ratio", ratio))
+    w, m = sides["wpsim"], sides["mujoco"]
+    progress(f"{SUITE} arm6_full_inertia: prediction RMS wpsim {w['predict_rms']:.2g} / mujoco {m['predict_rms']:.2g} "
+             f"rad, CPU s {w['cpu']:.2f} / {m['cpu']:.2f} (x{ratio:.2f}), rollouts {w['rollouts']} / "
+             f"{m['rollouts']}, iterations {w['iterations']} / {m['iterations']}")
     return records

@@ -10,6 +10,9 @@ measured joint and step. Families of parameters (``FAMILIES``):
 
 - "masses": the mass of every body with mass, its inertia scaled with it (a change of
   density; the centre of mass stays); log-space;
+- "inertia": the full inertial parameters of every body with mass (mass, centre of mass,
+  rotational inertia: ten per body) as log-Cholesky coordinates (``wpsim.opt.inertia``), so
+  that every value the optimiser tries is a physically realisable body; not with "masses";
 - "damping", "armature": of every 1-dof joint (N m s/rad, kg m^2 for hinges), >= 0;
 - "initial_state": the measured joints' starting angles and rates (to absorb noise in the
   first sample).
@@ -42,11 +45,12 @@ from wpsim.diff import Rollout
 from wpsim.diff.losses import joint_state_loss, joint_tracking_loss
 from wpsim.io.measurements import MeasurementError, Trajectory
 from wpsim.kernels.enums import JOINT_DOF_COUNT, JOINT_REVOLUTE
+from wpsim.opt import inertia
 from wpsim.opt.parameters import DerivedParameter, Parameter, ParameterSet
 from wpsim.opt.problem import Problem
 from wpsim.solvers import SemiImplicitSolver, eval_fk
 
-FAMILIES = ("masses", "damping", "armature", "initial_state")
+FAMILIES = ("masses", "inertia", "damping", "armature", "initial_state")
 JACOBIANS = ("differences", "adjoint")
 """How ``TrackingResiduals`` computes its Jacobian (see there)."""
 THREADED_WORLDS = 64
@@ -231,16 +235,53 @@ def _mass_parameter(run: RobotRun) -> DerivedParameter:
     return DerivedParameter("masses", mass0[bodies], build, labels=labels, units=("kg",) * len(bodies), log=True)
 
 
+def _inertia_parameter(run: RobotRun) -> DerivedParameter:
+    """Mass, centre of mass and inertia of every body with mass as its ten log-Cholesky
+    coordinates; the unit of the lengths is the body's size (its largest exp(d))."""
+    per_world = run.model.body_count // run.worlds
+    mass0, com0, inertia0 = (getattr(run.model, name).numpy().astype(np.float64)[:per_world]
+                             for name in ("body_mass", "body_com", "body_inertia"))
+    bodies = np.flatnonzero(mass0 > 0.0)
+    names = [run.body_names.get(int(b), f"body{b}") for b in bodies]
+    theta0 = [inertia.to_log_cholesky(mass0[b], com0[b], inertia0[b], name) for b, name in zip(bodies, names)]
+
+    def build(theta):
+        mass, com, rotational = mass0.copy(), com0.copy(), inertia0.copy()
+        mass[bodies], com[bodies], rotational[bodies] = inertia.from_log_cholesky(np.reshape(theta, (-1, 10)))
+        return {"model.body_mass": mass, "model.body_com": com, "model.body_inertia": rotational}
+
+    scale = np.concatenate([[1.0] * 4 + [float(np.exp(t[1:4]).max())] * 6 for t in theta0])
+    return DerivedParameter("inertia", np.concatenate(theta0), build,
+                            labels=tuple(f"{name}.{c}" for name in names for c in inertia.COORDINATES),
+                            units=inertia.UNITS * len(bodies), scale=scale)
+
+
+def body_inertials(run: RobotRun) -> dict:
+    """Body name -> {"mass_kg", "com_m" (3,), "inertia_kg_m2" (3, 3) about the centre of mass}
+    of every body with mass in world 0 of ``run``'s model (its current values)."""
+    per_world = run.model.body_count // run.worlds
+    mass, com, rotational = (getattr(run.model, name).numpy().astype(np.float64)[:per_world]
+                             for name in ("body_mass", "body_com", "body_inertia"))
+    return {run.body_names.get(int(b), f"body{b}"): {"mass_kg": float(mass[b]), "com_m": com[b].tolist(),
+                                                     "inertia_kg_m2": rotational[b].tolist()}
+            for b in np.flatnonzero(mass > 0.0)}
+
+
 def robot_parameters(run: RobotRun, families) -> list:
     """The declared parameters of ``families`` (see ``FAMILIES``) for ``run``."""
     unknown = [f for f in families if f not in FAMILIES]
     if unknown or not families:
         raise ValueError(f"unknown parameter famil{'ies' if len(unknown) > 1 else 'y'} {unknown or families}; "
                          f"choose from {', '.join(FAMILIES)}")
+    if "masses" in families and "inertia" in families:
+        raise ValueError("the families masses and inertia both set the bodies' masses: choose one (inertia fits "
+                         "mass, centre of mass and inertia)")
     params = []
     for family in families:
         if family == "masses":
             params.append(_mass_parameter(run))
+        elif family == "inertia":
+            params.append(_inertia_parameter(run))
         elif family in ("damping", "armature"):
             field = f"joint_{family}"
             values = getattr(run.model, field).numpy()
@@ -456,6 +497,7 @@ class SysidResult:
             "fit": self.fit.to_dict(),
             "zero_order": None if self.zero_order is None else self.zero_order.to_dict(),
             "verdict": None if self.verdict is None else self.verdict.to_dict(),
+            **({"bodies": body_inertials(self.run)} if "inertia" in self.families else {}),
         }
 
     def summary(self) -> str:
@@ -468,6 +510,12 @@ class SysidResult:
             lines.append(f"zero-order baseline ({z.method}, {z.rollouts} rollouts): loss {z.loss0:.6g} -> "
                          f"{z.loss:.6g} rad^2 against {self.fit.loss:.6g} rad^2 with gradients "
                          f"({self.fit.rollouts} rollouts)")
+        if "inertia" in self.families:
+            for name, body in body_inertials(self.run).items():
+                moments = np.linalg.eigvalsh(np.array(body["inertia_kg_m2"]))
+                lines.append(f"{name}: mass {body['mass_kg']:.6g} kg, centre of mass "
+                             f"({', '.join(f'{1e3 * c:.4g}' for c in body['com_m'])}) mm, principal moments "
+                             f"({', '.join(f'{m:.4g}' for m in moments)}) kg m^2")
         if self.verdict is not None:
             lines += self.verdict.lines(dict(zip(self.fit.labels, self.fit.units)))
         return "\n".join(lines)
