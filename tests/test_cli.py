@@ -437,7 +437,8 @@ def test_run_prints_cells_through_the_thinnest_section_and_warns_below_the_study
     import trimesh
 
     from wpsim.apps.cli import main
-    from wpsim.apps.run_scene import BENDING_CELLS, cells_through_thinnest
+    from wpsim.apps.run_scene import BENDING_CELLS
+    from wpsim.core.meshing import cells_through_thinnest
 
     slab = tmp_path / "slab.obj"
     trimesh.creation.box(extents=(0.2, 0.05, 0.01)).export(slab)

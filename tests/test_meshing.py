@@ -224,3 +224,10 @@ def test_seams_duplicates_and_distance_from_the_origin(tmp_path):
     far = trimesh.creation.icosphere(subdivisions=2, radius=0.005)
     from wpsim.core.meshing import signed_volume
     assert signed_volume(far.vertices + 1e6, far.faces) == pytest.approx(far.volume, rel=1e-9)
+
+
+def test_quality_counts_the_cells_through_the_thinnest_section():
+    """A 0.2 x 0.05 x 0.02 m slab meshed with 5 mm cells: 4 cells through its 2 cm."""
+    slab = trimesh.creation.box(extents=(0.2, 0.05, 0.02))
+    quality = tetrahedralize(slab.vertices, slab.faces, 0.005).quality
+    assert quality["cells_through_thinnest"] == pytest.approx(4.0, rel=1e-6)

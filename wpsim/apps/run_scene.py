@@ -16,7 +16,7 @@ import numpy as np
 
 from wpsim.core.builder import ModelBuilder
 from wpsim.core.health import SimulationBlowUp
-from wpsim.core.meshing import tetrahedralize
+from wpsim.core.meshing import cells_through_thinnest, tetrahedralize
 from wpsim.io.mesh_files import SURFACE_SUFFIXES, load_surface
 from wpsim.io.progress import progress_line
 from wpsim.io.usd_export import UsdRecorder
@@ -96,19 +96,6 @@ BENDING_CELLS = {"linear tets": 8, "strain-smoothed tets": 8, "quadratic tets": 
 stiff, per element kind, from ``wpsim bench --suite fem_convergence``'s clamped beam sagging under
 its own weight: linear tets -21.5 % at 4 cells and -7.3 % at 8, strain-smoothed -13.3 % and
 -4.5 %, quadratic -3.1 % at 1 (against Timoshenko's sag)."""
-
-
-def cells_through_thinnest(vertices, tets) -> float:
-    """How many mesh cells span the thinnest section of a tet mesh: its smallest extent along
-    its principal axes over the cell size (6 x the mean tet volume)^(1/3) of six-tet cells."""
-    x = np.asarray(vertices, dtype=np.float64)
-    tets = np.asarray(tets, dtype=np.int64)[:, :4]
-    centred = x - x.mean(axis=0)
-    axes = np.linalg.svd(centred, full_matrices=False)[2]
-    thickness = np.ptp(centred @ axes.T, axis=0).min()
-    edges = x[tets[:, 1:]] - x[tets[:, :1]]
-    cell = np.abs(np.linalg.det(edges)).mean() ** (1.0 / 3.0)  # det = 6 x the tet's volume
-    return float(thickness / cell)
 
 
 def bending_warning(vertices, tets, kind: str) -> tuple:

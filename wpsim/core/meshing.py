@@ -105,7 +105,9 @@ def winding_numbers(vertices: np.ndarray, faces: np.ndarray, points: np.ndarray)
 
 def tet_quality(vertices: np.ndarray, tets: np.ndarray) -> dict:
     """Element statistics: volumes (m^3), the shape measure 6 sqrt(2) V / l_rms^3 (1 for a
-    regular tetrahedron, 0 for a flat one) and dihedral angles (degrees)."""
+    regular tetrahedron, 0 for a flat one), dihedral angles (degrees) and the cells through
+    the thinnest section (``cells_through_thinnest``; bending accuracy depends on it, see
+    ``wpsim bench --suite fem_convergence``)."""
     x = np.asarray(vertices, dtype=np.float64)[np.asarray(tets)]
     e1, e2, e3 = x[:, 1] - x[:, 0], x[:, 2] - x[:, 0], x[:, 3] - x[:, 0]
     volume = np.einsum("ij,ij->i", e1, np.cross(e2, e3)) / 6.0
@@ -125,7 +127,21 @@ def tet_quality(vertices: np.ndarray, tets: np.ndarray) -> dict:
         "shape_mean": float(shape.mean()),
         "dihedral_min_deg": float(dihedral.min()),
         "dihedral_max_deg": float(dihedral.max()),
+        "cells_through_thinnest": cells_through_thinnest(vertices, tets),
     }
+
+
+def cells_through_thinnest(vertices, tets) -> float:
+    """How many mesh cells span the thinnest section of a tet mesh: its smallest extent along
+    its principal axes over the cell size (6 x the mean tet volume)^(1/3) of six-tet cells."""
+    x = np.asarray(vertices, dtype=np.float64)
+    tets = np.asarray(tets, dtype=np.int64)[:, :4]
+    centred = x - x.mean(axis=0)
+    axes = np.linalg.svd(centred, full_matrices=False)[2]
+    thickness = np.ptp(centred @ axes.T, axis=0).min()
+    edges = x[tets[:, 1:]] - x[tets[:, :1]]
+    cell = np.abs(np.linalg.det(edges)).mean() ** (1.0 / 3.0)  # det = 6 x the tet's volume
+    return float(thickness / cell)
 
 
 @dataclass
