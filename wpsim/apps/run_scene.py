@@ -94,21 +94,21 @@ def mesh_warnings(quality: dict) -> list:
 BENDING_CELLS = {"linear tets": 8, "strain-smoothed tets": 8, "quadratic tets": 1}
 """Cells through a soft body's thinnest section below which its bending is more than 10 % too
 stiff, per element kind, from ``wpsim bench --suite fem_convergence``'s clamped beam sagging under
-its own weight: linear tets -21.5 % at 4 cells and -7.3 % at 8, strain-smoothed -13.3 % and
--4.5 %, quadratic -3.1 % at 1 (against Timoshenko's sag)."""
+its own weight against Timoshenko's sag: linear tets -21.5 % at 4 cells, strain-smoothed -13.3 %,
+quadratic -3.1 % at 1; at 8 cells (``wpsim.bench.fem_convergence.measure("cantilever_gravity",
+kind, 8)``, beyond the suite's 1, 2 and 4) linear -7.3 %, strain-smoothed -4.5 %."""
 
 
-def bending_warning(vertices, tets, kind: str) -> tuple:
-    """(cells through the thinnest section, a warning when they are below ``BENDING_CELLS`` for
-    element ``kind``, else None)."""
-    cells = cells_through_thinnest(vertices, tets)
+def bending_warning(cells: float, kind: str) -> str | None:
+    """A warning when ``cells`` through a soft body's thinnest section are below
+    ``BENDING_CELLS`` for element ``kind``, else None."""
     needed = BENDING_CELLS[kind]
     if cells >= needed:
-        return cells, None
+        return None
     advice = "use a smaller --cell" if kind == "quadratic tets" else \
         f"try --order 2 (quadratic tets need {BENDING_CELLS['quadratic tets']}) or a smaller --cell"
-    return cells, (f"{cells:.1f} cells through the thinnest section: {kind} bend more than 10 % too stiffly with "
-                   f"fewer than {needed}; {advice}")
+    return (f"{cells:.1f} cells through the thinnest section: {kind} bend more than 10 % too stiffly with "
+            f"fewer than {needed}; {advice}")
 
 
 def soft_mesh_from_file(path, options: SoftSceneOptions) -> tuple:
@@ -412,8 +412,9 @@ def soft_scene(path, options: SoftSceneOptions) -> tuple:
                           young_modulus=options.young_modulus, poisson_ratio=options.poisson_ratio,
                           kd=options.damping, radius=options.contact_radius,
                           strain_smoothing=options.strain_smoothing, order=options.order)
-    cells, warning = bending_warning(vertices, tets, options.element_kind)
-    return builder, {**(quality or {}), "cells_through_thinnest": cells, "bending_warning": warning}
+    cells = quality["cells_through_thinnest"] if quality else cells_through_thinnest(vertices, tets)
+    return builder, {**(quality or {}), "cells_through_thinnest": cells,
+                     "bending_warning": bending_warning(cells, options.element_kind)}
 
 
 def frame_step_indices(steps: int, dt: float, fps: float) -> np.ndarray:

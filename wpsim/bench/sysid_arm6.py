@@ -100,8 +100,6 @@ def make_arm6_data(mujoco) -> dict:
 def fit_wpsim(run: dict, folder: Path, device) -> dict:
     """``identify(..., ["inertia"])`` on the first ``FIT_S`` s from the start file; the RMS (rad)
     of the fit and of the fitted model's prediction of the whole run; costs."""
-    import warp as wp
-
     from wpsim.bench.mujoco_sysid import write_run_csv
     from wpsim.io.measurements import load_trajectory
     from wpsim.io.robots import import_robot
@@ -118,7 +116,6 @@ def fit_wpsim(run: dict, folder: Path, device) -> dict:
     for name in ("body_mass", "body_com", "body_inertia"):
         getattr(whole.model, name).assign(getattr(result.run.model, name).numpy())
     predicted = MeasuredReplay(whole).angles()[:, 0]
-    wp.synchronize()
     return {"fit_rms": result.rms(result.simulated_after), "predict_rms": whole.rms(predicted),
             "rollouts": result.fit.rollouts, "iterations": len(result.fit.history) - 1, "cpu": cpu, "wall": wall,
             "message": str(result.fit.message)}
