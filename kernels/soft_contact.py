@@ -9,9 +9,10 @@ where H is block-diagonal in the articulations' mass matrices, a0 = H^-1 (tau - 
 unconstrained accelerations, and each contact slot of a pair (``rigid_contact.plan_contact``)
 adds four rows r along the edges n +- mu t1, n +- mu t2 of a pyramidal friction cone (J_r:
 the edge direction times the Jacobian of the contact point's relative velocity, the second
-body's side subtracted). The reference acceleration aref_r = -b J_r v - k dist pushes
-penetrating points apart (k = 1 / time_constant^2, b = 2 damping_ratio / time_constant), and
-the weight D_r = impedance / (1 - impedance) / A uses the diagonal approximation
+body's side subtracted). The reference acceleration aref_r = -b J_r v - k d dist pushes
+penetrating points apart (k and b from the pair's solref as MuJoCo derives them,
+``reference_gains``; d its impedance at the penetration, ``impedance_at``), and
+the weight D_r = d / (1 - d) / A uses the diagonal approximation
 A_rr ~ sum_k J_rk^2 / H_kk of a row's inverse effective mass, averaged over the slot's four
 edges (one weight per contact point, so that opposite edges balance). f is convex and piecewise
 quadratic; Newton steps a <- a - Hess^-1 grad converge to its minimiser, where grad = 0 (the
@@ -340,8 +341,83 @@ def impedance_at(penetration: wp.Float, impedance: wp.Float, impedance_min: wp.F
 
 
 @wp.func
+def reference_gains(solref_0: wp.Float, solref_1: wp.Float, impedance: wp.Float):
+    """(k 1/s^2, b 1/s) of a row's reference acceleration aref = -b J v - k d dist as MuJoCo
+    derives them from solref and solimp's dmax (``impedance``): from a time constant and a
+    damping ratio (solref_0 > 0) k = 1 / (dmax^2 tc^2 ratio^2), b = 2 / (dmax tc); from the
+    direct form (-stiffness, -damping) k = -solref_0 / dmax^2, b = -solref_1 / dmax."""
+    one = type(impedance)(1.0)
+    stiffness = -solref_0 / (impedance * impedance)
+    damping = -solref_1 / impedance
+    if solref_0 > impedance * type(impedance)(0.0):
+        scale = impedance * solref_0 * solref_1
+        stiffness = one / (scale * scale)
+        damping = type(impedance)(2.0) / (impedance * solref_0)
+    return stiffness, damping
+
+
+@wp.func
+def shape_softness(s: int, shape_solref: wp.array2d(dtype=wp.Float), shape_solimp: wp.array2d(dtype=wp.Float),
+                   time_constant: wp.Float, damping_ratio: wp.Float, impedance: wp.Float, impedance_min: wp.Float,
+                   impedance_width: wp.Float, impedance_midpoint: wp.Float, impedance_power: wp.Float):
+    """(solref, solimp) of shape s as 2- and 5-vectors: its own (``ModelBuilder.set_shape_softness``)
+    or, where its solref is 0 0, the solve's settings."""
+    zero = impedance * type(impedance)(0.0)
+    solref = wp.vector(time_constant, damping_ratio)
+    solimp = wp.vector(impedance_min, impedance, impedance_width, impedance_midpoint, impedance_power)
+    if shape_solref[s, 0] != zero or shape_solref[s, 1] != zero:
+        solref = wp.vector(shape_solref[s, 0], shape_solref[s, 1])
+        solimp = wp.vector(shape_solimp[s, 0], shape_solimp[s, 1], shape_solimp[s, 2], shape_solimp[s, 3],
+                           shape_solimp[s, 4])
+    return solref, solimp
+
+
+@wp.func
+def pair_softness(a: int, b: int, shape_solref: wp.array2d(dtype=wp.Float), shape_solimp: wp.array2d(dtype=wp.Float),
+                  shape_solmix: wp.array(dtype=wp.Float), shape_priority: wp.array(dtype=int), time_constant: wp.Float,
+                  damping_ratio: wp.Float, impedance: wp.Float, impedance_min: wp.Float, impedance_width: wp.Float,
+                  impedance_midpoint: wp.Float, impedance_power: wp.Float):
+    """(solref, solimp) of the contacts between shapes a and b, combined as MuJoCo combines two
+    geoms': the higher priority's alone; at equal priority mixed with weight solmix_a /
+    (solmix_a + solmix_b) (1/2 if both are below 1e-15, all to the other if one is), except a
+    direct-form solref (either entry <= 0), which takes each entry's minimum."""
+    ref_a, imp_a = shape_softness(a, shape_solref, shape_solimp, time_constant, damping_ratio, impedance,
+                                  impedance_min, impedance_width, impedance_midpoint, impedance_power)
+    ref_b, imp_b = shape_softness(b, shape_solref, shape_solimp, time_constant, damping_ratio, impedance,
+                                  impedance_min, impedance_width, impedance_midpoint, impedance_power)
+    solref = ref_a
+    solimp = imp_a
+    if shape_priority[b] > shape_priority[a]:
+        solref = ref_b
+        solimp = imp_b
+    elif shape_priority[b] == shape_priority[a]:
+        tiny = type(impedance)(1.0e-15)
+        mix_a = shape_solmix[a]
+        mix_b = shape_solmix[b]
+        mix = type(impedance)(0.5)
+        if mix_a >= tiny and mix_b >= tiny:
+            mix = mix_a / (mix_a + mix_b)
+        elif mix_a < tiny and mix_b >= tiny:
+            mix = type(impedance)(0.0)
+        elif mix_a >= tiny and mix_b < tiny:
+            mix = type(impedance)(1.0)
+        rest = type(impedance)(1.0) - mix
+        solimp = imp_a * mix + imp_b * rest
+        solref = wp.vector(wp.min(ref_a[0], ref_b[0]), wp.min(ref_a[1], ref_b[1]))
+        if wp.min(ref_a[0], ref_b[0]) > rest * type(impedance)(0.0):
+            solref = ref_a * mix + ref_b * rest
+    return solref, solimp
+
+
+@wp.func
 def row_parameters(
     r: int,
+    pair: int,
+    shape_solref: wp.array2d(dtype=wp.Float),
+    shape_solimp: wp.array2d(dtype=wp.Float),
+    shape_solmix: wp.array(dtype=wp.Float),
+    shape_priority: wp.array(dtype=int),
+    contact_pair: wp.array2d(dtype=int),
     row_velocity: wp.array(dtype=wp.Float),
     row_inverse_mass: wp.array(dtype=wp.Float),
     row_distance: wp.array(dtype=wp.Float),
@@ -356,24 +432,34 @@ def row_parameters(
     row_aref_out: wp.array(dtype=wp.Float),
     row_weight_out: wp.array(dtype=wp.Float),
 ):
-    """Row r's reference acceleration and weight (see ``soft_contact_row_parameters``)."""
+    """Row r's (of shape pair ``pair``) reference acceleration and weight (see
+    ``soft_contact_row_parameters``)."""
     one = type(impedance)(1.0)
-    stiffness = one / (time_constant * time_constant)
-    damping = type(impedance)(2.0) * damping_ratio / time_constant
-    row_aref_out[r] = -damping * row_velocity[r] - stiffness * row_distance[r]
-    first = r - r % EDGES
-    inverse_mass = (row_inverse_mass[first] + row_inverse_mass[first + 1] + row_inverse_mass[first + 2]
-                    + row_inverse_mass[first + 3]) * type(one)(0.25)
     weight = row_in_contact[r] * type(one)(0.0)
-    if row_in_contact[r] != weight:  # rows out of contact (most) weigh nothing: no impedance to evaluate
-        d = impedance_at(-row_distance[r], impedance, impedance_min, impedance_width, impedance_midpoint,
-                         impedance_power)
+    aref = weight
+    if row_in_contact[r] != weight:  # rows out of contact (most) weigh nothing and are never read
+        solref, solimp = pair_softness(contact_pair[pair, 0], contact_pair[pair, 1], shape_solref, shape_solimp,
+                                       shape_solmix, shape_priority, time_constant, damping_ratio, impedance,
+                                       impedance_min, impedance_width, impedance_midpoint, impedance_power)
+        d = impedance_at(-row_distance[r], solimp[1], solimp[0], solimp[2], solimp[3], solimp[4])
+        stiffness, damping = reference_gains(solref[0], solref[1], solimp[1])
+        aref = -damping * row_velocity[r] - stiffness * d * row_distance[r]
+        first = r - r % EDGES
+        inverse_mass = (row_inverse_mass[first] + row_inverse_mass[first + 1] + row_inverse_mass[first + 2]
+                        + row_inverse_mass[first + 3]) * type(one)(0.25)
         weight = row_in_contact[r] * d / (one - d) / (inverse_mass + type(one)(1.0e-12))
+    row_aref_out[r] = aref
     row_weight_out[r] = weight
 
 
 @kernel
 def soft_contact_row_parameters(
+    shape_solref: wp.array2d(dtype=wp.Float),
+    shape_solimp: wp.array2d(dtype=wp.Float),
+    shape_solmix: wp.array(dtype=wp.Float),
+    shape_priority: wp.array(dtype=int),
+    contact_pair_in: wp.array2d(dtype=int),
+    row_pair_in: wp.array(dtype=int),
     row_velocity_in: wp.array(dtype=wp.Float),
     row_inverse_mass_in: wp.array(dtype=wp.Float),
     row_distance_in: wp.array(dtype=wp.Float),
@@ -388,13 +474,17 @@ def soft_contact_row_parameters(
     row_aref_out: wp.array(dtype=wp.Float),
     row_weight_out: wp.array(dtype=wp.Float),
 ):
-    """One thread per row: reference acceleration aref = -b J v - k dist and weight
-    D = d / (1 - d) / A (0 for points not in contact), d the impedance at the slot's
-    penetration (``impedance_at``), A the mean of A_rr over the slot's four edges. One weight
-    per slot: with a weight per edge, edges nearly orthogonal to the motion got large weights,
-    and at a penetrating contact their unequal forces added up to a spurious friction force (a
-    pendulum resting on its own base sank 24 mm)."""
-    row_parameters(wp.tid(), row_velocity_in, row_inverse_mass_in, row_distance_in, row_in_contact_in, time_constant,
+    """One thread per row: reference acceleration aref = -b J v - k d dist and weight
+    D = d / (1 - d) / A (both 0 for points not in contact), from the pair's solref and solimp
+    (``pair_softness``; the scalar settings stand for shapes without their own): k and b as
+    MuJoCo derives them (``reference_gains``), d the impedance at the slot's penetration
+    (``impedance_at``), A the mean of A_rr over the slot's four edges. One weight per slot:
+    with a weight per edge, edges nearly orthogonal to the motion got large weights, and at a
+    penetrating contact their unequal forces added up to a spurious friction force (a pendulum
+    resting on its own base sank 24 mm)."""
+    r = wp.tid()
+    row_parameters(r, row_pair_in[r], shape_solref, shape_solimp, shape_solmix, shape_priority, contact_pair_in,
+                   row_velocity_in, row_inverse_mass_in, row_distance_in, row_in_contact_in, time_constant,
                    damping_ratio, impedance, impedance_min, impedance_width, impedance_midpoint, impedance_power,
                    row_aref_out, row_weight_out)
 
@@ -485,7 +575,8 @@ def dof_rows(jtype: int, q: wp.Float, qd: wp.Float, accel: wp.Float, lower: wp.F
     with ``friction_rows``, a dof with dry friction F > 0 (N m or N) has the friction-loss
     row x = a_i + b qd_i (reference -b qd_i: it resists the velocity, no position term) with
     the Huber cost 1/2 D x^2 for |D x| <= F, F |x| - F^2 / (2 D) beyond, so its force is
-    D x clamped to [-F, F]: it sticks below F and slides at F."""
+    D x clamped to [-F, F]: it sticks below F and slides at F. ``stiffness`` is k d and
+    ``damping`` b of ``reference_gains`` at the rows' constant impedance d."""
     zero = q * type(q)(0.0)
     one = zero + type(q)(1.0)
     force = zero

@@ -9,7 +9,7 @@ thread per articulation).
 import warp as wp
 
 from .generic import kernel
-from .soft_contact import EDGES, dof_rows, row_active, row_force, slot_times
+from .soft_contact import EDGES, dof_rows, reference_gains, row_active, row_force, slot_times
 
 
 @wp.func
@@ -156,6 +156,7 @@ def island_gradient(
                                                   shared)
                             wp.atomic_add(gradient_out, pair_dof[pair, side_i] + i, wp.dot(c, slot_force))
     one = type(impedance)(1.0)
+    stiffness, damping = reference_gains(time_constant, damping_ratio, impedance)
     for e in range(e0, e1):
         art = island_articulations[e]
         d0 = articulation_dof_start[art]
@@ -166,8 +167,7 @@ def island_gradient(
             weight = impedance / (one - impedance) * mass_matrix[articulation_H_start[art] + i * (n_dofs + 1)]
             force, curvature = dof_rows(joint_type[j], joint_q[joint_q_start[j]], joint_qd[dof], accel[dof],
                                         joint_limit_lower[dof], joint_limit_upper[dof], joint_friction[dof], weight,
-                                        one / (time_constant * time_constant),
-                                        type(one)(2.0) * damping_ratio / time_constant, limits, friction_rows)
+                                        stiffness * impedance, damping, limits, friction_rows)
             wp.atomic_add(gradient_out, dof, force)
             if curvature != dof_curvature_out[dof]:
                 changed = 1
@@ -380,8 +380,7 @@ def line_slope(
                         curvature += row_active(row_weight[r], x) * s * s
     if limits != 0 or friction_rows != 0:
         one = type(impedance)(1.0)
-        stiffness = one / (time_constant * time_constant)
-        damping = type(impedance)(2.0) * damping_ratio / time_constant
+        stiffness, damping = reference_gains(time_constant, damping_ratio, impedance)
         for e in range(e0, e1):
             art = island_articulations[e]
             d0 = articulation_dof_start[art]
@@ -392,7 +391,8 @@ def line_slope(
                 s = step[dof]
                 force, active = dof_rows(joint_type[j], joint_q[joint_q_start[j]], joint_qd[dof],
                                          accel[dof] - alpha * s, joint_limit_lower[dof], joint_limit_upper[dof],
-                                         joint_friction[dof], weight, stiffness, damping, limits, friction_rows)
+                                         joint_friction[dof], weight, stiffness * impedance, damping, limits,
+                                         friction_rows)
                 slope -= s * force
                 curvature += active * s * s
     return slope, curvature

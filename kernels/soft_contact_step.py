@@ -246,6 +246,10 @@ def soft_contact_steps(
     shape_plane_count: wp.array(dtype=int),
     shape_bound_centre: wp.array(dtype=vec3),
     shape_bound_half: wp.array(dtype=vec3),
+    shape_solref: wp.array2d(dtype=wp.Float),
+    shape_solimp: wp.array2d(dtype=wp.Float),
+    shape_solmix: wp.array(dtype=wp.Float),
+    shape_priority: wp.array(dtype=int),
     articulation_pair_start_in: wp.array(dtype=int),
     articulation_pair_in: wp.array2d(dtype=int),
     articulation_pair_count_in: wp.array(dtype=int),
@@ -385,7 +389,8 @@ def soft_contact_steps(
                       row_velocity_out, row_inverse_mass_out, row_distance_out, row_in_contact_out)
             if any_slot(pair, pair_row_start_in, row_in_contact_out) != 0:  # the solve visits no pair apart
                 for r in range(pair_row_start_in[pair], pair_row_start_in[pair + 1]):
-                    row_parameters(r, row_velocity_out, row_inverse_mass_out, row_distance_out, row_in_contact_out,
+                    row_parameters(r, pair, shape_solref, shape_solimp, shape_solmix, shape_priority, contact_pair_in,
+                                   row_velocity_out, row_inverse_mass_out, row_distance_out, row_in_contact_out,
                                    time_constant, damping_ratio, impedance, impedance_min, impedance_width,
                                    impedance_midpoint, impedance_power, row_aref_out, row_weight_out)
         touching_pair_list(a, articulation_contact_pair_start_in, articulation_contact_pairs_in, pair_articulation_in,

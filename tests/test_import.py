@@ -407,31 +407,35 @@ def test_mjcf_general_actuators_position_kv_and_contact_excludes(tmp_path):
 def test_mjcf_solref_and_solimp_set_the_soft_contact(tmp_path):
     """The geoms' common solref / solimp become the scene's soft-contact settings (time
     constant, damping ratio, impedance curve: solimp's dmax, dmin, width, midpoint and power,
-    MuJoCo's defaults 0.5 and 2 for the last two); a geom that differs, or uses the direct
-    (negative) solref form, is listed as not honoured."""
+    MuJoCo's defaults 0.5 and 2 for the last two); a geom that differs, here in the direct
+    (negative) solref form, keeps its own on its shape."""
     path = tmp_path / "s.xml"
     geoms = ('<geom type="plane" size="1 1 0.1"/>'
              '<body pos="0 0 1"><freejoint/><geom type="sphere" size="0.1"/></body>'
              '<body pos="1 0 1"><freejoint/><geom type="sphere" size="0.1" solref="-1000 -10"/></body>')
     path.write_text('<mujoco><default><geom solref="0.01 0.8" solimp="0.8 0.9 0.002"/></default>'
                     f'<worldbody>{geoms}</worldbody></mujoco>')
-    with pytest.warns(UserWarning, match="time-constant form"):
-        _, scene = import_mjcf(path)
+    builder, scene = import_mjcf(path)
     assert scene.contact_settings == {"time_constant": 0.01, "damping_ratio": 0.8, "impedance": 0.9,
                                       "impedance_min": 0.8, "impedance_width": 0.002, "impedance_midpoint": 0.5,
                                       "impedance_power": 2.0}
-    assert [(u.element, u.attribute) for u in scene.unhonoured] == [("<geom>", "solref")]
+    assert scene.unhonoured == []
     wpsim.SoftContactOptions(**scene.contact_settings)  # usable as given
+    model = builder.finalize()
+    np.testing.assert_array_equal(model.shape_solref.numpy(), [[0.0, 0.0], [0.0, 0.0], [-1000.0, -10.0]])
+    np.testing.assert_allclose(model.shape_solimp.numpy()[2], [0.8, 0.9, 0.002, 0.5, 2.0])
     plain = geoms.replace(' solref="-1000 -10"', "")
     path.write_text(f"<mujoco><worldbody>{plain}</worldbody></mujoco>")
-    assert import_mjcf(path)[1].contact_settings == {}
+    builder, scene = import_mjcf(path)
+    assert scene.contact_settings == {}
+    assert not builder.finalize().shape_solref.numpy().any()
 
 
 def test_mjcf_solimp_is_clipped_as_mujoco_clips_it(tmp_path):
     """solimp's impedances are clipped to MuJoCo's range [1e-4, 0.9999], so a file's dmax of 1
     (the Menagerie Go1's feet: "0.015 1 0.023") is a contact as hard as MuJoCo makes it, not
     a setting dropped for wpsim's defaults; an impedance falling with depth (dmin > dmax)
-    keeps dmax and is listed."""
+    is the geoms' own."""
     path = tmp_path / "s.xml"
     ball = '<body pos="0 0 1"><freejoint/><geom type="sphere" size="0.1"/></body>'
     path.write_text('<mujoco><default><geom solimp="0.015 1 0.023"/></default>'
@@ -450,7 +454,6 @@ def test_mjcf_solimp_is_clipped_as_mujoco_clips_it(tmp_path):
                                       "impedance_power": 1.0}
     path.write_text('<mujoco><default><geom solimp="0.95 0.5 0.001"/></default>'
                     f'<worldbody><geom type="plane" size="1 1 0.1"/>{ball}</worldbody></mujoco>')
-    with pytest.warns(UserWarning, match="dmin > dmax"):
-        _, scene = import_mjcf(path)
-    assert scene.contact_settings == {"time_constant": 0.02, "damping_ratio": 1.0, "impedance": 0.5}
-    assert [(u.element, u.attribute) for u in scene.unhonoured] == [("<geom>", "solimp")]
+    builder, scene = import_mjcf(path)  # the solve's settings cannot fall with depth; a shape's can
+    assert scene.contact_settings == {} and scene.unhonoured == []
+    np.testing.assert_allclose(builder.finalize().shape_solimp.numpy(), [[0.95, 0.5, 0.001, 0.5, 2.0]] * 2)

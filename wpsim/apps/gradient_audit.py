@@ -286,6 +286,20 @@ def _landing_scene() -> AuditScene:
     return AuditScene(b, 30, 1e-3)
 
 
+def _softness_scene() -> AuditScene:
+    """A ball sliding on the ground, pressed 0.4 mm into it, both shapes with soft-contact
+    settings of their own (``set_shape_softness``; the depth inside both impedance widths),
+    which the pair mixes."""
+    b = ModelBuilder()
+    ground = b.add_ground_plane(mu=0.2)
+    ball = b.add_body()
+    sphere = b.add_shape_sphere(ball, radius=0.1, density=500.0, mu=0.2)
+    b.add_joint_free(ball, pos=(0.0, 0.0, 0.0996), lin_vel=(0.4, 0.1, -0.02))
+    b.set_shape_softness(sphere, solref=(0.015, 0.8), solimp=(0.7, 0.92, 0.004, 0.3, 3.0), solmix=3.0)
+    b.set_shape_softness(ground, solref=(0.03, 1.3), solimp=(0.8, 0.97, 0.002, 0.6, 2.0))
+    return AuditScene(b, 30, 1e-3)
+
+
 def _box_on_box_scene() -> AuditScene:
     """A box sliding at 0.4 m/s on another resting on the ground (mu 0.3), both settled into
     their contacts; stepped with soft-constraint contact (one island of two bodies)."""
@@ -520,6 +534,9 @@ SOFT_CONTACT_CASES = (
                 solver="soft contact, impedance curve", eps=eps)
       for param, path, eps in (("initial velocities", "state.joint_qd", None), ("mu", "model.shape_mu", None),
                                ("initial coordinates", "state.joint_q", 1e-6))),
+    *(AuditCase("soft contact per-shape softness", param, _softness_scene, path, solver="soft contact", eps=1e-6)
+      for param, path in (("solref", "model.shape_solref"), ("solimp", "model.shape_solimp"),
+                          ("solmix", "model.shape_solmix"))),
     AuditCase("soft mesh contact", "mu", _mesh_contact_scene, "model.shape_mu", solver="soft contact"),
     AuditCase("soft mesh contact", "contact points", _mesh_contact_scene, "model.shape_points", solver="soft contact",
               eps=1e-6),

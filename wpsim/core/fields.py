@@ -195,6 +195,17 @@ MODEL_FIELDS = (
         FieldSpec("shape_collision_type", "int", "(C,)", "-",
                   "collision bits of the shape: shapes a and b can touch if type_a & mask_b or type_b & mask_a", False),
         FieldSpec("shape_collision_mask", "int", "(C,)", "-", "the collision bits the shape accepts", False),
+        FieldSpec("shape_solref", "real", "(C, 2)", "s, - (or 1/s^2, 1/s)",
+                  "soft-constraint contact reference (MuJoCo's solref): time constant and damping ratio, or "
+                  "-stiffness and -damping (direct form); 0 0: the solve's own settings (SoftContactOptions)"),
+        FieldSpec("shape_solimp", "real", "(C, 5)", "-, -, m, -, -",
+                  "soft-constraint contact impedance curve (MuJoCo's solimp): dmin, dmax, width, midpoint, power; "
+                  "read only where shape_solref is set"),
+        FieldSpec("shape_solmix", "real", "(C,)", "-",
+                  "weight of the shape's solref and solimp where two shapes of equal priority mix",
+                  check="nonnegative"),
+        FieldSpec("shape_priority", "int", "(C,)", "-",
+                  "contact priority: a pair takes the softness of its higher-priority shape unmixed", False),
     ),
     *built_by(
         "shape contact point",

@@ -561,6 +561,38 @@ class RigidBodyBuilder:
         self.shapes.array("shape_collision_type")[shape] = collision_type
         self.shapes.array("shape_collision_mask")[shape] = collision_mask
 
+    def set_shape_softness(self, shape: int, solref=(0.02, 1.0), solimp=(0.9, 0.95, 0.001, 0.5, 2.0),
+                           solmix: float = 1.0, priority: int = 0):
+        """The shape's own soft-constraint contact settings, as MuJoCo's geom solref, solimp,
+        solmix and priority (defaults MuJoCo's): ``solref`` (time constant s, damping ratio), both
+        > 0, or the direct form (-stiffness 1/s^2, -damping 1/s), both <= 0; ``solimp`` (dmin,
+        dmax, width m, midpoint, power). A contact pair takes the settings of its
+        higher-priority shape; at equal priority it mixes them with weights solmix_a / (solmix_a +
+        solmix_b) (the direct form takes each entry's minimum). A shape without settings of its
+        own contributes ``SoftContactOptions``' time constant, damping ratio and impedance curve
+        with solmix 1 and priority 0. The penalty contact does not read them."""
+        where = f"set_shape_softness: shape {shape}"
+        if not (isinstance(shape, (int, np.integer)) and 0 <= shape < self.shapes.count):
+            raise ValueError(f"set_shape_softness: shape {shape} does not exist ({self.shapes.count} shapes)")
+        ref = as_array(f"{where} solref", solref, (2,), 1, np.float64)[0]
+        imp = as_array(f"{where} solimp", solimp, (5,), 1, np.float64)[0]
+        if not np.isfinite(ref).all() or not ((ref > 0.0).all() or ((ref <= 0.0).all() and (ref < 0.0).any())):
+            raise ValueError(f"{where}: solref must be (time constant s, damping ratio), both > 0, or "
+                             f"(-stiffness, -damping), both <= 0 and not both 0, got {ref.tolist()}")
+        dmin, dmax, width, midpoint, power = imp
+        if not (np.isfinite(imp).all() and 0.0 < dmin < 1.0 and 0.0 < dmax < 1.0 and width >= 0.0
+                and 0.0 < midpoint < 1.0 and power >= 1.0):
+            raise ValueError(f"{where}: solimp must be (dmin, dmax in (0, 1), width >= 0 m, midpoint in (0, 1), "
+                             f"power >= 1), got {imp.tolist()}")
+        if not (np.isfinite(solmix) and solmix >= 0.0):
+            raise ValueError(f"{where}: solmix must be finite and >= 0, got {solmix}")
+        if not isinstance(priority, (int, np.integer)) or abs(priority) >= 2**31:
+            raise ValueError(f"{where}: priority must be a 32-bit integer, got {priority!r}")
+        self.shapes.array("shape_solref")[shape] = ref
+        self.shapes.array("shape_solimp")[shape] = imp
+        self.shapes.array("shape_solmix")[shape] = solmix
+        self.shapes.array("shape_priority")[shape] = priority
+
     def _contact_filter(self) -> dict:
         """The candidate-pair rule's data as Model arrays (see ``wpsim.kernels.broad_phase``):
         each body's contact group (its articulation's root, or itself with

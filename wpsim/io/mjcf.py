@@ -27,7 +27,10 @@ orientation ``density mass friction contype conaffinity``):
   (listed), and collides through its hull; planes only in the worldbody;
 - ``contype`` / ``conaffinity`` filter contacts as MuJoCo's bits do
   (``ModelBuilder.set_collision_bits``); geoms with both 0 add their mass but no collision
-  shape, and are drawn (``ModelBuilder.add_visual_mesh``; primitives as their surface).
+  shape, and are drawn (``ModelBuilder.add_visual_mesh``; primitives as their surface);
+- ``solref solimp solmix priority`` set each geom's soft-constraint contact as MuJoCo combines
+  them per pair (``ModelBuilder.set_shape_softness``; the file's most common setting is the
+  solve's own, ``scene.contact_settings``); ``condim`` 3 only.
 
 Actuators: ``<motor joint gear>``, ``<position joint kp kv inheritrange>``, ``<velocity joint
 kv>`` and ``<general>`` ones whose fixed gain and affine bias make a motor, a position or a
@@ -89,6 +92,8 @@ from wpsim.core.mass import (
 )
 from wpsim.io.mjcf_compile import MjcfTree, load_mjcf
 from wpsim.io.scene_parsing import (
+    MUJOCO_SOLIMP,
+    MUJOCO_SOLREF,
     ImportedScene,
     SceneFileError,
     add_all_or_nothing,
@@ -123,7 +128,7 @@ class _Reader:
 
     def __init__(self, tree: MjcfTree, ke: float, kd: float):
         self.tree, self.path, self.ke, self.kd = tree, tree.path, ke, kd
-        self.softness = []  # (geom, solref, solimp[:2]) of every colliding geom that sets them
+        self.softness = []  # (geom, shape, solref, solimp, solmix, priority, given) of every colliding geom
         root = tree.root
         compiler = root.find("compiler")
         compiler = {} if compiler is None else compiler.attrib
@@ -273,11 +278,6 @@ class _Reader:
             return
         friction = self.numbers(geom, "friction", (1, 2, 3), (1.0,)) if collides else (1.0,)
         contact = dict(ke=self.ke, kd=self.kd, mu=float(friction[0]))
-        if collides and (geom.get("solref") is not None or geom.get("solimp") is not None):
-            solimp = [0.9, 0.95, 0.001, 0.5, 2.0]  # MuJoCo's default, completed by what the file gives
-            given = self.numbers(geom, "solimp", (3, 4, 5), tuple(solimp[:3]))
-            solimp[:len(given)] = given
-            self.softness.append((geom, tuple(self.numbers(geom, "solref", 2, (0.02, 1.0))), tuple(solimp)))
         pos = self.numbers(geom, "pos", 3, (0.0, 0.0, 0.0))
         rot = self.rotation(geom)
         size = self.numbers(geom, "size", (1, 2, 3), (0.0,))
@@ -298,7 +298,9 @@ class _Reader:
             if gtype == "plane":
                 if body != -1:
                     self.fail(geom, "planes must be static (in the worldbody)")
-                b.set_collision_bits(b.add_shape_plane(pos=pos, rot=rot, **contact), *bits)
+                shape = b.add_shape_plane(pos=pos, rot=rot, **contact)
+                b.set_collision_bits(shape, *bits)
+                self.note_softness(geom, shape)
                 return
             shape_volume, properties, add = self.primitive(b, geom, gtype, size)
             if not collides:  # drawn, as the mesh geoms that do not collide
@@ -308,13 +310,30 @@ class _Reader:
             if use_density and mass is not None:
                 density = float(mass[0]) / shape_volume
             if collides:
-                b.set_collision_bits(add(body, pos, rot, density, contact), *bits)
+                shape = add(body, pos, rot, density, contact)
+                b.set_collision_bits(shape, *bits)
+                self.note_softness(geom, shape)
             elif density > 0.0:
                 b.add_body_mass(body, *properties(density), pos=pos, rot=rot)
         except SceneFileError:
             raise
         except ValueError as error:
             self.fail(geom, str(error))
+
+    def note_softness(self, geom, shape: int):
+        """Keep a colliding geom's solref, solimp (clipped as MuJoCo clips it), solmix and
+        priority, MuJoCo's defaults where the file gives none, and whether it gives any, for
+        ``set_contact_settings``."""
+        solimp = list(MUJOCO_SOLIMP)
+        given = self.numbers(geom, "solimp", (3, 4, 5), MUJOCO_SOLIMP[:3])
+        solimp[:len(given)] = given
+        solref = tuple(float(v) for v in self.numbers(geom, "solref", 2, MUJOCO_SOLREF))
+        solmix = float(self.numbers(geom, "solmix", 1, (1.0,))[0])
+        priority = float(self.numbers(geom, "priority", 1, (0.0,))[0])
+        if priority != round(priority) or abs(priority) >= 2**31:
+            self.fail(geom, f"priority=\"{geom.get('priority')}\" must be an integer")
+        sets = any(geom.get(key) is not None for key in ("solref", "solimp", "solmix", "priority"))
+        self.softness.append((geom, shape, solref, clamped_solimp(solimp), solmix, int(priority), sets))
 
     def integer(self, geom, key: str, default: int = 1) -> int:
         """A non-negative integer attribute (collision bits)."""
@@ -545,43 +564,33 @@ class _Reader:
         self.fail(actuator, f"a general actuator with gainprm {g:g} and biasprm {bias.tolist()} is not a motor, "
                             f"position or velocity servo (biasprm 0 -kp -kv with gainprm kp, or 0 0 -kv with kv)")
 
-    def set_contact_settings(self):
-        """``scene.contact_settings`` from the geoms' solref / solimp: wpsim's soft contact has one
-        time constant, damping ratio and impedance curve (solimp's dmin, dmax, width, midpoint
-        and power, clipped as MuJoCo clips them: ``clamped_solimp``); the most common setting is
-        used and geoms that differ from it, or use solref's direct (negative) form, are listed
-        as not honoured."""
-        if not self.softness:
+    def set_contact_settings(self, b: ModelBuilder):
+        """The geoms' soft-contact settings, as MuJoCo combines them, where some geom gives
+        solref, solimp, solmix or priority: the most common (solref, solimp) of those geoms (in
+        its time-constant form, dmin <= dmax) becomes ``scene.contact_settings``, the solve's
+        own settings (joint limits and dry friction use them too), and every colliding geom that
+        differs from it (MuJoCo's defaults where it gives none) gets its own
+        (``ModelBuilder.set_shape_softness``), so each pair mixes them as MuJoCo does. A setting
+        the builder refuses is listed as not honoured."""
+        given = [(ref, imp) for _, _, ref, imp, _, _, sets in self.softness if sets]
+        if not given:
             return
-        settings = [(ref, imp) for _, ref, imp in self.softness]
-        common = max(set(settings), key=settings.count)
-        (time_constant, damping_ratio), solimp = common
-        dmin, dmax, width, midpoint, power = clamped_solimp(solimp)
-        for geom, ref, imp in self.softness:
-            if min(ref) <= 0.0:
+        usable = [(ref, imp) for ref, imp in given if min(ref) > 0.0 and imp[0] <= imp[1]]
+        common = max(set(usable), key=usable.count) if usable else None
+        if common is not None:
+            (time_constant, damping_ratio), (dmin, dmax, width, midpoint, power) = common
+            self.scene.contact_settings = {
+                "time_constant": time_constant, "damping_ratio": damping_ratio, "impedance": dmax,
+                "impedance_min": dmin, "impedance_width": width, "impedance_midpoint": midpoint,
+                "impedance_power": power}
+        for geom, shape, ref, imp, solmix, priority, _ in self.softness:
+            if common is not None and (ref, imp, solmix, priority) == (*common, 1.0, 0):
+                continue
+            try:
+                b.set_shape_softness(shape, ref, imp, solmix, priority)
+            except ValueError as error:
                 self.scene.unhonoured.append(self.tree.unhonoured_here(
-                    geom, "solref", geom.get("solref"), "is not honoured: only solref's time-constant form (> 0)"))
-            elif (ref, imp) != common:
-                self.scene.unhonoured.append(self.tree.unhonoured_here(
-                    geom, "solref", geom.get("solref"),
-                    f"differs from the file's common setting (solref {' '.join(f'{v:g}' for v in common[0])}, solimp "
-                    f"{' '.join(f'{v:g}' for v in common[1])}), which wpsim's single soft-contact setting uses"))
-        if time_constant > 0.0 and damping_ratio > 0.0:
-            self.scene.contact_settings = {"time_constant": float(time_constant), "damping_ratio": float(damping_ratio),
-                                           "impedance": dmax}
-            if dmin <= dmax:
-                self.scene.contact_settings.update(impedance_min=dmin, impedance_width=width,
-                                                   impedance_midpoint=midpoint, impedance_power=power)
-            else:
-                geom = next(g for g, ref, imp in self.softness if (ref, imp) == common)
-                self.scene.unhonoured.append(self.tree.unhonoured_here(
-                    geom, "solimp", geom.get("solimp"), "is not honoured in full: an impedance falling with "
-                    "penetration (dmin > dmax); wpsim uses dmax at every depth"))
-        else:
-            geom = next(g for g, ref, imp in self.softness if (ref, imp) == common)
-            self.scene.unhonoured.append(self.tree.unhonoured_here(
-                geom, "solref", geom.get("solref"), "is not honoured: the file's common solref is not in its "
-                "time-constant form (time constant and damping ratio > 0); wpsim's default soft contact is used"))
+                    geom, "solref", geom.get("solref"), f"is not honoured ({error}); the file's common setting is used"))
 
     def one_dof_joint(self, b: ModelBuilder, element, key: str) -> int:
         """The hinge or slide joint an element names in ``key`` (a SceneFileError otherwise)."""
@@ -598,13 +607,13 @@ class _Reader:
         time-constant form; another is listed and MuJoCo's default 0.02 1 used) and solimp's
         d0 (MuJoCo's impedance at zero violation, default 0.9, which wpsim holds at every
         violation)."""
-        time_constant, ratio = self.numbers(equality, "solref", 2, (0.02, 1.0))
+        time_constant, ratio = self.numbers(equality, "solref", 2, MUJOCO_SOLREF)
         if min(time_constant, ratio) <= 0.0:
             self.scene.unhonoured.append(self.tree.unhonoured_here(
                 equality, "solref", equality.get("solref"), "is not honoured: only the time-constant form (> 0); "
                                                              "0.02 1 is used"))
-            time_constant, ratio = 0.02, 1.0
-        d0 = float(self.numbers(equality, "solimp", (3, 5), (0.9, 0.95, 0.001))[0])
+            time_constant, ratio = MUJOCO_SOLREF
+        d0 = float(self.numbers(equality, "solimp", (3, 5), MUJOCO_SOLIMP[:3])[0])
         if not 0.0 < d0 < 1.0:
             self.fail(equality, f"solimp=\"{equality.get('solimp')}\": its first value must lie in (0, 1)")
         return float(time_constant), float(ratio), d0
@@ -803,7 +812,7 @@ def import_mjcf(path, builder: ModelBuilder | None = None, ke: float = 1.0e4, kd
         reader.add_equalities(b, root)
         reader.add_connections(b, root)
         reader.add_fixed_tendons(b, root)
-        reader.set_contact_settings()
+        reader.set_contact_settings(b)
         reader.add_keyframes(b, root)
         if total_mass is not None and total_mass[0] > 0.0:  # as MuJoCo: every body's mass and inertia scaled alike
             scale = total_mass[0] / b.bodies.array("body_mass")[first:].sum()

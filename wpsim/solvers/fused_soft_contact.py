@@ -49,7 +49,8 @@ class FusedSoftContactStep(FusedArticulationStep):
             islands.articulation_start, islands.articulations, islands.dof_slot,
         ]
         after_shapes = next(k for k, a in enumerate(self._fields) if a is self._pair_start)
-        self._fields[after_shapes:after_shapes] = [model.shape_bound_centre, model.shape_bound_half]
+        self._fields[after_shapes:after_shapes] = [model.shape_bound_centre, model.shape_bound_half, model.shape_solref,
+                                                   model.shape_solimp, model.shape_solmix, model.shape_priority]
         self._first_index = len(self._fields) + 7  # after the state's warm start too
         rows = contact._rows(pairs, False)
         rows["violation"] = contact._vector("violation", False, pairs.row_count)

@@ -55,7 +55,11 @@ class SoftContactOptions:
         they change little from step to step, one Newton step then usually meets the
         tolerance. The solution does not depend on the start beyond the tolerance; no
         gradient flows through it (the unrolled adjoint treats the start as a constant).
-    time_constant (s), damping_ratio: the reference acceleration's spring and damper.
+    time_constant (s), damping_ratio: the reference acceleration's spring and damper, as
+        MuJoCo's solref: k = 1 / (dmax^2 tc^2 ratio^2), b = 2 / (dmax tc) with dmax =
+        ``impedance``. These and the impedance curve below are the settings of every shape
+        without its own (``ModelBuilder.set_shape_softness``), which a pair mixes with the
+        other shape's as MuJoCo mixes two geoms'; joint limits and dry friction use them alone.
     impedance: in (0, 1); closer to 1 makes contacts harder. Soft constraints let a
     sticking contact creep slowly (a 4 kg box on a 0.3 rad incline with mu = 0.5: about
     1.0 mm/s at the defaults, 11 mm/s at impedance 0.9) and sink slightly (0.01 mm).
@@ -221,10 +225,15 @@ class SoftContact:
                                  real(options.impedance_midpoint), real(options.impedance_power))
         """(dmin, width m, midpoint, power) of the contacts' impedance (``impedance_at``)."""
         eps = float(np.finfo(np.float32 if model.dtype == wp.float32 else np.float64).eps)
-        self._tolerance = max(options.tolerance,
-                              ROUNDING_STEPS * eps * (1.0 + options.impedance / (1.0 - options.impedance)))
+        hardest = max(options.impedance, options.impedance_min, *self._shape_impedances())
+        self._tolerance = max(options.tolerance, ROUNDING_STEPS * eps * (1.0 + hardest / (1.0 - hardest)))
         self._slope_tolerance = max(1e-13, 1e3 * eps)
         """The line search stops where |phi'| <= this * |phi'(0)| (float32: 1.2e-4)."""
+
+    def _shape_impedances(self) -> np.ndarray:
+        """dmin and dmax of every shape with soft-contact settings of its own."""
+        own = np.any(self.model.shape_solref.numpy() != 0.0, axis=1)
+        return self.model.shape_solimp.numpy()[own, :2].ravel()
 
     @property
     def island_count(self) -> int:
@@ -502,7 +511,9 @@ class SoftContact:
             [rows[k] for k in ("jacobian", "velocity", "inverse_mass", "distance", "in_contact")],
         )
         self._launch(soft_contact.soft_contact_row_parameters, pairs.row_count,
-                     [*(rows[k] for k in ("velocity", "inverse_mass", "distance", "in_contact")), *self._params,
+                     [m.shape_solref, m.shape_solimp, m.shape_solmix, m.shape_priority, pairs.contact_pair,
+                      pairs.row_pair, *(rows[k] for k in ("velocity", "inverse_mass", "distance", "in_contact")),
+                      *self._params,
                       *self._impedance_curve],
                      [rows["aref"], rows["weight"]])
         self._launch(soft_contact_newton.soft_contact_touching_pairs, m.articulation_count,
@@ -677,7 +688,8 @@ class SoftContact:
             self._newton_direction(scratch, state_in, pairs, rows, accel, islands, factor, None)
         result = wp.clone(accel, requires_grad=True)
         read = [scratch.mass_matrix, scratch.qdd, scratch.dof_motion, state_in.body_q, state_in.joint_q,
-                state_in.joint_qd, m.shape_transform, m.shape_size, m.shape_mu, m.shape_points, m.shape_hull_points,
+                state_in.joint_qd, m.shape_transform, m.shape_size, m.shape_mu, m.shape_solref, m.shape_solimp,
+                m.shape_solmix, m.shape_points, m.shape_hull_points,
                 m.shape_plane_normal, m.shape_plane_offset, m.body_origin,
                 m.joint_limit_lower, m.joint_limit_upper, m.joint_friction]  # the backward writes their gradients
         tape.record_func(backward=lambda: self._adjoint(scratch, state_in, result, pairs, islands, factor),
