@@ -410,9 +410,35 @@ def pair_softness(a: int, b: int, shape_solref: wp.array2d(dtype=wp.Float), shap
 
 
 @wp.func
+def pyramid_inverse_mass(a: int, b: int, shape_body: wp.array(dtype=int), shape_mu: wp.array(dtype=wp.Float),
+                         body_inverse_weight: wp.array2d(dtype=wp.Float)):
+    """A contact edge row's inverse mass as MuJoCo estimates a pyramid's: 2 mu^2 (1 + mu^2) times
+    the two bodies' translational inverse weights at the reference pose (mu at least 1e-5, the
+    estimate at least 1e-15)."""
+    mu = wp.max((shape_mu[a] + shape_mu[b]) * type(shape_mu[a])(0.5), type(shape_mu[a])(1.0e-5))
+    translation = body_inverse_weight[shape_body[a], 0]
+    if shape_body[b] >= 0:
+        translation += body_inverse_weight[shape_body[b], 0]
+    return wp.max(type(mu)(2.0) * mu * mu * (type(mu)(1.0) + mu * mu) * translation, type(mu)(1.0e-15))
+
+
+@wp.func
+def dof_row_weight(impedance: wp.Float, diagonal: wp.Float, inverse_weight: wp.Float, mujoco_weights: int):
+    """D of the rows on one dof (joint limit, dry friction): impedance / (1 - impedance) times
+    its mass-matrix ``diagonal``, or, with ``mujoco_weights``, over its ``inverse_weight`` at the
+    reference pose, as MuJoCo weighs them."""
+    scale = impedance / (type(impedance)(1.0) - impedance)
+    if mujoco_weights != 0:
+        return scale / inverse_weight
+    return scale * diagonal
+
+
+@wp.func
 def row_parameters(
     r: int,
     pair: int,
+    shape_body: wp.array(dtype=int),
+    shape_mu: wp.array(dtype=wp.Float),
     shape_solref: wp.array2d(dtype=wp.Float),
     shape_solimp: wp.array2d(dtype=wp.Float),
     shape_solmix: wp.array(dtype=wp.Float),
@@ -422,6 +448,7 @@ def row_parameters(
     row_inverse_mass: wp.array(dtype=wp.Float),
     row_distance: wp.array(dtype=wp.Float),
     row_in_contact: wp.array(dtype=wp.Float),
+    body_inverse_weight: wp.array2d(dtype=wp.Float),
     time_constant: wp.Float,
     damping_ratio: wp.Float,
     impedance: wp.Float,
@@ -429,6 +456,7 @@ def row_parameters(
     impedance_width: wp.Float,
     impedance_midpoint: wp.Float,
     impedance_power: wp.Float,
+    mujoco_weights: int,
     row_aref_out: wp.array(dtype=wp.Float),
     row_weight_out: wp.array(dtype=wp.Float),
 ):
@@ -444,16 +472,22 @@ def row_parameters(
         d = impedance_at(-row_distance[r], solimp[1], solimp[0], solimp[2], solimp[3], solimp[4])
         stiffness, damping = reference_gains(solref[0], solref[1], solimp[1])
         aref = -damping * row_velocity[r] - stiffness * d * row_distance[r]
-        first = r - r % EDGES
-        inverse_mass = (row_inverse_mass[first] + row_inverse_mass[first + 1] + row_inverse_mass[first + 2]
-                        + row_inverse_mass[first + 3]) * type(one)(0.25)
-        weight = row_in_contact[r] * d / (one - d) / (inverse_mass + type(one)(1.0e-12))
+        if mujoco_weights != 0:
+            weight = row_in_contact[r] * d / (one - d) / pyramid_inverse_mass(
+                contact_pair[pair, 0], contact_pair[pair, 1], shape_body, shape_mu, body_inverse_weight)
+        else:
+            first = r - r % EDGES
+            inverse_mass = (row_inverse_mass[first] + row_inverse_mass[first + 1] + row_inverse_mass[first + 2]
+                            + row_inverse_mass[first + 3]) * type(one)(0.25)
+            weight = row_in_contact[r] * d / (one - d) / (inverse_mass + type(one)(1.0e-12))
     row_aref_out[r] = aref
     row_weight_out[r] = weight
 
 
 @kernel
 def soft_contact_row_parameters(
+    shape_body: wp.array(dtype=int),
+    shape_mu: wp.array(dtype=wp.Float),
     shape_solref: wp.array2d(dtype=wp.Float),
     shape_solimp: wp.array2d(dtype=wp.Float),
     shape_solmix: wp.array(dtype=wp.Float),
@@ -464,6 +498,7 @@ def soft_contact_row_parameters(
     row_inverse_mass_in: wp.array(dtype=wp.Float),
     row_distance_in: wp.array(dtype=wp.Float),
     row_in_contact_in: wp.array(dtype=wp.Float),
+    body_inverse_weight_in: wp.array2d(dtype=wp.Float),
     time_constant: wp.Float,
     damping_ratio: wp.Float,
     impedance: wp.Float,
@@ -471,6 +506,7 @@ def soft_contact_row_parameters(
     impedance_width: wp.Float,
     impedance_midpoint: wp.Float,
     impedance_power: wp.Float,
+    mujoco_weights: int,
     row_aref_out: wp.array(dtype=wp.Float),
     row_weight_out: wp.array(dtype=wp.Float),
 ):
@@ -478,15 +514,17 @@ def soft_contact_row_parameters(
     D = d / (1 - d) / A (both 0 for points not in contact), from the pair's solref and solimp
     (``pair_softness``; the scalar settings stand for shapes without their own): k and b as
     MuJoCo derives them (``reference_gains``), d the impedance at the slot's penetration
-    (``impedance_at``), A the mean of A_rr over the slot's four edges. One weight per slot:
+    (``impedance_at``), A the mean of A_rr over the slot's four edges, or, with
+    ``mujoco_weights``, MuJoCo's estimate from the bodies' inverse weights at the reference
+    pose (``pyramid_inverse_mass``). One weight per slot:
     with a weight per edge, edges nearly orthogonal to the motion got large weights, and at a
     penetrating contact their unequal forces added up to a spurious friction force (a pendulum
     resting on its own base sank 24 mm)."""
     r = wp.tid()
-    row_parameters(r, row_pair_in[r], shape_solref, shape_solimp, shape_solmix, shape_priority, contact_pair_in,
-                   row_velocity_in, row_inverse_mass_in, row_distance_in, row_in_contact_in, time_constant,
-                   damping_ratio, impedance, impedance_min, impedance_width, impedance_midpoint, impedance_power,
-                   row_aref_out, row_weight_out)
+    row_parameters(r, row_pair_in[r], shape_body, shape_mu, shape_solref, shape_solimp, shape_solmix, shape_priority,
+                   contact_pair_in, row_velocity_in, row_inverse_mass_in, row_distance_in, row_in_contact_in,
+                   body_inverse_weight_in, time_constant, damping_ratio, impedance, impedance_min, impedance_width,
+                   impedance_midpoint, impedance_power, mujoco_weights, row_aref_out, row_weight_out)
 
 
 @wp.func

@@ -9,7 +9,7 @@ thread per articulation).
 import warp as wp
 
 from .generic import kernel
-from .soft_contact import EDGES, dof_rows, reference_gains, row_active, row_force, slot_times
+from .soft_contact import EDGES, dof_row_weight, dof_rows, reference_gains, row_active, row_force, slot_times
 
 
 @wp.func
@@ -103,12 +103,14 @@ def island_gradient(
     joint_q: wp.array(dtype=wp.Float),
     joint_qd: wp.array(dtype=wp.Float),
     accel: wp.array(dtype=wp.Float),
+    dof_inverse_weight: wp.array(dtype=wp.Float),
     side_column: int,
     limits: int,
     friction_rows: int,
     time_constant: wp.Float,
     damping_ratio: wp.Float,
     impedance: wp.Float,
+    mujoco_weights: int,
     gradient_out: wp.array(dtype=wp.Float),
     row_curvature_out: wp.array(dtype=wp.Float),
     dof_curvature_out: wp.array(dtype=wp.Float),
@@ -155,7 +157,6 @@ def island_gradient(
                             c = slot_coefficients(row_jacobian, first, side_i * side_column + i, side_column + i,
                                                   shared)
                             wp.atomic_add(gradient_out, pair_dof[pair, side_i] + i, wp.dot(c, slot_force))
-    one = type(impedance)(1.0)
     stiffness, damping = reference_gains(time_constant, damping_ratio, impedance)
     for e in range(e0, e1):
         art = island_articulations[e]
@@ -164,7 +165,8 @@ def island_gradient(
         for i in range(n_dofs):
             dof = d0 + i
             j = dof_joint[dof]
-            weight = impedance / (one - impedance) * mass_matrix[articulation_H_start[art] + i * (n_dofs + 1)]
+            weight = dof_row_weight(impedance, mass_matrix[articulation_H_start[art] + i * (n_dofs + 1)],
+                                    dof_inverse_weight[dof], mujoco_weights)
             force, curvature = dof_rows(joint_type[j], joint_q[joint_q_start[j]], joint_qd[dof], accel[dof],
                                         joint_limit_lower[dof], joint_limit_upper[dof], joint_friction[dof], weight,
                                         stiffness * impedance, damping, limits, friction_rows)
@@ -292,12 +294,14 @@ def soft_contact_newton_system(
     joint_q_in: wp.array(dtype=wp.Float),
     joint_qd_in: wp.array(dtype=wp.Float),
     accel_in: wp.array(dtype=wp.Float),
+    dof_inverse_weight_in: wp.array(dtype=wp.Float),
     side_column: int,
     limits: int,
     friction_rows: int,
     time_constant: wp.Float,
     damping_ratio: wp.Float,
     impedance: wp.Float,
+    mujoco_weights: int,
     gradient_out: wp.array(dtype=wp.Float),
     row_curvature_out: wp.array(dtype=wp.Float),
     dof_curvature_out: wp.array(dtype=wp.Float),
@@ -310,7 +314,7 @@ def soft_contact_newton_system(
     articulations and their slots in contact (D_r != 0), adding only the rows' nonzero columns
     up to the diagonal (the Cholesky factorisation reads the lower triangle; the entries
     above it stay zero); then the rows on one dof (``dof_rows``: joint limits, dry friction),
-    weighted D = impedance / (1 - impedance) H_ii. The rows' and dofs' Hessian weights go to
+    weighted as ``dof_row_weight`` says. The rows' and dofs' Hessian weights go to
     row_curvature_out and dof_curvature_out."""
     island = wp.tid()
     island_gradient(island, dof_joint, articulation_dof_start, articulation_H_start, joint_type, joint_q_start,
@@ -318,8 +322,8 @@ def soft_contact_newton_system(
                     island_articulations_in,
                     articulation_pair_start_in, touching_pairs_in, touching_pair_count_in, pair_row_start_in,
                     pair_dof_in, pair_dof_count_in, mass_matrix_in, accel_free_in, row_jacobian_in, row_weight_in,
-                    row_violation_in, joint_q_in, joint_qd_in, accel_in, side_column, limits, friction_rows,
-                    time_constant, damping_ratio, impedance, gradient_out, row_curvature_out, dof_curvature_out)
+                    row_violation_in, joint_q_in, joint_qd_in, accel_in, dof_inverse_weight_in, side_column, limits,
+                    friction_rows, time_constant, damping_ratio, impedance, mujoco_weights, gradient_out, row_curvature_out, dof_curvature_out)
     island_hessian(island, articulation_dof_start, articulation_H_start, dof_slot_in, island_dof_start_in,
                    island_H_start_in, island_articulation_start_in, island_articulations_in,
                    articulation_pair_start_in, touching_pairs_in, touching_pair_count_in, pair_row_start_in,
@@ -351,6 +355,7 @@ def line_slope(
     joint_qd: wp.array(dtype=wp.Float),
     accel: wp.array(dtype=wp.Float),
     step: wp.array(dtype=wp.Float),
+    dof_inverse_weight: wp.array(dtype=wp.Float),
     articulation_dof_start: wp.array(dtype=int),
     articulation_H_start: wp.array(dtype=int),
     limits: int,
@@ -358,6 +363,7 @@ def line_slope(
     time_constant: wp.Float,
     damping_ratio: wp.Float,
     impedance: wp.Float,
+    mujoco_weights: int,
 ):
     """(phi'(alpha), phi''(alpha)) of the rows' part of the cost along a - alpha d: every row
     x_r(alpha) = x_r - alpha J_r d of the pairs in contact of the island's articulations
@@ -379,14 +385,14 @@ def line_slope(
                         slope -= s * row_force(row_weight[r], x)
                         curvature += row_active(row_weight[r], x) * s * s
     if limits != 0 or friction_rows != 0:
-        one = type(impedance)(1.0)
         stiffness, damping = reference_gains(time_constant, damping_ratio, impedance)
         for e in range(e0, e1):
             art = island_articulations[e]
             d0 = articulation_dof_start[art]
             n = articulation_dof_start[art + 1] - d0
             for dof in range(d0, d0 + n):
-                weight = impedance / (one - impedance) * mass_matrix[articulation_H_start[art] + (dof - d0) * (n + 1)]
+                weight = dof_row_weight(impedance, mass_matrix[articulation_H_start[art] + (dof - d0) * (n + 1)],
+                                        dof_inverse_weight[dof], mujoco_weights)
                 j = dof_joint[dof]
                 s = step[dof]
                 force, active = dof_rows(joint_type[j], joint_q[joint_q_start[j]], joint_qd[dof],
@@ -447,12 +453,14 @@ def island_line_search(
     joint_qd: wp.array(dtype=wp.Float),
     accel: wp.array(dtype=wp.Float),
     step: wp.array(dtype=wp.Float),
+    dof_inverse_weight: wp.array(dtype=wp.Float),
     side_column: int,
     limits: int,
     friction_rows: int,
     time_constant: wp.Float,
     damping_ratio: wp.Float,
     impedance: wp.Float,
+    mujoco_weights: int,
     tolerance: wp.Float,
     slope_tolerance: wp.Float,
     ascent_alpha: wp.Float,
@@ -499,8 +507,9 @@ def island_line_search(
         slope, curvature = line_slope(
             alpha, dof_joint, joint_type, joint_q_start, joint_limit_lower, joint_limit_upper, joint_friction, e0,
             e1, island_articulations, articulation_pair_start, touching_pairs, touching_pair_count, pair_row_start,
-            mass_matrix, row_weight, row_violation, row_step, joint_q, joint_qd, accel, step, articulation_dof_start,
-            articulation_H_start, limits, friction_rows, time_constant, damping_ratio, impedance)
+            mass_matrix, row_weight, row_violation, row_step, joint_q, joint_qd, accel, step, dof_inverse_weight,
+            articulation_dof_start, articulation_H_start, limits, friction_rows, time_constant, damping_ratio, impedance,
+            mujoco_weights)
         slope += alpha * dhd - dhr
         curvature += dhd
         if evaluation == 0:
@@ -553,12 +562,14 @@ def soft_contact_line_search(
     joint_qd_in: wp.array(dtype=wp.Float),
     accel_in: wp.array(dtype=wp.Float),
     step_in: wp.array(dtype=wp.Float),
+    dof_inverse_weight_in: wp.array(dtype=wp.Float),
     side_column: int,
     limits: int,
     friction_rows: int,
     time_constant: wp.Float,
     damping_ratio: wp.Float,
     impedance: wp.Float,
+    mujoco_weights: int,
     tolerance: wp.Float,
     slope_tolerance: wp.Float,
     ascent_alpha: wp.Float,
@@ -580,8 +591,8 @@ def soft_contact_line_search(
         joint_limit_upper, joint_friction, island_dof_start_in, island_articulation_start_in, island_articulations_in,
         articulation_pair_start_in, touching_pairs_in, touching_pair_count_in, pair_row_start_in, pair_dof_in,
         pair_dof_count_in, mass_matrix_in, accel_free_in, row_jacobian_in, row_weight_in, row_violation_in,
-        joint_q_in, joint_qd_in, accel_in, step_in, side_column, limits, friction_rows, time_constant, damping_ratio,
-        impedance, tolerance, slope_tolerance, ascent_alpha, row_step_out)
+        joint_q_in, joint_qd_in, accel_in, step_in, dof_inverse_weight_in, side_column, limits, friction_rows,
+        time_constant, damping_ratio, impedance, mujoco_weights, tolerance, slope_tolerance, ascent_alpha, row_step_out)
 
 
 @kernel

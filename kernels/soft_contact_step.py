@@ -89,6 +89,7 @@ def contact_solve(
     mass_matrix: wp.array(dtype=wp.Float),
     qdd: wp.array(dtype=wp.Float),
     warm_start_accel: wp.array(dtype=wp.Float),
+    dof_inverse_weight: wp.array(dtype=wp.Float),
     row_jacobian: wp.array2d(dtype=wp.Float),
     row_weight: wp.array(dtype=wp.Float),
     side_column: int,
@@ -97,6 +98,7 @@ def contact_solve(
     time_constant: wp.Float,
     damping_ratio: wp.Float,
     impedance: wp.Float,
+    mujoco_weights: int,
     tolerance: wp.Float,
     slope_tolerance: wp.Float,
     iterations: int,
@@ -150,8 +152,9 @@ def contact_solve(
                                       island_articulation_start, island_articulations,
                                       articulation_contact_pair_start, touching_pairs, touching_pair_count,
                                       pair_row_start, pair_dof, pair_dof_count, mass_matrix, qdd, row_jacobian,
-                                      row_weight, row_violation_out, joint_q, joint_qd, accel_out, side_column, limits,
-                                      friction_rows, time_constant, damping_ratio, impedance, gradient_out,
+                                      row_weight, row_violation_out, joint_q, joint_qd, accel_out, dof_inverse_weight,
+                                      side_column, limits, friction_rows, time_constant, damping_ratio, impedance,
+                                      mujoco_weights, gradient_out,
                                       row_curvature_out, dof_curvature_out)
             if k == 0 or changed != 0:
                 island_hessian(a, articulation_dof_start, articulation_H_start, dof_slot, articulation_dof_start,
@@ -169,7 +172,8 @@ def contact_solve(
             island_articulation_start, island_articulations, articulation_contact_pair_start,
             touching_pairs, touching_pair_count, pair_row_start, pair_dof, pair_dof_count, mass_matrix,
             qdd, row_jacobian, row_weight, row_violation_out, joint_q, joint_qd, accel_out, newton_step_out,
-            side_column, limits, friction_rows, time_constant, damping_ratio, impedance, tolerance,
+            dof_inverse_weight, side_column, limits, friction_rows, time_constant, damping_ratio, impedance,
+            mujoco_weights, tolerance,
             slope_tolerance, ascent_alpha, row_step_out)
         for i in range(n):
             accel_out[d0 + i] = accel_out[d0 + i] - alpha * newton_step_out[d0 + i]
@@ -264,6 +268,8 @@ def soft_contact_steps(
     island_articulation_start_in: wp.array(dtype=int),
     island_articulations_in: wp.array(dtype=int),
     dof_slot_in: wp.array(dtype=int),
+    body_inverse_weight_in: wp.array2d(dtype=wp.Float),
+    dof_inverse_weight_in: wp.array(dtype=wp.Float),
     joint_q_in: wp.array(dtype=wp.Float),
     joint_qd_in: wp.array(dtype=wp.Float),
     joint_qdd_warm_start_in: wp.array(dtype=wp.Float),
@@ -291,6 +297,7 @@ def soft_contact_steps(
     impedance_width: wp.Float,
     impedance_midpoint: wp.Float,
     impedance_power: wp.Float,
+    mujoco_weights: int,
     tolerance: wp.Float,
     slope_tolerance: wp.Float,
     iterations: int,
@@ -389,10 +396,11 @@ def soft_contact_steps(
                       row_velocity_out, row_inverse_mass_out, row_distance_out, row_in_contact_out)
             if any_slot(pair, pair_row_start_in, row_in_contact_out) != 0:  # the solve visits no pair apart
                 for r in range(pair_row_start_in[pair], pair_row_start_in[pair + 1]):
-                    row_parameters(r, pair, shape_solref, shape_solimp, shape_solmix, shape_priority, contact_pair_in,
-                                   row_velocity_out, row_inverse_mass_out, row_distance_out, row_in_contact_out,
-                                   time_constant, damping_ratio, impedance, impedance_min, impedance_width,
-                                   impedance_midpoint, impedance_power, row_aref_out, row_weight_out)
+                    row_parameters(r, pair, shape_body, shape_mu, shape_solref, shape_solimp, shape_solmix,
+                                   shape_priority, contact_pair_in, row_velocity_out, row_inverse_mass_out,
+                                   row_distance_out, row_in_contact_out, body_inverse_weight_in, time_constant,
+                                   damping_ratio, impedance, impedance_min, impedance_width, impedance_midpoint,
+                                   impedance_power, mujoco_weights, row_aref_out, row_weight_out)
         touching_pair_list(a, articulation_contact_pair_start_in, articulation_contact_pairs_in, pair_articulation_in,
                            pair_row_start_in, row_in_contact_out, touching_pairs_out, touching_pair_count_out)
         contact_solve(a, world, step + s, dof_joint, joint_type, joint_q_start, joint_limit_lower,
@@ -400,8 +408,9 @@ def soft_contact_steps(
                       pair_row_start_in, pair_dof_in, pair_dof_count_in,
                       articulation_contact_pair_start_in, touching_pairs_out, touching_pair_count_out,
                       island_articulation_start_in, island_articulations_in, dof_slot_in, joint_q_in, joint_qd_in,
-                      mass_matrix_out, qdd_out, joint_qdd_warm_start_in, row_jacobian_out, row_weight_out,
-                      side_column, limits, friction_rows, time_constant, damping_ratio, impedance, tolerance,
+                      mass_matrix_out, qdd_out, joint_qdd_warm_start_in, dof_inverse_weight_in, row_jacobian_out,
+                      row_weight_out, side_column, limits, friction_rows, time_constant, damping_ratio, impedance,
+                      mujoco_weights, tolerance,
                       slope_tolerance, iterations, fixed_iterations, warm_start, row_aref_out, row_violation_out,
                       row_step_out, row_curvature_out, dof_curvature_out, gradient_out, hessian_out, newton_factor_out,
                       newton_step_out, accel_out, world_contact_iterations_out, world_unconverged_steps_out,

@@ -122,15 +122,17 @@ SETTINGS = [  # widths far below the depths: each contact's impedance is its dma
 ]
 
 
-def resting_depths(tmp_path, floor: str, ball: str) -> tuple:
-    """(wpsim's, MuJoCo's) depth (m) of the sphere in the floor after 1.5 s at rest."""
+def resting_depths(tmp_path, floor: str, ball: str, **options) -> tuple:
+    """(wpsim's, MuJoCo's) depth (m) of the sphere in the floor after 1.5 s at rest; ``options``
+    override the file's ``SoftContactOptions`` keywords."""
     mujoco = pytest.importorskip("mujoco")
     text = RESTING.format(floor=floor, ball=ball)
     path = tmp_path / "resting.xml"
     path.write_text(text)
     builder, scene = import_mjcf(path)
     model = builder.finalize(dtype=wp.float64)
-    solver = wpsim.SemiImplicitSolver(model, soft_contact=SoftContactOptions(**scene.contact_settings))
+    solver = wpsim.SemiImplicitSolver(model, soft_contact=SoftContactOptions(**{**scene.contact_settings,
+                                                                                **options}))
     final = wpsim.simulate(solver, model.state(), 750, 0.002)
     assert solver.health().ok
     mj = mujoco.MjModel.from_xml_string(text)
@@ -140,12 +142,14 @@ def resting_depths(tmp_path, floor: str, ball: str) -> tuple:
 
 
 def test_resting_depths_change_with_the_files_softness_as_in_mujoco(tmp_path):
-    """A sphere resting on a floor, the geoms' solref / solimp / solmix / priority varied: its
-    depth relative to the first setting's is MuJoCo's to 0.1 % (measured 2e-5). At rest the depth is
-    g (1 - d) A / (k d^2) per unit weight, A the rows' effective inverse mass, which wpsim and
-    MuJoCo estimate differently (wpsim from the mass matrix at the contact, MuJoCo from the
-    bodies' inverse weights at qpos0 and 2 mu^2 for a pyramid's edges): the ratios cancel it."""
-    depths = np.array([resting_depths(tmp_path, floor, ball) for ball, floor in SETTINGS])
+    """A sphere resting on a floor, the geoms' solref / solimp / solmix / priority varied, its
+    rows weighed from the mass matrix (wpsim's regularisation, not MuJoCo's): its depth
+    relative to the first setting's is MuJoCo's to 0.1 % (measured 2e-5). At rest the depth
+    is g (1 - d) A / (k d^2) per unit weight, A the rows' effective inverse mass, which the two
+    regularisations estimate differently: the ratios cancel it (tests/test_contact_weights.py
+    compares the depths themselves under MuJoCo's)."""
+    depths = np.array([resting_depths(tmp_path, floor, ball, regularisation="mass matrix")
+                       for ball, floor in SETTINGS])
     assert (depths > 1e-5).all()
     ratios = depths / depths[0]
     assert np.ptp(ratios[:, 1]) > 0.3  # the settings matter
@@ -159,6 +163,7 @@ def test_an_mjcf_geoms_softness_lands_on_its_shape(tmp_path):
     builder, scene = import_mjcf(path)
     model = builder.finalize(dtype=wp.float64)
     assert scene.contact_settings["time_constant"] in (0.04, 0.01)
+    assert scene.contact_settings["regularisation"] == "mujoco"
     assert not [u for u in scene.unhonoured if u.attribute in ("solref", "solimp")]
     solref, solimp = model.shape_solref.numpy(), model.shape_solimp.numpy()
     floor, ball = 0, 1

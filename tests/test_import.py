@@ -404,6 +404,12 @@ def test_mjcf_general_actuators_position_kv_and_contact_excludes(tmp_path):
         import_mjcf(path)
 
 
+MUJOCO_CONTACT = {"time_constant": 0.02, "damping_ratio": 1.0, "impedance": 0.95, "impedance_min": 0.9,
+                  "impedance_width": 0.001, "impedance_midpoint": 0.5, "impedance_power": 2.0,
+                  "regularisation": "mujoco"}
+"""The soft-contact settings of an MJCF file whose geoms set none: MuJoCo's defaults."""
+
+
 def test_mjcf_solref_and_solimp_set_the_soft_contact(tmp_path):
     """The geoms' common solref / solimp become the scene's soft-contact settings (time
     constant, damping ratio, impedance curve: solimp's dmax, dmin, width, midpoint and power,
@@ -418,7 +424,7 @@ def test_mjcf_solref_and_solimp_set_the_soft_contact(tmp_path):
     builder, scene = import_mjcf(path)
     assert scene.contact_settings == {"time_constant": 0.01, "damping_ratio": 0.8, "impedance": 0.9,
                                       "impedance_min": 0.8, "impedance_width": 0.002, "impedance_midpoint": 0.5,
-                                      "impedance_power": 2.0}
+                                      "impedance_power": 2.0, "regularisation": "mujoco"}
     assert scene.unhonoured == []
     wpsim.SoftContactOptions(**scene.contact_settings)  # usable as given
     model = builder.finalize()
@@ -426,8 +432,8 @@ def test_mjcf_solref_and_solimp_set_the_soft_contact(tmp_path):
     np.testing.assert_allclose(model.shape_solimp.numpy()[2], [0.8, 0.9, 0.002, 0.5, 2.0])
     plain = geoms.replace(' solref="-1000 -10"', "")
     path.write_text(f"<mujoco><worldbody>{plain}</worldbody></mujoco>")
-    builder, scene = import_mjcf(path)
-    assert scene.contact_settings == {}
+    builder, scene = import_mjcf(path)  # MuJoCo's defaults
+    assert scene.contact_settings == MUJOCO_CONTACT
     assert not builder.finalize().shape_solref.numpy().any()
 
 
@@ -443,7 +449,7 @@ def test_mjcf_solimp_is_clipped_as_mujoco_clips_it(tmp_path):
     _, scene = import_mjcf(path)
     assert scene.contact_settings == {"time_constant": 0.02, "damping_ratio": 1.0, "impedance": 0.9999,
                                       "impedance_min": 0.015, "impedance_width": 0.023, "impedance_midpoint": 0.5,
-                                      "impedance_power": 2.0}
+                                      "impedance_power": 2.0, "regularisation": "mujoco"}
     assert scene.unhonoured == []
     wpsim.SoftContactOptions(**scene.contact_settings)
     path.write_text('<mujoco><default><geom solimp="0 0 0.001 2 0.5"/></default>'
@@ -451,9 +457,9 @@ def test_mjcf_solimp_is_clipped_as_mujoco_clips_it(tmp_path):
     _, scene = import_mjcf(path)
     assert scene.contact_settings == {"time_constant": 0.02, "damping_ratio": 1.0, "impedance": 1e-4,
                                       "impedance_min": 1e-4, "impedance_width": 0.001, "impedance_midpoint": 0.9999,
-                                      "impedance_power": 1.0}
+                                      "impedance_power": 1.0, "regularisation": "mujoco"}
     path.write_text('<mujoco><default><geom solimp="0.95 0.5 0.001"/></default>'
                     f'<worldbody><geom type="plane" size="1 1 0.1"/>{ball}</worldbody></mujoco>')
     builder, scene = import_mjcf(path)  # the solve's settings cannot fall with depth; a shape's can
-    assert scene.contact_settings == {} and scene.unhonoured == []
+    assert scene.contact_settings == MUJOCO_CONTACT and scene.unhonoured == []
     np.testing.assert_allclose(builder.finalize().shape_solimp.numpy(), [[0.95, 0.5, 0.001, 0.5, 2.0]] * 2)

@@ -311,8 +311,9 @@ class WpsimSide:
         return {"time_constant": options.time_constant, "damping_ratio": options.damping_ratio,
                 "impedance": options.impedance, "impedance_min": options.impedance_min,
                 "impedance_width": options.impedance_width, "iterations": options.iterations, "tolerance": options.tolerance,
-                "cone": "pyramidal", "from": "file" if self.contact_settings else "defaults (the file sets none "
-                "that wpsim reads: solref in its time-constant form)"}
+                "regularisation": options.regularisation, "cone": "pyramidal",
+                "from": "file (MuJoCo's defaults where its geoms set none)" if self.contact_settings
+                else "wpsim's defaults (the file has no colliding geom)"}
 
     def model(self, device, worlds: int, requires_grad: bool = False, dtype=wp.float32, variant: str = "soft"):
         """(model, solver) of ``worlds`` worlds; ``variant`` (see ``VARIANTS``) picks the contact

@@ -128,7 +128,7 @@ class _Reader:
 
     def __init__(self, tree: MjcfTree, ke: float, kd: float):
         self.tree, self.path, self.ke, self.kd = tree, tree.path, ke, kd
-        self.softness = []  # (geom, shape, solref, solimp, solmix, priority, given) of every colliding geom
+        self.softness = []  # (geom, shape, solref, solimp, solmix, priority) of every colliding geom
         root = tree.root
         compiler = root.find("compiler")
         compiler = {} if compiler is None else compiler.attrib
@@ -322,8 +322,7 @@ class _Reader:
 
     def note_softness(self, geom, shape: int):
         """Keep a colliding geom's solref, solimp (clipped as MuJoCo clips it), solmix and
-        priority, MuJoCo's defaults where the file gives none, and whether it gives any, for
-        ``set_contact_settings``."""
+        priority, MuJoCo's defaults where the file gives none, for ``set_contact_settings``."""
         solimp = list(MUJOCO_SOLIMP)
         given = self.numbers(geom, "solimp", (3, 4, 5), MUJOCO_SOLIMP[:3])
         solimp[:len(given)] = given
@@ -332,8 +331,7 @@ class _Reader:
         priority = float(self.numbers(geom, "priority", 1, (0.0,))[0])
         if priority != round(priority) or abs(priority) >= 2**31:
             self.fail(geom, f"priority=\"{geom.get('priority')}\" must be an integer")
-        sets = any(geom.get(key) is not None for key in ("solref", "solimp", "solmix", "priority"))
-        self.softness.append((geom, shape, solref, clamped_solimp(solimp), solmix, int(priority), sets))
+        self.softness.append((geom, shape, solref, clamped_solimp(solimp), solmix, int(priority)))
 
     def integer(self, geom, key: str, default: int = 1) -> int:
         """A non-negative integer attribute (collision bits)."""
@@ -565,26 +563,25 @@ class _Reader:
                             f"position or velocity servo (biasprm 0 -kp -kv with gainprm kp, or 0 0 -kv with kv)")
 
     def set_contact_settings(self, b: ModelBuilder):
-        """The geoms' soft-contact settings, as MuJoCo combines them, where some geom gives
-        solref, solimp, solmix or priority: the most common (solref, solimp) of those geoms (in
-        its time-constant form, dmin <= dmax) becomes ``scene.contact_settings``, the solve's
-        own settings (joint limits and dry friction use them too), and every colliding geom that
-        differs from it (MuJoCo's defaults where it gives none) gets its own
-        (``ModelBuilder.set_shape_softness``), so each pair mixes them as MuJoCo does. A setting
-        the builder refuses is listed as not honoured."""
-        given = [(ref, imp) for _, _, ref, imp, _, _, sets in self.softness if sets]
-        if not given:
+        """The geoms' soft-contact settings as MuJoCo reads them: ``scene.contact_settings``, the
+        solve's own settings (which joint limits and dry friction use too), are the most common
+        (solref, solimp) of the colliding geoms (in its time-constant form, dmin <= dmax;
+        MuJoCo's defaults where none is), with MuJoCo's row weights (regularisation "mujoco");
+        every colliding geom that differs from them (MuJoCo's defaults where it gives none) gets
+        its own (``ModelBuilder.set_shape_softness``), so each pair mixes them as MuJoCo does.
+        A setting the builder refuses is listed as not honoured."""
+        if not self.softness:
             return
-        usable = [(ref, imp) for ref, imp in given if min(ref) > 0.0 and imp[0] <= imp[1]]
-        common = max(set(usable), key=usable.count) if usable else None
-        if common is not None:
-            (time_constant, damping_ratio), (dmin, dmax, width, midpoint, power) = common
-            self.scene.contact_settings = {
-                "time_constant": time_constant, "damping_ratio": damping_ratio, "impedance": dmax,
-                "impedance_min": dmin, "impedance_width": width, "impedance_midpoint": midpoint,
-                "impedance_power": power}
-        for geom, shape, ref, imp, solmix, priority, _ in self.softness:
-            if common is not None and (ref, imp, solmix, priority) == (*common, 1.0, 0):
+        usable = [(ref, imp) for _, _, ref, imp, _, _ in self.softness if min(ref) > 0.0 and imp[0] <= imp[1]]
+        common = (max(set(usable), key=usable.count) if usable
+                  else (MUJOCO_SOLREF, clamped_solimp(MUJOCO_SOLIMP)))
+        (time_constant, damping_ratio), (dmin, dmax, width, midpoint, power) = common
+        self.scene.contact_settings = {
+            "time_constant": time_constant, "damping_ratio": damping_ratio, "impedance": dmax, "impedance_min": dmin,
+            "impedance_width": width, "impedance_midpoint": midpoint, "impedance_power": power,
+            "regularisation": "mujoco"}
+        for geom, shape, ref, imp, solmix, priority in self.softness:
+            if (ref, imp, solmix, priority) == (*common, 1.0, 0):
                 continue
             try:
                 b.set_shape_softness(shape, ref, imp, solmix, priority)

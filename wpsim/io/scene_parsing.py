@@ -29,8 +29,8 @@ class ImportedScene:
     with "q" (joint index -> its coordinates in wpsim's layout, see ``wpsim.kernels.articulation``)
     and "qd" (joint index -> its velocities), the poses a file names (MJCF ``<key>``), in file
     order; contact_settings: the file's contact softness as ``SoftContactOptions`` keywords
-    (MJCF geom ``solref`` / ``solimp``: time_constant, damping_ratio, impedance), empty when
-    the file gives none; unhonoured: what the file asks for that the importer does not honour or
+    (MJCF: its geoms' most common ``solref`` / ``solimp``, MuJoCo's defaults where they give
+    none, and MuJoCo's row weights), empty for other formats; unhonoured: what the file asks for that the importer does not honour or
     changes (MJCF and URDF: ``wpsim.io.mjcf_compile.Unhonoured``, with file and line), also warned
     about once.
     """

@@ -10,6 +10,7 @@ from wpsim.kernels import articulation, couplings, rigid_contact
 from wpsim.kernels.generic import for_precision
 from wpsim.solvers.base import KernelLaunch
 from wpsim.solvers.broad_phase import RigidBroadPhase, contact_margin
+from wpsim.solvers.inverse_weights import reference_inverse_weights
 from wpsim.solvers.kinematics import ArticulationScratch, launch_kinematics
 from wpsim.solvers.prepared_launch import launch_unrecorded
 
@@ -67,6 +68,20 @@ class ArticulationStepper:
             pairs, pair_count = self._penalty_pairs(solver, state_in, recording)
             self.contact_launch(solver, state_in, scratch, pairs, pair_count, dt).run(device)
         return scratch, tape if recording else None
+
+    def reference_inverse_weights(self, solver) -> tuple:
+        """MuJoCo's inverse weights of every body and dof (``wpsim.solvers.inverse_weights``) at
+        the model's initial joint state, from its mass matrix without the step's damping terms."""
+        model = self.model
+        state = model.state(requires_grad=False)
+        scratch = ArticulationScratch(model, requires_grad=False)
+        control = model.control()
+        launch_kinematics(model, state, scratch)
+        self.wrench_launch(state, control, scratch).run(model.device)
+        self.subtree_launch(state, scratch, 0.0).run(model.device)
+        self.assembly_launch(solver, state, control, scratch, 0.0).run(model.device)
+        return reference_inverse_weights(model, scratch.mass_matrix.numpy(), scratch.dof_motion.numpy(),
+                                         state.body_q.numpy())
 
     def wrench_launch(self, state_in, control, scratch) -> KernelLaunch:
         """Start the body wrenches from the applied ones and the damping blocks from zero."""

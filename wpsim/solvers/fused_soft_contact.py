@@ -46,7 +46,7 @@ class FusedSoftContactStep(FusedArticulationStep):
         self._fields += [
             stepper._friction, pairs.contact_pair, pairs.pair_row_start, pairs.pair_dof,
             pairs.pair_dof_count, pairs.pair_articulation, pairs.articulation_pair_start, pairs.articulation_pairs,
-            islands.articulation_start, islands.articulations, islands.dof_slot,
+            islands.articulation_start, islands.articulations, islands.dof_slot, *contact.inverse_weights,
         ]
         after_shapes = next(k for k, a in enumerate(self._fields) if a is self._pair_start)
         self._fields[after_shapes:after_shapes] = [model.shape_bound_centre, model.shape_bound_half, model.shape_solref,
@@ -61,8 +61,8 @@ class FusedSoftContactStep(FusedArticulationStep):
         self._in_contact = rows["in_contact"]
         options = contact.options
         self._settings = [contact.side_column, *contact._dof_row_flags, *contact._params, *contact._impedance_curve,
-                          model.real(contact._tolerance), model.real(contact._slope_tolerance), options.iterations,
-                          int(options.fixed_iterations), int(options.warm_start)]
+                          contact._mujoco_weights, model.real(contact._tolerance), model.real(contact._slope_tolerance),
+                          options.iterations, int(options.fixed_iterations), int(options.warm_start)]
         self._outputs = [
             contact._vector("fused_accel", False),
             *(rows[k] for k in ("jacobian", "velocity", "inverse_mass", "distance", "in_contact", "aref", "weight",

@@ -95,6 +95,8 @@ class SemiImplicitSolver(SolverBase):
                                   reads_back=soft_contact is None or not soft_contact.fixed_iterations)
         self.soft_contact = None if soft_contact is None else SoftContact(model, soft_contact, phase)
         self._articulations = ArticulationStepper(model, self.soft_contact, phase) if model.body_count else None
+        if self._articulations is not None and soft_contact is not None and soft_contact.regularisation == "mujoco":
+            self.soft_contact.set_inverse_weights(*self._articulations.reference_inverse_weights(self))
         self.broad_phase = phase
         self.fused = self._fused_step(fused, threads)
         """The ``FusedArticulationStep`` stepping the rigid bodies, or None (staged launches)."""

@@ -19,6 +19,7 @@ from wpsim.solvers.articulation_size import MAX_ARTICULATION_DOFS
 from wpsim.solvers.prepared_launch import launch_unrecorded
 
 ADJOINTS = ("implicit", "unrolled")
+REGULARISATIONS = ("mass matrix", "mujoco")
 ROUNDING_STEPS = 64.0
 """The smallest tolerance of a solve, in machine epsilons times 1 + impedance / (1 - impedance):
 the rows' weights are that factor times their effective masses, so rounding in the cost's
@@ -70,6 +71,13 @@ class SoftContactOptions:
     With impedance_min 0 the contact force grows from zero at the surface, so the onset of
     contact is continuous in the inputs (a position or velocity that brings the contact
     about). Joint limits and dry friction keep ``impedance``.
+    regularisation: how a row's weight D = d / (1 - d) / A estimates its inverse mass A:
+        "mass matrix" (wpsim's): a contact's from the mass matrix's diagonal along its four
+        cone edges at the step, a dof row's as 1 / H_ii; "mujoco" (MuJoCo's, which the MJCF
+        importer asks for): constants at the model's initial pose (``inverse_weights``), a
+        contact's 2 mu^2 (1 + mu^2) times its bodies' translational inverse weights, a dof
+        row's its dof's. With MuJoCo's, a sphere rests as deep in the floor as in MuJoCo; a
+        contact of small mu is much stiffer (as in MuJoCo's pyramidal cone).
     """
 
     joint_limits: bool = True
@@ -87,6 +95,7 @@ class SoftContactOptions:
     impedance_min: float = 0.9
     impedance_midpoint: float = 0.5
     impedance_power: float = 2.0
+    regularisation: str = "mass matrix"
 
 
 def contact_islands(articulation_count: int, art_a: np.ndarray, art_b: np.ndarray,
@@ -170,6 +179,9 @@ class SoftContact:
                              "impedance, 0 < impedance_midpoint < 1 and impedance_power >= 1, got "
                              f"{options.impedance_width}, {options.impedance_min}, {options.impedance_midpoint}, "
                              f"{options.impedance_power}")
+        if options.regularisation not in REGULARISATIONS:
+            raise ValueError(f"soft contact regularisation must be one of {REGULARISATIONS}, got "
+                             f"{options.regularisation!r}")
         self.model, self.options = model, options
         pairs = model.contact_pair.numpy().reshape(-1, 2)
         shape_body = model.shape_body.numpy()
@@ -220,6 +232,12 @@ class SoftContact:
         self._buffers = {}
         real = model.real
         self._dof_row_flags = (int(options.joint_limits), int(options.joint_friction))
+        self._mujoco_weights = int(options.regularisation == "mujoco")
+        self.inverse_weights = (wp.zeros((model.body_count, 2), dtype=model.dtype, device=model.device),
+                                wp.zeros(model.joint_dof_count, dtype=model.dtype, device=model.device))
+        """(B, 2) every body's translational (1/kg) and rotational (1/(kg m^2)) inverse weight and
+        (D,) every dof's at the model's initial pose, which rows read with regularisation
+        "mujoco" (``set_inverse_weights``)."""
         self._params = (real(options.time_constant), real(options.damping_ratio), real(options.impedance))
         self._impedance_curve = (real(options.impedance_min), real(options.impedance_width),
                                  real(options.impedance_midpoint), real(options.impedance_power))
@@ -234,6 +252,11 @@ class SoftContact:
         """dmin and dmax of every shape with soft-contact settings of its own."""
         own = np.any(self.model.shape_solref.numpy() != 0.0, axis=1)
         return self.model.shape_solimp.numpy()[own, :2].ravel()
+
+    def set_inverse_weights(self, body: np.ndarray, dof: np.ndarray):
+        """The reference pose's inverse weights (``inverse_weights``), in place."""
+        self.inverse_weights[0].assign(body.astype(self.inverse_weights[0].numpy().dtype))
+        self.inverse_weights[1].assign(dof.astype(self.inverse_weights[1].numpy().dtype))
 
     @property
     def island_count(self) -> int:
@@ -511,10 +534,10 @@ class SoftContact:
             [rows[k] for k in ("jacobian", "velocity", "inverse_mass", "distance", "in_contact")],
         )
         self._launch(soft_contact.soft_contact_row_parameters, pairs.row_count,
-                     [m.shape_solref, m.shape_solimp, m.shape_solmix, m.shape_priority, pairs.contact_pair,
-                      pairs.row_pair, *(rows[k] for k in ("velocity", "inverse_mass", "distance", "in_contact")),
-                      *self._params,
-                      *self._impedance_curve],
+                     [m.shape_body, m.shape_mu, m.shape_solref, m.shape_solimp, m.shape_solmix, m.shape_priority,
+                      pairs.contact_pair, pairs.row_pair,
+                      *(rows[k] for k in ("velocity", "inverse_mass", "distance", "in_contact")),
+                      self.inverse_weights[0], *self._params, *self._impedance_curve, self._mujoco_weights],
                      [rows["aref"], rows["weight"]])
         self._launch(soft_contact_newton.soft_contact_touching_pairs, m.articulation_count,
                      [pairs.articulation_pair_start, pairs.articulation_pairs, pairs.pair_articulation,
@@ -545,7 +568,8 @@ class SoftContact:
                       pairs.articulation_pair_start, rows["touching_pairs"], rows["touching_pair_count"],
                       pairs.pair_row_start, pairs.pair_dof, pairs.pair_dof_count,
                       scratch.mass_matrix, scratch.qdd, rows["jacobian"], rows["weight"], violation, state_in.joint_q,
-                      state_in.joint_qd, accel, self.side_column, *self._dof_row_flags, *self._params],
+                      state_in.joint_qd, accel, self.inverse_weights[1], self.side_column, *self._dof_row_flags,
+                      *self._params, self._mujoco_weights],
                      [gradient, self._array("row_curvature", max(pairs.row_count, 1), grad),
                       self._vector("dof_curvature", grad), hessian])
         return gradient, hessian, violation
@@ -581,8 +605,9 @@ class SoftContact:
                      rows["touching_pairs"], rows["touching_pair_count"], pairs.pair_row_start, pairs.pair_dof,
                      pairs.pair_dof_count,
                      scratch.mass_matrix, scratch.qdd, rows["jacobian"], rows["weight"], violation,
-                     state_in.joint_q, state_in.joint_qd, accel, step, self.side_column, *self._dof_row_flags,
-                     *self._params, m.real(self._tolerance), m.real(self._slope_tolerance), m.real(ascent_alpha)],
+                     state_in.joint_q, state_in.joint_qd, accel, step, self.inverse_weights[1], self.side_column,
+                     *self._dof_row_flags, *self._params, self._mujoco_weights, m.real(self._tolerance),
+                     m.real(self._slope_tolerance), m.real(ascent_alpha)],
                      [self._array("row_step", max(pairs.row_count, 1), False), alpha], record=False)
         return alpha
 
