@@ -255,8 +255,8 @@ class SoftContact:
 
     def set_inverse_weights(self, body: np.ndarray, dof: np.ndarray):
         """The reference pose's inverse weights (``inverse_weights``), in place."""
-        self.inverse_weights[0].assign(body.astype(self.inverse_weights[0].numpy().dtype))
-        self.inverse_weights[1].assign(dof.astype(self.inverse_weights[1].numpy().dtype))
+        self.inverse_weights[0].assign(body)
+        self.inverse_weights[1].assign(dof)
 
     @property
     def island_count(self) -> int:
