@@ -381,6 +381,7 @@ def pair_softness(a: int, b: int, shape_solref: wp.array2d(dtype=wp.Float), shap
     geoms': the higher priority's alone; at equal priority mixed with weight solmix_a /
     (solmix_a + solmix_b) (1/2 if both are below 1e-15, all to the other if one is), except a
     direct-form solref (either entry <= 0), which takes each entry's minimum."""
+    zero = impedance * type(impedance)(0.0)
     ref_a, imp_a = shape_softness(a, shape_solref, shape_solimp, time_constant, damping_ratio, impedance,
                                   impedance_min, impedance_width, impedance_midpoint, impedance_power)
     ref_b, imp_b = shape_softness(b, shape_solref, shape_solimp, time_constant, damping_ratio, impedance,
@@ -404,7 +405,7 @@ def pair_softness(a: int, b: int, shape_solref: wp.array2d(dtype=wp.Float), shap
         rest = type(impedance)(1.0) - mix
         solimp = imp_a * mix + imp_b * rest
         solref = wp.vector(wp.min(ref_a[0], ref_b[0]), wp.min(ref_a[1], ref_b[1]))
-        if wp.min(ref_a[0], ref_b[0]) > rest * type(impedance)(0.0):
+        if solref[0] > zero:  # both in the time-constant form
             solref = ref_a * mix + ref_b * rest
     return solref, solimp
 
@@ -434,8 +435,8 @@ def dof_row_weight(impedance: wp.Float, diagonal: wp.Float, inverse_weight: wp.F
 
 
 @wp.func
-def row_parameters(
-    r: int,
+def slot_parameters(
+    first: int,
     pair: int,
     shape_body: wp.array(dtype=int),
     shape_mu: wp.array(dtype=wp.Float),
@@ -460,32 +461,34 @@ def row_parameters(
     row_aref_out: wp.array(dtype=wp.Float),
     row_weight_out: wp.array(dtype=wp.Float),
 ):
-    """Row r's (of shape pair ``pair``) reference acceleration and weight (see
-    ``soft_contact_row_parameters``)."""
+    """The reference accelerations and weights of the four edge rows of shape pair ``pair``'s
+    contact slot from row ``first`` (see ``soft_contact_slot_parameters``); the edges share the
+    slot's distance, contact flag, settings and weight."""
     one = type(impedance)(1.0)
-    weight = row_in_contact[r] * type(one)(0.0)
-    aref = weight
-    if row_in_contact[r] != weight:  # rows out of contact (most) weigh nothing and are never read
+    weight = row_in_contact[first] * type(one)(0.0)
+    stiffness = weight
+    damping = weight
+    d = weight
+    if row_in_contact[first] != weight:  # slots out of contact (most) weigh nothing and are never read
         solref, solimp = pair_softness(contact_pair[pair, 0], contact_pair[pair, 1], shape_solref, shape_solimp,
                                        shape_solmix, shape_priority, time_constant, damping_ratio, impedance,
                                        impedance_min, impedance_width, impedance_midpoint, impedance_power)
-        d = impedance_at(-row_distance[r], solimp[1], solimp[0], solimp[2], solimp[3], solimp[4])
+        d = impedance_at(-row_distance[first], solimp[1], solimp[0], solimp[2], solimp[3], solimp[4])
         stiffness, damping = reference_gains(solref[0], solref[1], solimp[1])
-        aref = -damping * row_velocity[r] - stiffness * d * row_distance[r]
         if mujoco_weights != 0:
-            weight = row_in_contact[r] * d / (one - d) / pyramid_inverse_mass(
+            weight = row_in_contact[first] * d / (one - d) / pyramid_inverse_mass(
                 contact_pair[pair, 0], contact_pair[pair, 1], shape_body, shape_mu, body_inverse_weight)
         else:
-            first = r - r % EDGES
             inverse_mass = (row_inverse_mass[first] + row_inverse_mass[first + 1] + row_inverse_mass[first + 2]
                             + row_inverse_mass[first + 3]) * type(one)(0.25)
-            weight = row_in_contact[r] * d / (one - d) / (inverse_mass + type(one)(1.0e-12))
-    row_aref_out[r] = aref
-    row_weight_out[r] = weight
+            weight = row_in_contact[first] * d / (one - d) / (inverse_mass + type(one)(1.0e-12))
+    for e in range(EDGES):
+        row_aref_out[first + e] = -damping * row_velocity[first + e] - stiffness * d * row_distance[first + e]
+        row_weight_out[first + e] = weight
 
 
 @kernel
-def soft_contact_row_parameters(
+def soft_contact_slot_parameters(
     shape_body: wp.array(dtype=int),
     shape_mu: wp.array(dtype=wp.Float),
     shape_solref: wp.array2d(dtype=wp.Float),
@@ -510,21 +513,22 @@ def soft_contact_row_parameters(
     row_aref_out: wp.array(dtype=wp.Float),
     row_weight_out: wp.array(dtype=wp.Float),
 ):
-    """One thread per row: reference acceleration aref = -b J v - k d dist and weight
-    D = d / (1 - d) / A (both 0 for points not in contact), from the pair's solref and solimp
-    (``pair_softness``; the scalar settings stand for shapes without their own): k and b as
-    MuJoCo derives them (``reference_gains``), d the impedance at the slot's penetration
-    (``impedance_at``), A the mean of A_rr over the slot's four edges, or, with
-    ``mujoco_weights``, MuJoCo's estimate from the bodies' inverse weights at the reference
-    pose (``pyramid_inverse_mass``). One weight per slot:
-    with a weight per edge, edges nearly orthogonal to the motion got large weights, and at a
-    penetrating contact their unequal forces added up to a spurious friction force (a pendulum
-    resting on its own base sank 24 mm)."""
-    r = wp.tid()
-    row_parameters(r, row_pair_in[r], shape_body, shape_mu, shape_solref, shape_solimp, shape_solmix, shape_priority,
-                   contact_pair_in, row_velocity_in, row_inverse_mass_in, row_distance_in, row_in_contact_in,
-                   body_inverse_weight_in, time_constant, damping_ratio, impedance, impedance_min, impedance_width,
-                   impedance_midpoint, impedance_power, mujoco_weights, row_aref_out, row_weight_out)
+    """One thread per contact slot (its four edge rows from row EDGES * tid): reference
+    accelerations aref = -b J v - k d dist and one weight D = d / (1 - d) / A (both 0 for a
+    slot not in contact), from the pair's solref and solimp (``pair_softness``; the scalar
+    settings stand for shapes without their own): k and b as MuJoCo derives them
+    (``reference_gains``), d the impedance at the slot's penetration (``impedance_at``), A the
+    mean of A_rr over the four edges, or, with ``mujoco_weights``, MuJoCo's estimate from the
+    bodies' inverse weights at the reference pose (``pyramid_inverse_mass``). One weight per
+    slot: with a weight per edge, edges nearly orthogonal to the motion got large weights, and
+    at a penetrating contact their unequal forces added up to a spurious friction force (a
+    pendulum resting on its own base sank 24 mm)."""
+    first = wp.tid() * EDGES
+    slot_parameters(first, row_pair_in[first], shape_body, shape_mu, shape_solref, shape_solimp, shape_solmix,
+                    shape_priority, contact_pair_in, row_velocity_in, row_inverse_mass_in, row_distance_in,
+                    row_in_contact_in, body_inverse_weight_in, time_constant, damping_ratio, impedance, impedance_min,
+                    impedance_width, impedance_midpoint, impedance_power, mujoco_weights, row_aref_out,
+                    row_weight_out)
 
 
 @wp.func

@@ -16,7 +16,7 @@ import warp as wp
 from .articulation import articulation_fk, factor_and_solve, integrate_joint, triangular_solves, vec6
 from .articulation_step import articulation_dynamics
 from .generic import kernel, mat33, transform, vec3
-from .soft_contact import EDGES, pair_rows, row_parameters, slot_times
+from .soft_contact import EDGES, pair_rows, slot_parameters, slot_times
 from .soft_contact_newton import (
     any_slot,
     island_gradient,
@@ -395,12 +395,12 @@ def soft_contact_steps(
                       body_q_out, joint_qd_in, dof_motion_out, mass_matrix_out, side_column, row_jacobian_out,
                       row_velocity_out, row_inverse_mass_out, row_distance_out, row_in_contact_out)
             if any_slot(pair, pair_row_start_in, row_in_contact_out) != 0:  # the solve visits no pair apart
-                for r in range(pair_row_start_in[pair], pair_row_start_in[pair + 1]):
-                    row_parameters(r, pair, shape_body, shape_mu, shape_solref, shape_solimp, shape_solmix,
-                                   shape_priority, contact_pair_in, row_velocity_out, row_inverse_mass_out,
-                                   row_distance_out, row_in_contact_out, body_inverse_weight_in, time_constant,
-                                   damping_ratio, impedance, impedance_min, impedance_width, impedance_midpoint,
-                                   impedance_power, mujoco_weights, row_aref_out, row_weight_out)
+                for first in range(pair_row_start_in[pair], pair_row_start_in[pair + 1], EDGES):
+                    slot_parameters(first, pair, shape_body, shape_mu, shape_solref, shape_solimp, shape_solmix,
+                                    shape_priority, contact_pair_in, row_velocity_out, row_inverse_mass_out,
+                                    row_distance_out, row_in_contact_out, body_inverse_weight_in, time_constant,
+                                    damping_ratio, impedance, impedance_min, impedance_width, impedance_midpoint,
+                                    impedance_power, mujoco_weights, row_aref_out, row_weight_out)
         touching_pair_list(a, articulation_contact_pair_start_in, articulation_contact_pairs_in, pair_articulation_in,
                            pair_row_start_in, row_in_contact_out, touching_pairs_out, touching_pair_count_out)
         contact_solve(a, world, step + s, dof_joint, joint_type, joint_q_start, joint_limit_lower,

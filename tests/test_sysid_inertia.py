@@ -4,16 +4,12 @@ identified model predicts data it was not fitted to."""
 
 import numpy as np
 import pytest
-import warp as wp
+from test_sysid_jacobian import write_sine_run
 
-from wpsim.bench.mujoco_sysid import write_run_csv
 from wpsim.io.measurements import load_trajectory
 from wpsim.io.robots import import_robot
 from wpsim.opt import inertia
 from wpsim.opt.sysid import MeasuredReplay, TrackingResiduals, identify, prepare_run
-from wpsim.solvers import SemiImplicitSolver
-
-JOINTS = ("j1", "j2", "j3")
 
 
 def arm_xml(mass_scale: float = 1.0, shift: float = 0.0) -> str:
@@ -36,14 +32,7 @@ def arm(tmp_path_factory):
     folder = tmp_path_factory.mktemp("arm3d")
     (folder / "truth.xml").write_text(arm_xml())
     (folder / "start.xml").write_text(arm_xml(0.7, 0.03))
-    model = import_robot(folder / "truth.xml")[0].finalize(device="cpu", dtype=wp.float64)
-    steps, dt = 500, 0.002
-    time_s = np.arange(steps + 1) * dt
-    torque = np.stack([1.5 * np.sin(2 * np.pi * (0.7 + 0.5 * i) * time_s + i) for i in range(3)], axis=1)
-    state = model.state(requires_grad=False)
-    state.joint_q.assign([0.2, -0.3, 0.4])
-    q, qd = (a.numpy() for a in SemiImplicitSolver(model).replay(state, wp.array(torque[:-1], dtype=wp.float64), dt))
-    write_run_csv(folder / "data.csv", {"time": time_s, "measured": q, "qd": qd, "torque": torque}, JOINTS)
+    write_sine_run(folder / "truth.xml", folder / "data.csv", 1.5)
     return folder / "start.xml", folder / "data.csv"
 
 

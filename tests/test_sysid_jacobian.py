@@ -20,6 +20,20 @@ ROBOT, DATA = ASSETS / "arm_2link.xml", ASSETS / "arm_2link_sysid.csv"
 FAMILIES = ["masses", "damping", "armature", "initial_state"]
 
 
+def write_sine_run(robot: Path, data: Path, amplitude: float):
+    """Record the 3-joint arm of the file ``robot`` (float64, 1 s at 2 ms from 0.2, -0.3, 0.4 rad)
+    under sine torques of ``amplitude`` N m, one frequency and phase per joint, into the CSV
+    ``data`` (JOINTS' angles, rates and torques)."""
+    model = import_robot(robot)[0].finalize(device="cpu", dtype=wp.float64)
+    steps, dt = 500, 0.002
+    time_s = np.arange(steps + 1) * dt
+    torque = np.stack([amplitude * np.sin(2 * np.pi * (0.7 + 0.5 * i) * time_s + i) for i in range(3)], axis=1)
+    state = model.state(requires_grad=False)
+    state.joint_q.assign([0.2, -0.3, 0.4])
+    q, qd = (a.numpy() for a in SemiImplicitSolver(model).replay(state, wp.array(torque[:-1], dtype=wp.float64), dt))
+    write_run_csv(data, {"time": time_s, "measured": q, "qd": qd, "torque": torque}, JOINTS)
+
+
 def make_run_of(robot, data, duration):
     trajectory = load_trajectory(data)
 
@@ -95,15 +109,7 @@ def test_least_squares_recovers_masses_damping_armature_from_a_wrong_start(tmp_p
     values (1 s), the fit from masses x0.6, damping x0.3, armature 0 by the default method."""
     truth = tmp_path / "truth.xml"
     truth.write_text(arm_xml(TRUTH["mass"], TRUTH["damping"], TRUTH["armature"], sensors=False))
-    builder, _ = import_robot(truth)
-    model = builder.finalize(device="cpu", dtype=wp.float64)
-    steps, dt = 500, 0.002
-    time_s = np.arange(steps + 1) * dt
-    torque = np.stack([2.0 * np.sin(2 * np.pi * (0.7 + 0.5 * i) * time_s + i) for i in range(3)], axis=1)
-    state = model.state(requires_grad=False)
-    state.joint_q.assign([0.2, -0.3, 0.4])
-    q, qd = (a.numpy() for a in SemiImplicitSolver(model).replay(state, wp.array(torque[:-1], dtype=wp.float64), dt))
-    write_run_csv(tmp_path / "data.csv", {"time": time_s, "measured": q, "qd": qd, "torque": torque}, JOINTS)
+    write_sine_run(truth, tmp_path / "data.csv", 2.0)
     start = tmp_path / "start.xml"
     start.write_text(start_xml(sensors=False))
     result = identify(start, tmp_path / "data.csv", ["masses", "damping", "armature"], progress=False, device="cpu")

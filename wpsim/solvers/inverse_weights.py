@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from wpsim.core.geometry import transform_point
 from wpsim.kernels.enums import JOINT_BALL, JOINT_FREE
 
 TINY = 1e-15
@@ -24,7 +25,7 @@ def reference_inverse_weights(model, mass_matrix: np.ndarray, dof_motion: np.nda
     dof has its diagonal entry."""
     host = {name: getattr(model, name).numpy() for name in (
         "articulation_dof_start", "articulation_H_start", "body_joint", "joint_articulation", "joint_dfs_pos",
-        "joint_dfs_end", "dof_joint", "joint_type", "joint_qd_start", "body_com", "body_origin")}
+        "joint_dfs_end", "dof_joint", "joint_type", "body_com", "body_origin")}
     body_weights = np.zeros((model.body_count, 2))
     dof_weights = np.zeros(model.joint_dof_count)
     dof_start, h_start = host["articulation_dof_start"], host["articulation_H_start"]
@@ -43,7 +44,7 @@ def reference_inverse_weights(model, mass_matrix: np.ndarray, dof_motion: np.nda
             moves = (host["joint_dfs_pos"][joints] <= position) & (position < host["joint_dfs_end"][joints])
             if not moves.any():
                 continue
-            com = _transform_point(body_q[b], host["body_com"][b]) - host["body_origin"][b]
+            com = transform_point(body_q[b], host["body_com"][b]) - host["body_origin"][b]
             jacobian = np.zeros((6, n))
             jacobian[:3, moves] = (motion[moves, 3:] + np.cross(motion[moves, :3], com)).T
             jacobian[3:, moves] = motion[moves, :3].T
@@ -66,8 +67,3 @@ def reference_inverse_weights(model, mass_matrix: np.ndarray, dof_motion: np.nda
                 dof_weights[d0 + local] = diagonal[local]
     return body_weights, dof_weights
 
-
-def _transform_point(pose: np.ndarray, point: np.ndarray) -> np.ndarray:
-    """``point`` moved by ``pose`` (position, quaternion x y z w)."""
-    q, w = pose[3:6], pose[6]
-    return pose[:3] + point + 2.0 * np.cross(q, np.cross(q, point) + w * point)

@@ -533,7 +533,7 @@ class SoftContact:
              self.side_column],
             [rows[k] for k in ("jacobian", "velocity", "inverse_mass", "distance", "in_contact")],
         )
-        self._launch(soft_contact.soft_contact_row_parameters, pairs.row_count,
+        self._launch(soft_contact.soft_contact_slot_parameters, pairs.row_count // soft_contact.EDGES,
                      [m.shape_body, m.shape_mu, m.shape_solref, m.shape_solimp, m.shape_solmix, m.shape_priority,
                       pairs.contact_pair, pairs.row_pair,
                       *(rows[k] for k in ("velocity", "inverse_mass", "distance", "in_contact")),
