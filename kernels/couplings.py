@@ -18,6 +18,7 @@ import warp as wp
 from .articulation import bottom, spatial, top, vec6
 from .enums import MAX_COUPLING_POWER, MAX_COUPLING_TERMS
 from .generic import kernel, mat33, quat, transform, vec3
+from .soft_contact import impedance_at, reference_gains
 
 HARD_DIRECTION_CUTOFF = wp.constant(0.1)
 """A connection's effective mass fades out in directions whose inverse mass is below about
@@ -37,6 +38,23 @@ def power_and_slope(q: wp.Float, power: int):
     return value, slope * type(q)(float(power))
 
 
+@wp.func
+def soft_row_law(violation: wp.Float, depth: wp.Float, rate: wp.Float, inverse_mass: wp.Float,
+                 time_constant: wp.Float, damping_ratio: wp.Float, solimp: wp.array2d(dtype=wp.Float), row: int,
+                 dt: wp.Float):
+    """(force per unit of Jacobian, weight D) of an equality row of the soft-constraint solve as
+    MuJoCo's law has it: force -D (b rate + k d violation), D = d / (1 - d) / A with A the
+    row's ``inverse_mass``, d the impedance at ``depth`` (solimp ``row``), k and b from the
+    solref with its time constant raised to 2 dt at least (MuJoCo's refsafe). Folded into the
+    joint-space system as weight J^T J and force J^T f, the row's cost 1/2 D (J a - aref)^2 is
+    always active (bilateral), so it is exactly that quadratic term of the solve's cost."""
+    d = impedance_at(depth, solimp[row, 1], solimp[row, 0], solimp[row, 2], solimp[row, 3],
+                     solimp[row, 4])
+    stiffness, damping = reference_gains(wp.max(time_constant, type(dt)(2.0) * dt), damping_ratio, solimp[row, 1])
+    weight = d / ((type(d)(1.0) - d) * wp.max(inverse_mass, type(d)(1.0e-15)))
+    return -weight * (damping * rate + stiffness * d * violation), weight
+
+
 @kernel
 def add_joint_couplings(
     coupling_term_start: wp.array(dtype=int),
@@ -48,7 +66,7 @@ def add_joint_couplings(
     coupling_damping_ratio: wp.array(dtype=wp.Float),
     coupling_ke: wp.array(dtype=wp.Float),
     coupling_kd: wp.array(dtype=wp.Float),
-    coupling_impedance: wp.array(dtype=wp.Float),
+    coupling_solimp: wp.array2d(dtype=wp.Float),
     dof_joint: wp.array(dtype=int),
     joint_articulation: wp.array(dtype=int),
     joint_q_start: wp.array(dtype=int),
@@ -57,17 +75,21 @@ def add_joint_couplings(
     joint_q_in: wp.array(dtype=wp.Float),
     joint_qd_in: wp.array(dtype=wp.Float),
     dof_inertia_in: wp.array(dtype=wp.Float),
+    dof_inverse_weight_in: wp.array(dtype=wp.Float),
     dt: wp.Float,
+    rows: int,
     mass_matrix_out: wp.array(dtype=wp.Float),
     rhs_out: wp.array(dtype=wp.Float),
 ):
     """One thread per joint coupling (length L = sum c_k q_k^p_k of hinge and slide dofs,
     slopes J_k = dL/dq_k): its spring-damper f = K (rest - L - dt dL/dt) - D dL/dt,
-    K = ke + g m / (T zeta)^2 and D = kd + 2 g m / T with g = d / (1 - d) (d: impedance),
+    K = ke + g m / (T zeta)^2 and D = kd + 2 g m / T with g = d / (1 - d) (d: solimp's dmin),
     m = 1 / sum(J_k^2 / H_kk) (from ``dof_inertia_in``, the diagonal before couplings; no
     time-constant part when T = 0), added as J_k f to the right-hand side and
     (dt D + dt^2 K) J_i J_k to the joint-space matrix (implicit in position and velocity,
-    like an engaged limit)."""
+    like an engaged limit). With ``rows`` (1: weights from the diagonal, 2: MuJoCo's, the
+    sum of the coupled dofs' ``dof_inverse_weight_in``) the time-constant part is instead
+    a soft-constraint equality row on L - rest (``soft_row_law``)."""
     c = wp.tid()
     t0 = coupling_term_start[c]
     count = coupling_term_start[c + 1] - t0
@@ -76,6 +98,7 @@ def add_joint_couplings(
     length = zero
     rate = zero
     inverse = zero
+    reference_inverse = zero
     for t in range(MAX_COUPLING_TERMS):  # constant trip count: unrolled, so the sums stay differentiable
         term = t0 + wp.min(t, count - 1)
         used = wp.where(t < count, one, zero)
@@ -85,16 +108,33 @@ def add_joint_couplings(
         length += coef * value
         rate += coef * slope * joint_qd_in[d]
         inverse += coef * coef * slope * slope / dof_inertia_in[d]
+        first_use = used
+        for u in range(MAX_COUPLING_TERMS):  # a dof of several terms (powers) counts once, as MuJoCo's joint
+            if u < t and coupling_term_dof[t0 + wp.min(u, count - 1)] == d:
+                first_use = zero
+        reference_inverse += first_use * dof_inverse_weight_in[d]
     # branch-free: no time-constant part when T = 0
     period = coupling_time_constant[c]
     spring = wp.where(period > zero, one, zero)
     period = wp.where(period > zero, period, one)
     ratio = coupling_damping_ratio[c]
-    spring = spring * coupling_impedance[c] / (one - coupling_impedance[c])
+    dmin = coupling_solimp[c, 0]
+    row_force = zero
+    row_weight = zero
+    if rows != 0:
+        if rows == 2:
+            inverse = reference_inverse
+        violation = length - coupling_rest[c]
+        row_force, row_weight = soft_row_law(violation, wp.abs(violation), rate, inverse, period, ratio,
+                                             coupling_solimp, c, dt)
+        row_force = row_force * spring
+        row_weight = row_weight * spring
+        spring = zero
+    spring = spring * dmin / (one - dmin)
     stiffness = coupling_ke[c] + spring / (inverse * period * period * ratio * ratio)
     damping = coupling_kd[c] + spring * type(zero)(2.0) / (inverse * period)
-    force = stiffness * (coupling_rest[c] - length - dt * rate) - damping * rate
-    weight = dt * damping + dt * dt * stiffness
+    force = stiffness * (coupling_rest[c] - length - dt * rate) - damping * rate + row_force
+    weight = dt * damping + dt * dt * stiffness + row_weight
     a = joint_articulation[dof_joint[coupling_term_dof[t0]]]
     d0 = articulation_dof_start[a]
     n = articulation_dof_start[a + 1] - d0
@@ -191,11 +231,13 @@ def connection_force(
     connection_holds_rotation: wp.array(dtype=int),
     connection_time_constant: wp.array(dtype=wp.Float),
     connection_damping_ratio: wp.array(dtype=wp.Float),
-    connection_impedance: wp.array(dtype=wp.Float),
+    connection_solimp: wp.array2d(dtype=wp.Float),
     body_q_in: wp.array(dtype=transform),
     rate_in: wp.array(dtype=vec6),
     inverse_mass_in: wp.array2d(dtype=mat33),
+    body_inverse_weight_in: wp.array2d(dtype=wp.Float),
     dt: wp.Float,
+    rows: int,
     force_out: wp.array(dtype=vec6),
     slope_out: wp.array2d(dtype=mat33),
 ):
@@ -203,7 +245,11 @@ def connection_force(
     D rate) of its implicit spring-dampers on the gap e (N) and, for a weld, on the turn
     (N m: e = 2 vec(E) sign(E_w), E = q_a r^-1 q_b^-1 the rotation from the held orientation,
     the rotation vector to third order), and their matrix weights dt D + dt^2 K (rotation,
-    translation); K and D from ``held_spring``."""
+    translation); K and D from ``held_spring`` with d solimp's dmin. With ``rows`` (1:
+    weights from the diagonal, 2: MuJoCo's, the bodies' translational
+    ``body_inverse_weight_in``) a point connection's gap is instead three soft-constraint
+    equality rows along the world axes (``soft_row_law``, their impedance at the gap's
+    length, as MuJoCo's connect); a weld keeps its spring-dampers."""
     c = wp.tid()
     a = connection_body[c, 0]
     b = connection_body[c, 1]
@@ -220,16 +266,34 @@ def connection_force(
     one = type(zero)(1.0)
     welded = wp.where(connection_holds_rotation[c] != 0, one, zero)
     turn = type(zero)(2.0) * wp.where(error[3] < zero, -one, one) * wp.vector(error[0], error[1], error[2])
-    held = connection_impedance[c] / (one - connection_impedance[c])
+    dmin = connection_solimp[c, 0]
+    held = dmin / (one - dmin)
     period = connection_time_constant[c]
     ratio = connection_damping_ratio[c]
     stiffness, damping = held_spring(inverse_mass_in[c, 1], held, period, ratio)
     stiffness_r, damping_r = held_spring(inverse_mass_in[c, 0], held * welded, period, ratio)
     rate = rate_in[c]
-    force_out[c] = -spatial(stiffness_r * (turn + dt * top(rate)) + damping_r * top(rate),
-                            stiffness * (gap + dt * bottom(rate)) + damping * bottom(rate))
+    gap_force = -(stiffness * (gap + dt * bottom(rate)) + damping * bottom(rate))
+    gap_slope = dt * damping + dt * dt * stiffness
+    if rows != 0 and connection_holds_rotation[c] == 0:
+        inverse = wp.get_diag(inverse_mass_in[c, 1])
+        if rows == 2:
+            reference = body_inverse_weight_in[a, 0]
+            if b >= 0:
+                reference += body_inverse_weight_in[b, 0]
+            inverse = wp.vector(reference, reference, reference)
+        depth = zero  # the impedance at the gap's length, as MuJoCo's connect (no NaN adjoint at 0)
+        if wp.dot(gap, gap) > zero:
+            depth = wp.length(gap)
+        rate_b = bottom(rate)
+        force_x, weight_x = soft_row_law(gap[0], depth, rate_b[0], inverse[0], period, ratio, connection_solimp, c, dt)
+        force_y, weight_y = soft_row_law(gap[1], depth, rate_b[1], inverse[1], period, ratio, connection_solimp, c, dt)
+        force_z, weight_z = soft_row_law(gap[2], depth, rate_b[2], inverse[2], period, ratio, connection_solimp, c, dt)
+        gap_force = wp.vector(force_x, force_y, force_z)
+        gap_slope = wp.diag(wp.vector(weight_x, weight_y, weight_z))
+    force_out[c] = spatial(-(stiffness_r * (turn + dt * top(rate)) + damping_r * top(rate)), gap_force)
     slope_out[c, 0] = dt * damping_r + dt * dt * stiffness_r
-    slope_out[c, 1] = dt * damping + dt * dt * stiffness
+    slope_out[c, 1] = gap_slope
 
 
 @kernel

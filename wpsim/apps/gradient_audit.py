@@ -351,6 +351,25 @@ def _joint_friction_scene() -> AuditScene:
     return AuditScene(b, 30, 1e-3)
 
 
+def _equality_scene() -> AuditScene:
+    """A three-link chain swinging in one plane, its middle joint held to a quadratic of the
+    first (a joint equality with an impedance curve) and its tip connected to the world
+    (a connect equality closing the loop), both violated at the start; stepped with the
+    equalities as rows of the soft-constraint solve."""
+    b = ModelBuilder()
+    joints, parent = [], -1
+    for k in range(3):
+        link = b.add_body(mass=1.0 - 0.2 * k, com=(0.15, 0.0, 0.0), inertia=(0.001, 0.008, 0.008))
+        joints.append(b.add_joint_revolute(parent, link, axis=(0.0, 1.0, 0.0),
+                                           parent_pos=(0.0, 0.0, 1.0) if k == 0 else (0.3, 0.0, 0.0),
+                                           q=(0.2, -0.3, 0.4)[k], qd=(0.5, -0.2, 0.3)[k]))
+        parent = link
+    b.add_joint_coupling((joints[1], joints[0], joints[0]), (1.0, -0.5, -0.3), rest=0.1, time_constant=0.03,
+                         damping_ratio=0.8, impedance=(0.8, 0.97, 0.01, 0.4, 3.0), powers=(1, 1, 2))
+    b.add_body_connection(parent, (0.3, 0.0, 0.0), -1, (0.75, 0.0, 0.8), time_constant=0.02)
+    return AuditScene(b, 30, 1e-3)
+
+
 def _coupled_scene() -> AuditScene:
     """Two particles resting on a free box that slides on the ground (particle-body contact
     in both directions, box-ground contact; all contacts stay closed)."""
@@ -526,6 +545,11 @@ SOFT_CONTACT_CASES = (
               "state.joint_qd", solver="soft contact"),
     AuditCase("soft joint limit", "lower limit", _limit_scene, "model.joint_limit_lower", solver="soft contact"),
     AuditCase("soft joint limit", "initial velocity", _limit_scene, "state.joint_qd", solver="soft contact"),
+    *(AuditCase("soft equality rows (joint, connect)", param, _equality_scene, path, relative=relative,
+                solver="soft contact")
+      for param, path, relative in (("initial coordinates", "state.joint_q", False),
+                                    ("initial velocities", "state.joint_qd", False),
+                                    ("body mass", "model.body_mass", True))),
     AuditCase("soft joint friction", "dry friction", _joint_friction_scene, "model.joint_friction",
               solver="soft contact"),
     AuditCase("soft joint friction", "initial velocities", _joint_friction_scene, "state.joint_qd",

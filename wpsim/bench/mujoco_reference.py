@@ -1,8 +1,9 @@
 """MuJoCo as the reference for MJCF import (the tests and suite ``import_corpus``): the same
 file rolled out by MuJoCo (contact off; Euler, or implicitfast where the file asks for it:
 both then step as wpsim's semi-implicit Euler, whose drive damping is implicit like
-implicitfast's) and by wpsim from the same perturbed initial state, joint coordinates in
-MuJoCo's qpos layout (quaternions w x y z). Needs ``mujoco``."""
+implicitfast's) and by wpsim with the file's soft-constraint solve (``wpsim run``'s: joint
+limits, dry friction and equalities as its rows) from the same perturbed initial state, joint
+coordinates in MuJoCo's qpos layout (quaternions w x y z). Needs ``mujoco``."""
 
 import warnings
 from contextlib import contextmanager
@@ -11,7 +12,7 @@ import numpy as np
 import warp as wp
 
 from wpsim.io.mjcf import import_mjcf
-from wpsim.solvers import SemiImplicitSolver
+from wpsim.solvers import SemiImplicitSolver, SoftContactOptions
 
 _QPOS = {0: 7, 1: 4}  # MuJoCo joint type -> coordinates (free, ball); hinge and slide have 1
 _QVEL = {0: 6, 1: 3}
@@ -76,6 +77,8 @@ def rollouts(path, steps: int, seed: int = 0, limits: bool = False) -> tuple:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # what is not honoured is checked by the tests themselves
         builder, scene = import_mjcf(path, ke=0.0, kd=0.0)
+    builder.shapes.array("shape_collision_type")[:] = 0  # contact off: no candidate pairs
+    builder.shapes.array("shape_collision_mask")[:] = 0
     if not limits:
         builder.joint_dofs.array("joint_limit_lower")[:] = -1e30
         builder.joint_dofs.array("joint_limit_upper")[:] = 1e30
@@ -91,7 +94,8 @@ def rollouts(path, steps: int, seed: int = 0, limits: bool = False) -> tuple:
         q0[q_start[joint]:q_start[joint] + nq] = _quat_last(qpos[a:a + nq], nq, -1)
         qd0[qd_start[joint]:qd_start[joint] + nv] = qvel[v:v + nv]
         layout.append((a, nq, q_start[joint]))
-    solver = SemiImplicitSolver(model)
+    solver = SemiImplicitSolver(model, soft_contact=SoftContactOptions(**{**scene.contact_settings,
+                                                                           "joint_limits": limits}))
     state, spare, control = model.state(), model.state(), model.control()
     state.joint_q.assign(q0)
     state.joint_qd.assign(qd0)

@@ -251,8 +251,9 @@ MODEL_FIELDS = (
     FieldSpec("coupling_time_constant", "real", "(L,)", "s",
               "the coupling's stiffness as a time constant over its effective inertia (0: none)", False),
     FieldSpec("coupling_damping_ratio", "real", "(L,)", "-", "damping ratio of that time-constant spring", False),
-    FieldSpec("coupling_impedance", "real", "(L,)", "-",
-              "MuJoCo's solimp d: the time-constant spring and damper are scaled by d / (1 - d) (0.5: by 1)", False),
+    FieldSpec("coupling_solimp", "real", "(L, 5)", "-, -, m or rad, -, -",
+              "MuJoCo's solimp (dmin, dmax, width, midpoint, power): a soft-constraint row's impedance at the "
+              "coupling's violation; the spring-damper is scaled by dmin / (1 - dmin) (0.5: by 1)", False),
     FieldSpec("coupling_ke", "real", "(L,)", "N/m or N m/rad", "added stiffness of the coupling's length", False),
     FieldSpec("coupling_kd", "real", "(L,)", "N s/m or N m s/rad", "added damping of the coupling's length", False),
     FieldSpec("connection_body", "int", "(X, 2)", "-",
@@ -263,8 +264,9 @@ MODEL_FIELDS = (
     FieldSpec("connection_time_constant", "real", "(X,)", "s",
               "the connection's stiffness as a time constant over its effective mass (0: none)", False),
     FieldSpec("connection_damping_ratio", "real", "(X,)", "-", "damping ratio of that time-constant spring", False),
-    FieldSpec("connection_impedance", "real", "(X,)", "-",
-              "MuJoCo's solimp d: the spring and damper are scaled by d / (1 - d) (0.5: by 1)", False),
+    FieldSpec("connection_solimp", "real", "(X, 5)", "-, -, m, -, -",
+              "MuJoCo's solimp (dmin, dmax, width, midpoint, power): a soft-constraint row's impedance at the "
+              "gap's length; the spring-damper is scaled by dmin / (1 - dmin) (0.5: by 1)", False),
     FieldSpec("connection_rotation", "quat", "(X,)", "quat xyzw",
               "a weld's held orientation of the first body in the second body's frame (the world's for -1)", False),
     FieldSpec("connection_holds_rotation", "int", "(X,)", "-", "1: a weld (orientation held too), 0: a point connection",

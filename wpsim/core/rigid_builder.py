@@ -10,7 +10,7 @@ from wpsim.core import geometry
 from wpsim.core import mass as mass_props
 from wpsim.core.limits import require_memory
 from wpsim.core.tables import Table
-from wpsim.core.validation import as_array, require_finite, require_pose
+from wpsim.core.validation import as_array, checked_solimp, require_finite, require_pose
 from wpsim.kernels.enums import (
     JOINT_BALL,
     JOINT_COORD_COUNT,
@@ -396,7 +396,10 @@ class RigidBodyBuilder:
         effective inertia at each step (from the mass-matrix diagonal) and zeta
         ``damping_ratio``: MuJoCo's solref, both scaled by d / (1 - d) with d ``impedance`` in
         (0, 1) (MuJoCo's solimp, which holds a constraint d / (1 - d) times tighter under a
-        steady load than its solref alone; 0.5 scales by 1). Models a fixed tendon's spring (ke, kd) and a joint
+        steady load than its solref alone; 0.5 scales by 1), or MuJoCo's whole solimp (dmin,
+        dmax, width, midpoint, power; the spring takes dmin). Under the soft-constraint solve
+        (``SoftContactOptions.equalities``) the time-constant part is instead a row of that solve
+        with MuJoCo's equality law. Models a fixed tendon's spring (ke, kd) and a joint
         equality q1 = a0 + a1 q2 + a2 q2^2 (joints (1, 2, 2), coefs (1, -a1, -a2), powers
         (1, 1, 2), rest a0, a time constant). The joints must belong to one articulation
         (checked at finalize). Returns its index."""
@@ -422,11 +425,11 @@ class RigidBodyBuilder:
         for name in ("time_constant", "ke", "kd"):
             if values[name] < 0.0:
                 raise ValueError(f"joint coupling {index}: {name} must be >= 0, got {values[name]}")
-        if not damping_ratio > 0.0 or not 0.0 < impedance < 1.0:
-            raise ValueError(f"joint coupling {index}: damping_ratio must be > 0 and impedance in (0, 1), got "
-                             f"{damping_ratio}, {impedance}")
+        if not damping_ratio > 0.0:
+            raise ValueError(f"joint coupling {index}: damping_ratio must be > 0, got {damping_ratio}")
+        solimp = checked_solimp(f"joint coupling {index}", impedance)
         self.joint_couplings.append((tuple(joints), tuple(coefs), tuple(powers), float(rest), float(time_constant),
-                                     float(damping_ratio), float(ke), float(kd), float(impedance)))
+                                     float(damping_ratio), float(ke), float(kd), solimp))
         return index
 
     def add_body_connection(self, body_a: int, point_a, body_b: int, point_b, time_constant: float = 0.02,
@@ -435,8 +438,10 @@ class RigidBodyBuilder:
         -1: a world point), a ball-joint loop closure (MJCF's connect equality): a spring-damper
         on the gap, stiffness m / (T zeta)^2 and damping 2 m / T with T ``time_constant`` (s),
         zeta ``damping_ratio`` and m the gap's effective mass at each step (from the mass-matrix
-        diagonal), both scaled by d / (1 - d) with d ``impedance`` (see ``add_joint_coupling``),
-        taken implicitly by the joint-space solve. With ``rotation`` (x, y, z, w), body_a's
+        diagonal), both scaled by d / (1 - d) with d ``impedance`` (a number or MuJoCo's solimp;
+        see ``add_joint_coupling``), taken implicitly by the joint-space solve; under the
+        soft-constraint solve (``SoftContactOptions.equalities``) a point connection is instead
+        three rows of that solve with MuJoCo's equality law. With ``rotation`` (x, y, z, w), body_a's
         orientation in body_b's frame (the world's for -1), that orientation is held too, by
         the same law on the rotation away from it and its effective inertia: a weld (MJCF's
         weld equality). Both bodies must belong to one articulation (checked at finalize).
@@ -451,14 +456,15 @@ class RigidBodyBuilder:
         points = [np.asarray(p, dtype=np.float64) for p in (point_a, point_b)]
         if any(p.shape != (3,) or not np.isfinite(p).all() for p in points):
             raise ValueError(f"body connection {index}: points must be 3 finite numbers (m), got {point_a}, {point_b}")
-        if not (time_constant > 0.0 and damping_ratio > 0.0 and 0.0 < impedance < 1.0):
-            raise ValueError(f"body connection {index}: time_constant and damping_ratio must be > 0 and impedance "
-                             f"in (0, 1), got {time_constant}, {damping_ratio}, {impedance}")
+        if not (time_constant > 0.0 and damping_ratio > 0.0):
+            raise ValueError(f"body connection {index}: time_constant and damping_ratio must be > 0, got "
+                             f"{time_constant}, {damping_ratio}")
+        solimp = checked_solimp(f"body connection {index}", impedance)
         held = np.array([0.0, 0.0, 0.0, 1.0]) if rotation is None else np.asarray(rotation, dtype=np.float64)
         if held.shape != (4,) or not np.isfinite(held).all() or not np.linalg.norm(held) > 0.0:
             raise ValueError(f"body connection {index}: rotation must be a quaternion (x, y, z, w), got {rotation}")
         self.body_connections.append((int(body_a), points[0], int(body_b), points[1], float(time_constant),
-                                      float(damping_ratio), float(impedance), held / np.linalg.norm(held),
+                                      float(damping_ratio), solimp, held / np.linalg.norm(held),
                                       int(rotation is not None)))
         return index
 
@@ -475,15 +481,15 @@ class RigidBodyBuilder:
                 "connection_point_b": np.array([r[3] for r in rows], np.float64).reshape(-1, 3),
                 "connection_time_constant": np.array([r[4] for r in rows], np.float64),
                 "connection_damping_ratio": np.array([r[5] for r in rows], np.float64),
-                "connection_impedance": np.array([r[6] for r in rows], np.float64),
+                "connection_solimp": np.array([r[6] for r in rows], np.float64).reshape(-1, 5),
                 "connection_rotation": np.array([r[7] for r in rows], np.float64).reshape(-1, 4),
                 "connection_holds_rotation": np.array([r[8] for r in rows], np.int64)}
 
     def _coupling_arrays(self, d_start: np.ndarray, art_of: np.ndarray) -> dict:
         """The couplings as Model arrays (see ``wpsim.core.fields``), their dofs in the
         model's depth-first layout."""
-        starts, dofs, coefs, powers, settings = [0], [], [], [], []
-        for index, (joints, c, p, *rest) in enumerate(self.joint_couplings):
+        starts, dofs, coefs, powers, settings, solimps = [0], [], [], [], [], []
+        for index, (joints, c, p, *rest, solimp) in enumerate(self.joint_couplings):
             if len({int(art_of[j]) for j in joints}) != 1:
                 raise ValueError(f"joint coupling {index}: joints {list(joints)} belong to different articulations")
             dofs += [int(d_start[j]) for j in joints]
@@ -491,11 +497,12 @@ class RigidBodyBuilder:
             powers += list(p)
             starts.append(len(dofs))
             settings.append(rest)
-        names = ("coupling_rest", "coupling_time_constant", "coupling_damping_ratio", "coupling_ke", "coupling_kd",
-                 "coupling_impedance")
+            solimps.append(solimp)
+        names = ("coupling_rest", "coupling_time_constant", "coupling_damping_ratio", "coupling_ke", "coupling_kd")
         settings = np.asarray(settings, dtype=np.float64).reshape(-1, len(names))
         return {"coupling_term_start": np.asarray(starts, np.int64), "coupling_term_dof": np.asarray(dofs, np.int64),
                 "coupling_term_coef": np.asarray(coefs, np.float64), "coupling_term_power": np.asarray(powers, np.int64),
+                "coupling_solimp": np.asarray(solimps, np.float64).reshape(-1, 5),
                 **{name: settings[:, k].copy() for k, name in enumerate(names)}}
 
     def joint_offsets(self) -> tuple:
@@ -575,15 +582,10 @@ class RigidBodyBuilder:
         if not (isinstance(shape, (int, np.integer)) and 0 <= shape < self.shapes.count):
             raise ValueError(f"set_shape_softness: shape {shape} does not exist ({self.shapes.count} shapes)")
         ref = as_array(f"{where} solref", solref, (2,), 1, np.float64)[0]
-        imp = as_array(f"{where} solimp", solimp, (5,), 1, np.float64)[0]
         if not np.isfinite(ref).all() or not ((ref > 0.0).all() or ((ref <= 0.0).all() and (ref < 0.0).any())):
             raise ValueError(f"{where}: solref must be (time constant s, damping ratio), both > 0, or "
                              f"(-stiffness, -damping), both <= 0 and not both 0, got {ref.tolist()}")
-        dmin, dmax, width, midpoint, power = imp
-        if not (np.isfinite(imp).all() and 0.0 < dmin < 1.0 and 0.0 < dmax < 1.0 and width >= 0.0
-                and 0.0 < midpoint < 1.0 and power >= 1.0):
-            raise ValueError(f"{where}: solimp must be (dmin, dmax in (0, 1), width >= 0 m, midpoint in (0, 1), "
-                             f"power >= 1), got {imp.tolist()}")
+        imp = checked_solimp(where, solimp)
         if not (np.isfinite(solmix) and solmix >= 0.0):
             raise ValueError(f"{where}: solmix must be finite and >= 0, got {solmix}")
         if not isinstance(priority, (int, np.integer)) or abs(priority) >= 2**31:

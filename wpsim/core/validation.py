@@ -179,3 +179,18 @@ class EntryChecks:
                 raise ValueError(f"{where} is on device {arr.device}, the model is on {self.device}")
         if isinstance(obj, Checked):
             obj.checked_by = self
+
+
+def checked_solimp(where: str, solimp) -> tuple:
+    """MuJoCo's solimp (dmin, dmax in (0, 1), width >= 0, midpoint in (0, 1), power >= 1) as a
+    5-tuple; a single number d stands for (d, d, 0, 0.5, 2), d at every violation. A
+    ValueError naming ``where`` otherwise."""
+    if np.ndim(solimp) == 0:
+        solimp = (solimp, solimp, 0.0, 0.5, 2.0)
+    imp = as_array(f"{where} solimp", solimp, (5,), 1, np.float64)[0]
+    dmin, dmax, width, midpoint, power = imp
+    if not (np.isfinite(imp).all() and 0.0 < dmin < 1.0 and 0.0 < dmax < 1.0 and width >= 0.0
+            and 0.0 < midpoint < 1.0 and power >= 1.0):
+        raise ValueError(f"{where}: solimp must be (dmin, dmax in (0, 1), width >= 0, midpoint in (0, 1), "
+                         f"power >= 1), or one impedance in (0, 1), got {imp.tolist()}")
+    return tuple(float(v) for v in imp)

@@ -40,13 +40,14 @@ and the drive force (``ModelBuilder.set_control_range``); actuators on tendons, 
 bodies are dropped (listed).
 
 Also: joint ``stiffness springref frictionloss`` (joint springs, dry friction);
-``<equality><joint joint1 joint2 polycoef solref>`` (up to quartic) and
+``<equality><joint joint1 joint2 polycoef solref solimp>`` (up to quartic) and
 ``<tendon><fixed stiffness damping springlength>`` as joint couplings
-(``ModelBuilder.add_joint_coupling``: implicit spring-dampers, the equality's from solref,
-solimp's d0 and the coupled dofs' effective inertia); ``<equality><connect body1 body2
-anchor>`` and ``<weld body1 body2 anchor relpose>`` as body connections
-(``ModelBuilder.add_body_connection``, the same law on the anchor's gap and, for a weld,
-the rotation); ``<contact><exclude body1
+(``ModelBuilder.add_joint_coupling``); ``<equality><connect body1 body2 anchor>`` and
+``<weld body1 body2 anchor relpose>`` as body connections (``ModelBuilder.add_body_connection``).
+Under the soft-constraint solve (what ``wpsim run`` uses for these files) joint and connect
+equalities are rows of that solve with MuJoCo's law and weights; welds, and every equality
+on the penalty path, are implicit spring-dampers from solref, solimp's dmin and the
+effective inertia; ``<contact><exclude body1
 body2>``; ``<keyframe><key name qpos qvel>`` poses (MuJoCo's layout: the file's joints in
 document order, quaternions w x y z, angles in rad whatever ``<compiler angle>`` says),
 unnamed keys named ``key0``, ``key1``, ... by their place. A joint's ``ref`` is honoured by
@@ -323,15 +324,20 @@ class _Reader:
     def note_softness(self, geom, shape: int):
         """Keep a colliding geom's solref, solimp (clipped as MuJoCo clips it), solmix and
         priority, MuJoCo's defaults where the file gives none, for ``set_contact_settings``."""
-        solimp = list(MUJOCO_SOLIMP)
-        given = self.numbers(geom, "solimp", (3, 4, 5), MUJOCO_SOLIMP[:3])
-        solimp[:len(given)] = given
         solref = tuple(float(v) for v in self.numbers(geom, "solref", 2, MUJOCO_SOLREF))
         solmix = float(self.numbers(geom, "solmix", 1, (1.0,))[0])
         priority = float(self.numbers(geom, "priority", 1, (0.0,))[0])
         if priority != round(priority) or abs(priority) >= 2**31:
             self.fail(geom, f"priority=\"{geom.get('priority')}\" must be an integer")
-        self.softness.append((geom, shape, solref, clamped_solimp(solimp), solmix, int(priority)))
+        self.softness.append((geom, shape, solref, self.solimp_of(geom), solmix, int(priority)))
+
+    def solimp_of(self, element) -> tuple:
+        """An element's solimp as MuJoCo uses it (``clamped_solimp``), MuJoCo's defaults for the
+        values the file leaves out."""
+        solimp = list(MUJOCO_SOLIMP)
+        given = self.numbers(element, "solimp", (3, 4, 5), MUJOCO_SOLIMP[:3])
+        solimp[:len(given)] = given
+        return clamped_solimp(solimp)
 
     def integer(self, geom, key: str, default: int = 1) -> int:
         """A non-negative integer attribute (collision bits)."""
@@ -569,9 +575,8 @@ class _Reader:
         MuJoCo's defaults where none is), with MuJoCo's row weights (regularisation "mujoco");
         every colliding geom that differs from them (MuJoCo's defaults where it gives none) gets
         its own (``ModelBuilder.set_shape_softness``), so each pair mixes them as MuJoCo does.
-        A setting the builder refuses is listed as not honoured."""
-        if not self.softness:
-            return
+        A setting the builder refuses is listed as not honoured. A file without colliding geoms
+        gets MuJoCo's defaults (its joint limits, dry friction and equalities are rows too)."""
         usable = [(ref, imp) for _, _, ref, imp, _, _ in self.softness if min(ref) > 0.0 and imp[0] <= imp[1]]
         common = (max(set(usable), key=usable.count) if usable
                   else (MUJOCO_SOLREF, clamped_solimp(MUJOCO_SOLIMP)))
@@ -600,20 +605,17 @@ class _Reader:
         return joint
 
     def softness_of(self, equality) -> tuple:
-        """(time constant s, damping ratio, impedance) of an equality: its solref (the
-        time-constant form; another is listed and MuJoCo's default 0.02 1 used) and solimp's
-        d0 (MuJoCo's impedance at zero violation, default 0.9, which wpsim holds at every
-        violation)."""
+        """(time constant s, damping ratio, solimp) of an equality: its solref (the
+        time-constant form; another is listed and MuJoCo's default 0.02 1 used) and solimp
+        (``solimp_of``; the spring-dampers of the penalty path hold its dmin, MuJoCo's
+        impedance at zero violation, at every violation)."""
         time_constant, ratio = self.numbers(equality, "solref", 2, MUJOCO_SOLREF)
         if min(time_constant, ratio) <= 0.0:
             self.scene.unhonoured.append(self.tree.unhonoured_here(
                 equality, "solref", equality.get("solref"), "is not honoured: only the time-constant form (> 0); "
                                                              "0.02 1 is used"))
             time_constant, ratio = MUJOCO_SOLREF
-        d0 = float(self.numbers(equality, "solimp", (3, 5), MUJOCO_SOLIMP[:3])[0])
-        if not 0.0 < d0 < 1.0:
-            self.fail(equality, f"solimp=\"{equality.get('solimp')}\": its first value must lie in (0, 1)")
-        return float(time_constant), float(ratio), d0
+        return float(time_constant), float(ratio), self.solimp_of(equality)
 
     def add_equalities(self, b: ModelBuilder, root):
         """``<equality><joint joint1 joint2 polycoef solref solimp>``, q1 - q1_0 = a0 + a1 x +
@@ -622,7 +624,7 @@ class _Reader:
         q2 = 0) with solref's time constant and damping ratio (``ModelBuilder.add_joint_coupling``)."""
         for equality in (e for section in root.findall("equality") for e in section.findall("joint")):
             poly = self.numbers(equality, "polycoef", 5, (0.0, 1.0, 0.0, 0.0, 0.0))
-            time_constant, ratio, impedance = self.softness_of(equality)
+            time_constant, ratio, solimp = self.softness_of(equality)
             first = self.one_dof_joint(b, equality, "joint1")
             q0 = b.joint_coords.array("joint_q")
             joints, coefs, powers, rest = [first], [1.0], [1], q0[b.first_coord(first)] + poly[0]
@@ -639,7 +641,7 @@ class _Reader:
                         powers.append(power)
             try:
                 b.add_joint_coupling(joints, coefs, rest=rest, time_constant=time_constant, damping_ratio=ratio,
-                                     impedance=impedance, powers=powers)
+                                     impedance=solimp, powers=powers)
             except ValueError as error:
                 self.fail(equality, str(error))
 

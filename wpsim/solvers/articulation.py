@@ -43,6 +43,15 @@ class ArticulationStepper:
                           else model.joint_friction)
         """(D,) dry friction of the joint-space assembly: zeros when the soft-constraint solve
         has friction rows."""
+        self._equality_rows = (0 if options is None or not options.equalities
+                               else 1 + int(options.regularisation == "mujoco"))
+        """How the joint couplings' time-constant part and point connections enter the
+        joint-space system: 0 as implicit spring-dampers, 1 (2) as equality rows of the
+        soft-constraint solve weighed from the mass matrix's diagonal (as MuJoCo weighs them)."""
+        self._inverse_weights = (soft_contact.inverse_weights if soft_contact is not None else
+                                 (wp.zeros((max(model.body_count, 1), 2), dtype=model.dtype, device=model.device),
+                                  wp.zeros(max(model.joint_dof_count, 1), dtype=model.dtype, device=model.device)))
+        """(bodies' (B, 2), dofs' (D,)) inverse weights the equality rows read with MuJoCo's weights."""
         self.broad_phase = broad_phase if soft_contact is None else None
         """The penalty contact's per-step ``RigidBroadPhase``, or None (every candidate pair
         each step; a ``SoftContact`` runs its own)."""
@@ -171,7 +180,7 @@ class ArticulationStepper:
         return pairs, count
 
     def _add_connections(self, scratch, state_in, dt: float):
-        """The body connections' implicit spring-dampers into the joint-space system."""
+        """The body connections' implicit spring-dampers (or equality rows) into the joint-space system."""
         model = self.model
         real, device = model.dtype, model.device
         slots = scratch.connection_jacobian.shape[1]
@@ -189,8 +198,9 @@ class ArticulationStepper:
         wp.launch(
             for_precision(couplings.connection_force, real), dim=model.connection_count,
             inputs=[*common, model.connection_rotation, model.connection_holds_rotation, model.connection_time_constant,
-                    model.connection_damping_ratio, model.connection_impedance, state_in.body_q,
-                    scratch.connection_rate, scratch.connection_inverse_mass, real(dt)],
+                    model.connection_damping_ratio, model.connection_solimp, state_in.body_q,
+                    scratch.connection_rate, scratch.connection_inverse_mass, self._inverse_weights[0], real(dt),
+                    self._equality_rows],
             outputs=[scratch.connection_force, scratch.connection_slope],
             device=device,
         )
@@ -219,9 +229,10 @@ class ArticulationStepper:
                     model.coupling_term_start, model.coupling_term_dof, model.coupling_term_coef, model.coupling_term_power,
                     model.coupling_rest,
                     model.coupling_time_constant, model.coupling_damping_ratio, model.coupling_ke, model.coupling_kd,
-                    model.coupling_impedance,
+                    model.coupling_solimp,
                     model.dof_joint, model.joint_articulation, model.joint_q_start, model.articulation_dof_start,
-                    model.articulation_H_start, state_in.joint_q, state_in.joint_qd, scratch.dof_inertia, real(dt),
+                    model.articulation_H_start, state_in.joint_q, state_in.joint_qd, scratch.dof_inertia,
+                    self._inverse_weights[1], real(dt), self._equality_rows,
                 ],
                 outputs=[scratch.mass_matrix, scratch.rhs],
                 device=device,

@@ -35,6 +35,13 @@ class SoftContactOptions:
     joint_limits: revolute and prismatic joint limits are soft constraints of the same
         solve (same time constant, damping ratio and impedance; the model's limit_ke and
         limit_kd are not used); False keeps them as penalty springs.
+    joint_friction: a dof with dry friction gets a friction-loss row of this solve (False: the
+        smooth friction law of the joint-space assembly).
+    equalities: joint couplings with a time constant (joint equalities) and point body
+        connections (connect equalities) are equality rows of this solve with MuJoCo's law
+        and weights (their own solref, with the time constant raised to 2 dt at least, and
+        solimp; ``kernels.couplings.soft_row_law``); False keeps them as implicit
+        spring-dampers. Welds keep their spring-dampers.
     iterations: Newton iterations at most (all of them with ``fixed_iterations``); each
         step is scaled by an exact line search on the cost, so the cost decreases every
         iteration and the iterates cannot cycle.
@@ -82,6 +89,7 @@ class SoftContactOptions:
 
     joint_limits: bool = True
     joint_friction: bool = True
+    equalities: bool = True
     iterations: int = 20
     tolerance: float = 1e-10
     fixed_iterations: bool = False
