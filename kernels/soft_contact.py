@@ -607,22 +607,47 @@ def row_active(weight: wp.Float, violation: wp.Float):
     return zero
 
 
+DOF_INVERSE_WEIGHT = wp.constant(0)
+DOF_LIMIT_SOLREF = wp.constant(1)
+DOF_LIMIT_SOLIMP = wp.constant(3)
+DOF_FRICTION_SOLREF = wp.constant(8)
+DOF_FRICTION_SOLIMP = wp.constant(10)
+DOF_SETTINGS = 15
+"""Columns of the (D, DOF_SETTINGS) settings of the rows on one dof (``SoftContact.dof_row_settings``):
+its inverse weight at the reference pose, then the limit row's solref (2) and solimp (5), then
+the friction-loss row's."""
+
+
+@wp.func
+def settings_row(settings: wp.array2d(dtype=wp.Float), dof: int, solref: int, solimp: int, penetration: wp.Float):
+    """(impedance at ``penetration`` by the solimp from column ``solimp``, k, b from the solref from
+    column ``solref``: ``reference_gains``) of one of dof ``dof``'s rows."""
+    dmax = settings[dof, solimp + 1]
+    d = impedance_at(penetration, dmax, settings[dof, solimp], settings[dof, solimp + 2], settings[dof, solimp + 3],
+                     settings[dof, solimp + 4])
+    stiffness, damping = reference_gains(settings[dof, solref], settings[dof, solref + 1], dmax)
+    return d, stiffness, damping
+
+
 @wp.func
 def dof_rows(jtype: int, q: wp.Float, qd: wp.Float, accel: wp.Float, lower: wp.Float, upper: wp.Float,
-             friction: wp.Float, weight: wp.Float, stiffness: wp.Float, damping: wp.Float, limits: int,
-             friction_rows: int):
+             friction: wp.Float, diagonal: wp.Float, settings: wp.array2d(dtype=wp.Float), dof: int,
+             mujoco_weights: int, limits: int, friction_rows: int):
     """(d cost / d a_i, d^2 cost / d a_i^2) of the rows on dof i's own acceleration a_i:
     with ``limits``, a revolute or prismatic dof beyond its lower (upper) limit has a row
-    J = e_i (-e_i), x = J a + b J qd + k dist (dist < 0: beyond the limit), cost 1/2 D min(0, x)^2;
-    with ``friction_rows``, a dof with dry friction F > 0 (N m or N) has the friction-loss
-    row x = a_i + b qd_i (reference -b qd_i: it resists the velocity, no position term) with
-    the Huber cost 1/2 D x^2 for |D x| <= F, F |x| - F^2 / (2 D) beyond, so its force is
-    D x clamped to [-F, F]: it sticks below F and slides at F. ``stiffness`` is k d and
-    ``damping`` b of ``reference_gains`` at the rows' constant impedance d."""
+    J = e_i (-e_i), x = J a + b J qd + k d dist (dist < 0: beyond the limit; d the limit
+    solimp's impedance at |dist|), cost 1/2 D min(0, x)^2; with ``friction_rows``, a dof with
+    dry friction F > 0 (N m or N) has the friction-loss row x = a_i + b qd_i (reference -b
+    qd_i: it resists the velocity, no position term; d its solimp's impedance at zero
+    violation) with the Huber cost 1/2 D x^2 for |D x| <= F, F |x| - F^2 / (2 D) beyond, so
+    its force is D x clamped to [-F, F]: it sticks below F and slides at F. k, b and d from
+    the dof's ``settings`` row (``settings_row``), D from d and the mass-matrix
+    ``diagonal`` as ``dof_row_weight`` says; MuJoCo's law for both rows."""
     zero = q * type(q)(0.0)
     one = zero + type(q)(1.0)
     force = zero
     curvature = zero
+    inverse_weight = settings[dof, DOF_INVERSE_WEIGHT]
     if limits != 0 and (jtype == JOINT_REVOLUTE or jtype == JOINT_PRISMATIC):
         sign = zero
         distance = zero
@@ -633,10 +658,14 @@ def dof_rows(jtype: int, q: wp.Float, qd: wp.Float, accel: wp.Float, lower: wp.F
             sign = -one
             distance = upper - q
         if sign != zero:
-            x = sign * accel + damping * sign * qd + stiffness * distance
+            d, stiffness, damping = settings_row(settings, dof, DOF_LIMIT_SOLREF, DOF_LIMIT_SOLIMP, -distance)
+            weight = dof_row_weight(d, diagonal, inverse_weight, mujoco_weights)
+            x = sign * accel + damping * sign * qd + stiffness * d * distance
             force += sign * row_force(weight, x)
             curvature += row_active(weight, x)
     if friction_rows != 0 and friction > zero:
+        d, stiffness, damping = settings_row(settings, dof, DOF_FRICTION_SOLREF, DOF_FRICTION_SOLIMP, zero)
+        weight = dof_row_weight(d, diagonal, inverse_weight, mujoco_weights)
         x = accel + damping * qd
         force += wp.clamp(weight * x, -friction, friction)
         if wp.abs(weight * x) < friction:

@@ -9,7 +9,7 @@ thread per articulation).
 import warp as wp
 
 from .generic import kernel
-from .soft_contact import EDGES, dof_row_weight, dof_rows, reference_gains, row_active, row_force, slot_times
+from .soft_contact import EDGES, dof_rows, row_active, row_force, slot_times
 
 
 @wp.func
@@ -103,12 +103,10 @@ def island_gradient(
     joint_q: wp.array(dtype=wp.Float),
     joint_qd: wp.array(dtype=wp.Float),
     accel: wp.array(dtype=wp.Float),
-    dof_inverse_weight: wp.array(dtype=wp.Float),
+    dof_row_settings: wp.array2d(dtype=wp.Float),
     side_column: int,
     limits: int,
     friction_rows: int,
-    time_constant: wp.Float,
-    damping_ratio: wp.Float,
     impedance: wp.Float,
     mujoco_weights: int,
     gradient_out: wp.array(dtype=wp.Float),
@@ -157,7 +155,6 @@ def island_gradient(
                             c = slot_coefficients(row_jacobian, first, side_i * side_column + i, side_column + i,
                                                   shared)
                             wp.atomic_add(gradient_out, pair_dof[pair, side_i] + i, wp.dot(c, slot_force))
-    stiffness, damping = reference_gains(time_constant, damping_ratio, impedance)
     for e in range(e0, e1):
         art = island_articulations[e]
         d0 = articulation_dof_start[art]
@@ -165,11 +162,10 @@ def island_gradient(
         for i in range(n_dofs):
             dof = d0 + i
             j = dof_joint[dof]
-            weight = dof_row_weight(impedance, mass_matrix[articulation_H_start[art] + i * (n_dofs + 1)],
-                                    dof_inverse_weight[dof], mujoco_weights)
             force, curvature = dof_rows(joint_type[j], joint_q[joint_q_start[j]], joint_qd[dof], accel[dof],
-                                        joint_limit_lower[dof], joint_limit_upper[dof], joint_friction[dof], weight,
-                                        stiffness * impedance, damping, limits, friction_rows)
+                                        joint_limit_lower[dof], joint_limit_upper[dof], joint_friction[dof],
+                                        mass_matrix[articulation_H_start[art] + i * (n_dofs + 1)], dof_row_settings,
+                                        dof, mujoco_weights, limits, friction_rows)
             wp.atomic_add(gradient_out, dof, force)
             if curvature != dof_curvature_out[dof]:
                 changed = 1
@@ -294,12 +290,10 @@ def soft_contact_newton_system(
     joint_q_in: wp.array(dtype=wp.Float),
     joint_qd_in: wp.array(dtype=wp.Float),
     accel_in: wp.array(dtype=wp.Float),
-    dof_inverse_weight_in: wp.array(dtype=wp.Float),
+    dof_row_settings_in: wp.array2d(dtype=wp.Float),
     side_column: int,
     limits: int,
     friction_rows: int,
-    time_constant: wp.Float,
-    damping_ratio: wp.Float,
     impedance: wp.Float,
     mujoco_weights: int,
     gradient_out: wp.array(dtype=wp.Float),
@@ -322,8 +316,9 @@ def soft_contact_newton_system(
                     island_articulations_in,
                     articulation_pair_start_in, touching_pairs_in, touching_pair_count_in, pair_row_start_in,
                     pair_dof_in, pair_dof_count_in, mass_matrix_in, accel_free_in, row_jacobian_in, row_weight_in,
-                    row_violation_in, joint_q_in, joint_qd_in, accel_in, dof_inverse_weight_in, side_column, limits,
-                    friction_rows, time_constant, damping_ratio, impedance, mujoco_weights, gradient_out, row_curvature_out, dof_curvature_out)
+                    row_violation_in, joint_q_in, joint_qd_in, accel_in, dof_row_settings_in, side_column, limits,
+                    friction_rows, impedance, mujoco_weights, gradient_out, row_curvature_out,
+                    dof_curvature_out)
     island_hessian(island, articulation_dof_start, articulation_H_start, dof_slot_in, island_dof_start_in,
                    island_H_start_in, island_articulation_start_in, island_articulations_in,
                    articulation_pair_start_in, touching_pairs_in, touching_pair_count_in, pair_row_start_in,
@@ -355,14 +350,11 @@ def line_slope(
     joint_qd: wp.array(dtype=wp.Float),
     accel: wp.array(dtype=wp.Float),
     step: wp.array(dtype=wp.Float),
-    dof_inverse_weight: wp.array(dtype=wp.Float),
+    dof_row_settings: wp.array2d(dtype=wp.Float),
     articulation_dof_start: wp.array(dtype=int),
     articulation_H_start: wp.array(dtype=int),
     limits: int,
     friction_rows: int,
-    time_constant: wp.Float,
-    damping_ratio: wp.Float,
-    impedance: wp.Float,
     mujoco_weights: int,
 ):
     """(phi'(alpha), phi''(alpha)) of the rows' part of the cost along a - alpha d: every row
@@ -385,20 +377,17 @@ def line_slope(
                         slope -= s * row_force(row_weight[r], x)
                         curvature += row_active(row_weight[r], x) * s * s
     if limits != 0 or friction_rows != 0:
-        stiffness, damping = reference_gains(time_constant, damping_ratio, impedance)
         for e in range(e0, e1):
             art = island_articulations[e]
             d0 = articulation_dof_start[art]
             n = articulation_dof_start[art + 1] - d0
             for dof in range(d0, d0 + n):
-                weight = dof_row_weight(impedance, mass_matrix[articulation_H_start[art] + (dof - d0) * (n + 1)],
-                                        dof_inverse_weight[dof], mujoco_weights)
                 j = dof_joint[dof]
                 s = step[dof]
                 force, active = dof_rows(joint_type[j], joint_q[joint_q_start[j]], joint_qd[dof],
                                          accel[dof] - alpha * s, joint_limit_lower[dof], joint_limit_upper[dof],
-                                         joint_friction[dof], weight, stiffness * impedance, damping, limits,
-                                         friction_rows)
+                                         joint_friction[dof], mass_matrix[articulation_H_start[art] + (dof - d0) * (n + 1)],
+                                         dof_row_settings, dof, mujoco_weights, limits, friction_rows)
                 slope -= s * force
                 curvature += active * s * s
     return slope, curvature
@@ -453,13 +442,10 @@ def island_line_search(
     joint_qd: wp.array(dtype=wp.Float),
     accel: wp.array(dtype=wp.Float),
     step: wp.array(dtype=wp.Float),
-    dof_inverse_weight: wp.array(dtype=wp.Float),
+    dof_row_settings: wp.array2d(dtype=wp.Float),
     side_column: int,
     limits: int,
     friction_rows: int,
-    time_constant: wp.Float,
-    damping_ratio: wp.Float,
-    impedance: wp.Float,
     mujoco_weights: int,
     tolerance: wp.Float,
     slope_tolerance: wp.Float,
@@ -507,9 +493,8 @@ def island_line_search(
         slope, curvature = line_slope(
             alpha, dof_joint, joint_type, joint_q_start, joint_limit_lower, joint_limit_upper, joint_friction, e0,
             e1, island_articulations, articulation_pair_start, touching_pairs, touching_pair_count, pair_row_start,
-            mass_matrix, row_weight, row_violation, row_step, joint_q, joint_qd, accel, step, dof_inverse_weight,
-            articulation_dof_start, articulation_H_start, limits, friction_rows, time_constant, damping_ratio, impedance,
-            mujoco_weights)
+            mass_matrix, row_weight, row_violation, row_step, joint_q, joint_qd, accel, step, dof_row_settings,
+            articulation_dof_start, articulation_H_start, limits, friction_rows, mujoco_weights)
         slope += alpha * dhd - dhr
         curvature += dhd
         if evaluation == 0:
@@ -562,13 +547,10 @@ def soft_contact_line_search(
     joint_qd_in: wp.array(dtype=wp.Float),
     accel_in: wp.array(dtype=wp.Float),
     step_in: wp.array(dtype=wp.Float),
-    dof_inverse_weight_in: wp.array(dtype=wp.Float),
+    dof_row_settings_in: wp.array2d(dtype=wp.Float),
     side_column: int,
     limits: int,
     friction_rows: int,
-    time_constant: wp.Float,
-    damping_ratio: wp.Float,
-    impedance: wp.Float,
     mujoco_weights: int,
     tolerance: wp.Float,
     slope_tolerance: wp.Float,
@@ -591,8 +573,8 @@ def soft_contact_line_search(
         joint_limit_upper, joint_friction, island_dof_start_in, island_articulation_start_in, island_articulations_in,
         articulation_pair_start_in, touching_pairs_in, touching_pair_count_in, pair_row_start_in, pair_dof_in,
         pair_dof_count_in, mass_matrix_in, accel_free_in, row_jacobian_in, row_weight_in, row_violation_in,
-        joint_q_in, joint_qd_in, accel_in, step_in, dof_inverse_weight_in, side_column, limits, friction_rows,
-        time_constant, damping_ratio, impedance, mujoco_weights, tolerance, slope_tolerance, ascent_alpha, row_step_out)
+        joint_q_in, joint_qd_in, accel_in, step_in, dof_row_settings_in, side_column, limits, friction_rows,
+        mujoco_weights, tolerance, slope_tolerance, ascent_alpha, row_step_out)
 
 
 @kernel

@@ -89,14 +89,12 @@ def contact_solve(
     mass_matrix: wp.array(dtype=wp.Float),
     qdd: wp.array(dtype=wp.Float),
     warm_start_accel: wp.array(dtype=wp.Float),
-    dof_inverse_weight: wp.array(dtype=wp.Float),
+    dof_row_settings: wp.array2d(dtype=wp.Float),
     row_jacobian: wp.array2d(dtype=wp.Float),
     row_weight: wp.array(dtype=wp.Float),
     side_column: int,
     limits: int,
     friction_rows: int,
-    time_constant: wp.Float,
-    damping_ratio: wp.Float,
     impedance: wp.Float,
     mujoco_weights: int,
     tolerance: wp.Float,
@@ -129,7 +127,7 @@ def contact_solve(
     health entries."""
     d0 = articulation_dof_start[a]
     n = articulation_dof_start[a + 1] - d0
-    zero = time_constant * type(time_constant)(0.0)
+    zero = impedance * type(impedance)(0.0)
     for i in range(n):
         accel_out[d0 + i] = qdd[d0 + i]
     residual = zero
@@ -152,9 +150,8 @@ def contact_solve(
                                       island_articulation_start, island_articulations,
                                       articulation_contact_pair_start, touching_pairs, touching_pair_count,
                                       pair_row_start, pair_dof, pair_dof_count, mass_matrix, qdd, row_jacobian,
-                                      row_weight, row_violation_out, joint_q, joint_qd, accel_out, dof_inverse_weight,
-                                      side_column, limits, friction_rows, time_constant, damping_ratio, impedance,
-                                      mujoco_weights, gradient_out,
+                                      row_weight, row_violation_out, joint_q, joint_qd, accel_out, dof_row_settings,
+                                      side_column, limits, friction_rows, impedance, mujoco_weights, gradient_out,
                                       row_curvature_out, dof_curvature_out)
             if k == 0 or changed != 0:
                 island_hessian(a, articulation_dof_start, articulation_H_start, dof_slot, articulation_dof_start,
@@ -172,8 +169,7 @@ def contact_solve(
             island_articulation_start, island_articulations, articulation_contact_pair_start,
             touching_pairs, touching_pair_count, pair_row_start, pair_dof, pair_dof_count, mass_matrix,
             qdd, row_jacobian, row_weight, row_violation_out, joint_q, joint_qd, accel_out, newton_step_out,
-            dof_inverse_weight, side_column, limits, friction_rows, time_constant, damping_ratio, impedance,
-            mujoco_weights, tolerance,
+            dof_row_settings, side_column, limits, friction_rows, mujoco_weights, tolerance,
             slope_tolerance, ascent_alpha, row_step_out)
         for i in range(n):
             accel_out[d0 + i] = accel_out[d0 + i] - alpha * newton_step_out[d0 + i]
@@ -269,7 +265,7 @@ def soft_contact_steps(
     island_articulations_in: wp.array(dtype=int),
     dof_slot_in: wp.array(dtype=int),
     body_inverse_weight_in: wp.array2d(dtype=wp.Float),
-    dof_inverse_weight_in: wp.array(dtype=wp.Float),
+    dof_row_settings_in: wp.array2d(dtype=wp.Float),
     joint_q_in: wp.array(dtype=wp.Float),
     joint_qd_in: wp.array(dtype=wp.Float),
     joint_qdd_warm_start_in: wp.array(dtype=wp.Float),
@@ -408,9 +404,8 @@ def soft_contact_steps(
                       pair_row_start_in, pair_dof_in, pair_dof_count_in,
                       articulation_contact_pair_start_in, touching_pairs_out, touching_pair_count_out,
                       island_articulation_start_in, island_articulations_in, dof_slot_in, joint_q_in, joint_qd_in,
-                      mass_matrix_out, qdd_out, joint_qdd_warm_start_in, dof_inverse_weight_in, row_jacobian_out,
-                      row_weight_out, side_column, limits, friction_rows, time_constant, damping_ratio, impedance,
-                      mujoco_weights, tolerance,
+                      mass_matrix_out, qdd_out, joint_qdd_warm_start_in, dof_row_settings_in, row_jacobian_out,
+                      row_weight_out, side_column, limits, friction_rows, impedance, mujoco_weights, tolerance,
                       slope_tolerance, iterations, fixed_iterations, warm_start, row_aref_out, row_violation_out,
                       row_step_out, row_curvature_out, dof_curvature_out, gradient_out, hessian_out, newton_factor_out,
                       newton_step_out, accel_out, world_contact_iterations_out, world_unconverged_steps_out,

@@ -10,7 +10,7 @@ from wpsim.core import geometry
 from wpsim.core import mass as mass_props
 from wpsim.core.limits import require_memory
 from wpsim.core.tables import Table
-from wpsim.core.validation import as_array, checked_solimp, require_finite, require_pose
+from wpsim.core.validation import as_array, checked_solimp, checked_solref, require_finite, require_pose
 from wpsim.kernels.enums import (
     JOINT_BALL,
     JOINT_COORD_COUNT,
@@ -220,7 +220,8 @@ class RigidBodyBuilder:
                     joint_limit_upper=np.clip(upper, -NO_LIMIT, NO_LIMIT), joint_limit_ke=limit_ke,
                     joint_limit_kd=limit_kd, joint_f_lower=-NO_LIMIT, joint_f_upper=NO_LIMIT,
                     joint_target_lower=-NO_LIMIT, joint_target_upper=NO_LIMIT, joint_drive_force_limit=NO_LIMIT,
-                    joint_drive_implicit=1.0,
+                    joint_drive_implicit=1.0, joint_limit_solref=[(0.0, 0.0)], joint_limit_solimp=[(0.0,) * 5],
+                    joint_friction_solref=[(0.0, 0.0)], joint_friction_solimp=[(0.0,) * 5],
                 )
             if len(q):
                 self.joint_coords.append(len(q), joint_q=q)
@@ -581,10 +582,7 @@ class RigidBodyBuilder:
         where = f"set_shape_softness: shape {shape}"
         if not (isinstance(shape, (int, np.integer)) and 0 <= shape < self.shapes.count):
             raise ValueError(f"set_shape_softness: shape {shape} does not exist ({self.shapes.count} shapes)")
-        ref = as_array(f"{where} solref", solref, (2,), 1, np.float64)[0]
-        if not np.isfinite(ref).all() or not ((ref > 0.0).all() or ((ref <= 0.0).all() and (ref < 0.0).any())):
-            raise ValueError(f"{where}: solref must be (time constant s, damping ratio), both > 0, or "
-                             f"(-stiffness, -damping), both <= 0 and not both 0, got {ref.tolist()}")
+        ref = checked_solref(where, solref)
         imp = checked_solimp(where, solimp)
         if not (np.isfinite(solmix) and solmix >= 0.0):
             raise ValueError(f"{where}: solmix must be finite and >= 0, got {solmix}")
@@ -594,6 +592,25 @@ class RigidBodyBuilder:
         self.shapes.array("shape_solimp")[shape] = imp
         self.shapes.array("shape_solmix")[shape] = solmix
         self.shapes.array("shape_priority")[shape] = priority
+
+    def set_joint_softness(self, joint: int, solref_limit=(0.02, 1.0), solimp_limit=(0.9, 0.95, 0.001, 0.5, 2.0),
+                           solref_friction=(0.02, 1.0), solimp_friction=(0.9, 0.95, 0.001, 0.5, 2.0)):
+        """The soft-constraint settings of the joint's limit and friction-loss rows, as MuJoCo's
+        joint solreflimit, solimplimit, solreffriction and solimpfriction (defaults MuJoCo's;
+        solref as in ``set_shape_softness``). A limit row's impedance is solimp's curve at its
+        violation, a friction row's at zero (dmin), as MuJoCo has them. Joints without
+        settings of their own use ``SoftContactOptions``'. The penalty path does not read them."""
+        where = f"set_joint_softness: joint {joint}"
+        if not (isinstance(joint, (int, np.integer)) and 0 <= joint < self.joints.count):
+            raise ValueError(f"{where} does not exist ({self.joints.count} joints)")
+        first = self.first_dof(joint)
+        dofs = slice(first, first + JOINT_DOF_COUNT[self.joints.array("joint_type")[joint]])
+        settings = {kind: (checked_solref(f"{where} {kind}", solref), checked_solimp(f"{where} {kind}", solimp))
+                    for kind, solref, solimp in (("limit", solref_limit, solimp_limit),
+                                                 ("friction", solref_friction, solimp_friction))}
+        for kind, (solref, solimp) in settings.items():  # all checked before any is written
+            self.joint_dofs.array(f"joint_{kind}_solref")[dofs] = solref
+            self.joint_dofs.array(f"joint_{kind}_solimp")[dofs] = solimp
 
     def _contact_filter(self) -> dict:
         """The candidate-pair rule's data as Model arrays (see ``wpsim.kernels.broad_phase``):

@@ -194,3 +194,14 @@ def checked_solimp(where: str, solimp) -> tuple:
         raise ValueError(f"{where}: solimp must be (dmin, dmax in (0, 1), width >= 0, midpoint in (0, 1), "
                          f"power >= 1), or one impedance in (0, 1), got {imp.tolist()}")
     return tuple(float(v) for v in imp)
+
+
+def checked_solref(where: str, solref) -> np.ndarray:
+    """MuJoCo's solref, (time constant s, damping ratio) both > 0 or the direct form
+    (-stiffness, -damping) both <= 0 and not both 0, as a 2-array; a ValueError naming
+    ``where`` otherwise."""
+    ref = as_array(f"{where} solref", solref, (2,), 1, np.float64)[0]
+    if not np.isfinite(ref).all() or not ((ref > 0.0).all() or ((ref <= 0.0).all() and (ref < 0.0).any())):
+        raise ValueError(f"{where}: solref must be (time constant s, damping ratio), both > 0, or "
+                         f"(-stiffness, -damping), both <= 0 and not both 0, got {ref.tolist()}")
+    return ref

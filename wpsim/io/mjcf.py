@@ -222,9 +222,23 @@ class _Reader:
                 self.fail(joint, str(error))
             if name in self.scene.joints:
                 self.fail(joint, f"a second joint named \"{name}\"")
+            self.set_joint_softness(b, joint, index)
             self.scene.joints[name] = index
             self.joint_elements[name] = joint
             parent, pos, rot = child, np.zeros(3), _IDENTITY
+
+    def set_joint_softness(self, b: ModelBuilder, joint, index: int):
+        """A joint's ``solreflimit solimplimit solreffriction solimpfriction`` (MuJoCo's defaults
+        where the file gives none; solimp as ``solimp_of`` reads it) for its limit and
+        friction-loss rows (``ModelBuilder.set_joint_softness``)."""
+        settings = {}
+        for kind in ("limit", "friction"):
+            settings[f"solref_{kind}"] = self.numbers(joint, f"solref{kind}", 2, MUJOCO_SOLREF)
+            settings[f"solimp_{kind}"] = self.solimp_of(joint, f"solimp{kind}")
+        try:
+            b.set_joint_softness(index, **settings)
+        except ValueError as error:
+            self.fail(joint, str(error))
 
     def add_moving_joint(self, b: ModelBuilder, joint, jtype: str, body: int, parent: int, pos, rot) -> int:
         """A hinge, slide or ball joint of ``body`` on ``parent``, whose frame sits at pos / rot
@@ -331,11 +345,11 @@ class _Reader:
             self.fail(geom, f"priority=\"{geom.get('priority')}\" must be an integer")
         self.softness.append((geom, shape, solref, self.solimp_of(geom), solmix, int(priority)))
 
-    def solimp_of(self, element) -> tuple:
-        """An element's solimp as MuJoCo uses it (``clamped_solimp``), MuJoCo's defaults for the
-        values the file leaves out."""
+    def solimp_of(self, element, key: str = "solimp") -> tuple:
+        """An element's solimp (attribute ``key``) as MuJoCo uses it (``clamped_solimp``),
+        MuJoCo's defaults for the values the file leaves out."""
         solimp = list(MUJOCO_SOLIMP)
-        given = self.numbers(element, "solimp", (3, 4, 5), MUJOCO_SOLIMP[:3])
+        given = self.numbers(element, key, (3, 4, 5), MUJOCO_SOLIMP[:3])
         solimp[:len(given)] = given
         return clamped_solimp(solimp)
 

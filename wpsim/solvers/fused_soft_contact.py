@@ -46,7 +46,8 @@ class FusedSoftContactStep(FusedArticulationStep):
         self._fields += [
             stepper._friction, pairs.contact_pair, pairs.pair_row_start, pairs.pair_dof,
             pairs.pair_dof_count, pairs.pair_articulation, pairs.articulation_pair_start, pairs.articulation_pairs,
-            islands.articulation_start, islands.articulations, islands.dof_slot, *contact.inverse_weights,
+            islands.articulation_start, islands.articulations, islands.dof_slot, contact.inverse_weights[0],
+            contact.dof_row_settings,
         ]
         after_shapes = next(k for k, a in enumerate(self._fields) if a is self._pair_start)
         self._fields[after_shapes:after_shapes] = [model.shape_bound_centre, model.shape_bound_half, model.shape_solref,

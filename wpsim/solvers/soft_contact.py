@@ -33,10 +33,11 @@ class SoftContactOptions:
     """Settings of the soft-constraint contact solve.
 
     joint_limits: revolute and prismatic joint limits are soft constraints of the same
-        solve (same time constant, damping ratio and impedance; the model's limit_ke and
-        limit_kd are not used); False keeps them as penalty springs.
-    joint_friction: a dof with dry friction gets a friction-loss row of this solve (False: the
-        smooth friction law of the joint-space assembly).
+        solve (with the joint's own solref and solimp, ``ModelBuilder.set_joint_softness``,
+        else this solve's; the model's limit_ke and limit_kd are not used); False keeps them
+        as penalty springs.
+    joint_friction: a dof with dry friction gets a friction-loss row of this solve (settings
+        as the limits'; False: the smooth friction law of the joint-space assembly).
     equalities: joint couplings with a time constant (joint equalities) and point body
         connections (connect equalities) are equality rows of this solve with MuJoCo's law
         and weights (their own solref, with the time constant raised to 2 dt at least, and
@@ -67,7 +68,8 @@ class SoftContactOptions:
         MuJoCo's solref: k = 1 / (dmax^2 tc^2 ratio^2), b = 2 / (dmax tc) with dmax =
         ``impedance``. These and the impedance curve below are the settings of every shape
         without its own (``ModelBuilder.set_shape_softness``), which a pair mixes with the
-        other shape's as MuJoCo mixes two geoms'; joint limits and dry friction use them alone.
+        other shape's as MuJoCo mixes two geoms'; joint limits and dry friction without
+        settings of their own use them alone.
     impedance: in (0, 1); closer to 1 makes contacts harder. Soft constraints let a
     sticking contact creep slowly (a 4 kg box on a 0.3 rad incline with mu = 0.5: about
     1.0 mm/s at the defaults, 11 mm/s at impedance 0.9) and sink slightly (0.01 mm).
@@ -77,7 +79,8 @@ class SoftContactOptions:
     MuJoCo's two-piece power curve; width 0 (default) holds ``impedance`` at every depth.
     With impedance_min 0 the contact force grows from zero at the surface, so the onset of
     contact is continuous in the inputs (a position or velocity that brings the contact
-    about). Joint limits and dry friction keep ``impedance``.
+    about). A joint limit's row takes the curve at its violation, a friction-loss row at
+    zero violation (dmin where the width is above 0), as MuJoCo's.
     regularisation: how a row's weight D = d / (1 - d) / A estimates its inverse mass A:
         "mass matrix" (wpsim's): a contact's from the mass matrix's diagonal along its four
         cone edges at the step, a dof row's as 1 / H_ii; "mujoco" (MuJoCo's, which the MJCF
@@ -246,12 +249,19 @@ class SoftContact:
         """(B, 2) every body's translational (1/kg) and rotational (1/(kg m^2)) inverse weight and
         (D,) every dof's at the model's initial pose, which rows read with regularisation
         "mujoco" (``set_inverse_weights``)."""
+        self.dof_row_settings = wp.array(self._dof_settings(), dtype=model.dtype, device=model.device)
+        """(D, ``soft_contact.DOF_SETTINGS``) what the rows on each dof read: its inverse weight at
+        the reference pose, its limit row's solref and solimp, its friction-loss row's (the
+        dof's own, ``ModelBuilder.set_joint_softness``, else these options')."""
         self._params = (real(options.time_constant), real(options.damping_ratio), real(options.impedance))
         self._impedance_curve = (real(options.impedance_min), real(options.impedance_width),
                                  real(options.impedance_midpoint), real(options.impedance_power))
         """(dmin, width m, midpoint, power) of the contacts' impedance (``impedance_at``)."""
         eps = float(np.finfo(np.float32 if model.dtype == wp.float32 else np.float64).eps)
-        hardest = max(options.impedance, options.impedance_min, *self._shape_impedances())
+        hardest = max(options.impedance, options.impedance_min, *self._shape_impedances(),
+                      *self._dof_settings()[:, [soft_contact.DOF_LIMIT_SOLIMP, soft_contact.DOF_LIMIT_SOLIMP + 1,
+                                                soft_contact.DOF_FRICTION_SOLIMP,
+                                                soft_contact.DOF_FRICTION_SOLIMP + 1]].ravel())
         self._tolerance = max(options.tolerance, ROUNDING_STEPS * eps * (1.0 + hardest / (1.0 - hardest)))
         self._slope_tolerance = max(1e-13, 1e3 * eps)
         """The line search stops where |phi'| <= this * |phi'(0)| (float32: 1.2e-4)."""
@@ -261,10 +271,31 @@ class SoftContact:
         own = np.any(self.model.shape_solref.numpy() != 0.0, axis=1)
         return self.model.shape_solimp.numpy()[own, :2].ravel()
 
+    def _dof_settings(self, dof_inverse_weight: np.ndarray | None = None) -> np.ndarray:
+        """The host values of ``dof_row_settings``: each dof's own limit and friction settings,
+        these options' where its solref is 0 0, and ``dof_inverse_weight`` (zeros if None)."""
+        m, o = self.model, self.options
+        settings = np.zeros((m.joint_dof_count, soft_contact.DOF_SETTINGS))
+        if dof_inverse_weight is not None:
+            settings[:, soft_contact.DOF_INVERSE_WEIGHT] = dof_inverse_weight
+        options = ((o.time_constant, o.damping_ratio),
+                   (o.impedance_min, o.impedance, o.impedance_width, o.impedance_midpoint, o.impedance_power))
+        for kind, ref_column, imp_column in (("limit", soft_contact.DOF_LIMIT_SOLREF, soft_contact.DOF_LIMIT_SOLIMP),
+                                             ("friction", soft_contact.DOF_FRICTION_SOLREF,
+                                              soft_contact.DOF_FRICTION_SOLIMP)):
+            solref = getattr(m, f"joint_{kind}_solref").numpy().reshape(-1, 2)
+            solimp = getattr(m, f"joint_{kind}_solimp").numpy().reshape(-1, 5)
+            own = np.any(solref != 0.0, axis=1)[:, None]
+            settings[:, ref_column:ref_column + 2] = np.where(own, solref, options[0])
+            settings[:, imp_column:imp_column + 5] = np.where(own, solimp, options[1])
+        return settings
+
     def set_inverse_weights(self, body: np.ndarray, dof: np.ndarray):
-        """The reference pose's inverse weights (``inverse_weights``), in place."""
+        """The reference pose's inverse weights (``inverse_weights``, and ``dof_row_settings``'
+        first column), in place."""
         self.inverse_weights[0].assign(body)
         self.inverse_weights[1].assign(dof)
+        self.dof_row_settings.assign(self._dof_settings(dof))
 
     @property
     def island_count(self) -> int:
@@ -576,8 +607,8 @@ class SoftContact:
                       pairs.articulation_pair_start, rows["touching_pairs"], rows["touching_pair_count"],
                       pairs.pair_row_start, pairs.pair_dof, pairs.pair_dof_count,
                       scratch.mass_matrix, scratch.qdd, rows["jacobian"], rows["weight"], violation, state_in.joint_q,
-                      state_in.joint_qd, accel, self.inverse_weights[1], self.side_column, *self._dof_row_flags,
-                      *self._params, self._mujoco_weights],
+                      state_in.joint_qd, accel, self.dof_row_settings, self.side_column, *self._dof_row_flags,
+                      self._params[2], self._mujoco_weights],
                      [gradient, self._array("row_curvature", max(pairs.row_count, 1), grad),
                       self._vector("dof_curvature", grad), hessian])
         return gradient, hessian, violation
@@ -613,8 +644,8 @@ class SoftContact:
                      rows["touching_pairs"], rows["touching_pair_count"], pairs.pair_row_start, pairs.pair_dof,
                      pairs.pair_dof_count,
                      scratch.mass_matrix, scratch.qdd, rows["jacobian"], rows["weight"], violation,
-                     state_in.joint_q, state_in.joint_qd, accel, step, self.inverse_weights[1], self.side_column,
-                     *self._dof_row_flags, *self._params, self._mujoco_weights, m.real(self._tolerance),
+                     state_in.joint_q, state_in.joint_qd, accel, step, self.dof_row_settings, self.side_column,
+                     *self._dof_row_flags, self._mujoco_weights, m.real(self._tolerance),
                      m.real(self._slope_tolerance), m.real(ascent_alpha)],
                      [self._array("row_step", max(pairs.row_count, 1), False), alpha], record=False)
         return alpha
