@@ -461,6 +461,52 @@ def dry_friction(limit: wp.Float, qd: wp.Float, smoothing: wp.Float):
 
 
 @wp.func
+def dof_laws(
+    i: int,
+    jtype: int,
+    q: wp.Float,
+    qd: wp.Float,
+    force: wp.Float,
+    joint_damping: wp.array(dtype=wp.Float),
+    joint_friction: wp.array(dtype=wp.Float),
+    joint_stiffness: wp.array(dtype=wp.Float),
+    joint_spring_ref: wp.array(dtype=wp.Float),
+    joint_target_ke: wp.array(dtype=wp.Float),
+    joint_target_kd: wp.array(dtype=wp.Float),
+    joint_limit_lower: wp.array(dtype=wp.Float),
+    joint_limit_upper: wp.array(dtype=wp.Float),
+    joint_limit_ke: wp.array(dtype=wp.Float),
+    joint_limit_kd: wp.array(dtype=wp.Float),
+    joint_target_lower: wp.array(dtype=wp.Float),
+    joint_target_upper: wp.array(dtype=wp.Float),
+    joint_drive_force_limit: wp.array(dtype=wp.Float),
+    joint_drive_implicit: wp.array(dtype=wp.Float),
+    joint_target_q: wp.array(dtype=wp.Float),
+    joint_target_qd: wp.array(dtype=wp.Float),
+    friction_smoothing: wp.Float,
+    dt: wp.Float,
+):
+    """(tau, implicit) of dof i at coordinate q and rate qd: the applied ``force`` plus its
+    drive, spring, limit, damping and dry friction (N m or N), and what they add to the
+    joint-space diagonal to be implicit, dt * (damping + drive kd while unclamped, where the
+    drive is implicit + friction slope + limit kd) + dt^2 * limit ke (kg m^2 or kg). An
+    engaged limit acts at the step's end position q + dt qd' (its -dt k qd term)."""
+    friction, friction_slope = dry_friction(joint_friction[i], qd, friction_smoothing)
+    limit, limit_k, limit_c = joint_limit(jtype, q, qd, joint_limit_lower[i], joint_limit_upper[i], joint_limit_ke[i],
+                                          joint_limit_kd[i])
+    target = wp.clamp(joint_target_q[i], joint_target_lower[i], joint_target_upper[i])
+    drive, drive_c = joint_drive(jtype, q, qd, target, joint_target_qd[i], joint_target_ke[i], joint_target_kd[i],
+                                 joint_drive_force_limit[i])
+    spring = q * type(q)(0.0)
+    if jtype == JOINT_REVOLUTE or jtype == JOINT_PRISMATIC:
+        spring = joint_stiffness[i] * (joint_spring_ref[i] - q)
+    implicit = dt * (joint_damping[i] + drive_c * joint_drive_implicit[i] + friction_slope + limit_c)
+    implicit += dt * dt * limit_k
+    tau = force - joint_damping[i] * qd + friction + limit - dt * limit_k * qd + drive + spring
+    return tau, implicit
+
+
+@wp.func
 def joint_space_row(
     i: int,
     dof_joint: wp.array(dtype=int),
@@ -515,12 +561,11 @@ def joint_space_row(
     qd = joint_qd_in[i]
     jtype = joint_type[j]
     q = joint_q_in[joint_q_start[j]]
-    friction, friction_slope = dry_friction(joint_friction[i], qd, friction_smoothing)
-    limit, limit_k, limit_c = joint_limit(jtype, q, qd, joint_limit_lower[i], joint_limit_upper[i], joint_limit_ke[i],
-                                          joint_limit_kd[i])
-    target = wp.clamp(joint_target_q[i], joint_target_lower[i], joint_target_upper[i])
-    drive, drive_c = joint_drive(jtype, q, qd, target, joint_target_qd[i], joint_target_ke[i], joint_target_kd[i],
-                                 joint_drive_force_limit[i])
+    tau, implicit = dof_laws(i, jtype, q, qd, wp.clamp(joint_f[i], joint_f_lower[i], joint_f_upper[i]),
+                             joint_damping, joint_friction, joint_stiffness, joint_spring_ref, joint_target_ke,
+                             joint_target_kd, joint_limit_lower, joint_limit_upper, joint_limit_ke, joint_limit_kd,
+                             joint_target_lower, joint_target_upper, joint_drive_force_limit, joint_drive_implicit,
+                             joint_target_q, joint_target_qd, friction_smoothing, dt)
     force_i = dof_subtree_force_in[i]
     for k in range(d0, d0 + n):
         jk = dof_joint[k]
@@ -531,17 +576,9 @@ def joint_space_row(
         elif pos_k <= pos_j and pos_j < joint_dfs_end[jk]:  # j's joint in k's subtree (I_c, D_c symmetric)
             value = wp.dot(dof_motion_in[k], force_i)
         if k == i:
-            value += joint_armature[i] + dt * (joint_damping[i] + drive_c * joint_drive_implicit[i] + friction_slope
-                                               + limit_c)
-            value += dt * dt * limit_k
+            value += joint_armature[i] + implicit
             dof_inertia_out[i] = value
         mass_matrix_out[row + k - d0] = value
-    # an engaged limit acts at the step's end position q + dt qd' (its -dt k qd term)
-    spring = q * type(q)(0.0)
-    if jtype == JOINT_REVOLUTE or jtype == JOINT_PRISMATIC:
-        spring = joint_stiffness[i] * (joint_spring_ref[i] - q)
-    force = wp.clamp(joint_f[i], joint_f_lower[i], joint_f_upper[i])
-    tau = force - joint_damping[i] * qd + friction + limit - dt * limit_k * qd + drive + spring
     rhs_out[i] = tau - wp.dot(s_i, subtree_bias_in[joint_child[j]])
 
 

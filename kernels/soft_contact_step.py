@@ -16,6 +16,7 @@ import warp as wp
 from .articulation import articulation_fk, factor_and_solve, integrate_joint, triangular_solves, vec6
 from .articulation_step import articulation_dynamics
 from .generic import kernel, mat33, transform, vec3
+from .implicit_terms import split_row
 from .soft_contact import EDGES, pair_rows, slot_parameters, slot_times
 from .soft_contact_newton import (
     any_slot,
@@ -299,6 +300,7 @@ def soft_contact_steps(
     iterations: int,
     fixed_iterations: int,
     warm_start: int,
+    implicit_after_solve: int,
     body_q_out: wp.array(dtype=transform),
     body_qd_out: wp.array(dtype=vec6),
     body_f_out: wp.array(dtype=vec6),
@@ -345,6 +347,11 @@ def soft_contact_steps(
     world_unconverged_steps_out: wp.array(dtype=int),
     world_first_unconverged_out: wp.array(dtype=int),
     world_worst_residual_out: wp.array(dtype=wp.Float),
+    damped_matrix_out: wp.array(dtype=wp.Float),
+    damped_factor_out: wp.array(dtype=wp.Float),
+    implicit_out: wp.array(dtype=wp.Float),
+    implicit_force_out: wp.array(dtype=wp.Float),
+    correction_out: wp.array(dtype=wp.Float),
     joint_qdd_warm_start_out: wp.array(dtype=wp.Float),
 ):
     """One thread per articulation (``first_articulation + tid``): ``steps`` semi-implicit
@@ -358,7 +365,9 @@ def soft_contact_steps(
     with a slot in contact, listed in touching_pairs_out: the solve visits no other),
     ``contact_solve`` into accel_out from the warm start
     (``warm_start`` = 1) or the unconstrained accelerations, which it keeps in
-    joint_qdd_warm_start_out for the next step, the joint update. The
+    joint_qdd_warm_start_out for the next step, with ``implicit_after_solve`` MuJoCo's order of
+    the implicit terms (``kernels.implicit_terms``: the solve's matrix without them, into
+    mass_matrix_out, the assembled one in damped_matrix_out), the joint update. The
     scratch outputs hold the last step's intermediates; ``final_kinematics`` = 1 refills
     the body poses from the final joint state."""
     a = first_articulation + wp.tid()
@@ -380,6 +389,19 @@ def soft_contact_steps(
             body_qd_out, body_f_out, body_twist_out, body_bias_acc_out, dof_motion_out, body_damping_out, body_h_out,
             body_J_out, body_inertial_bias_out, subtree_mass_out, subtree_h_out, subtree_J_out, subtree_bias_out,
             subtree_damping_out, dof_subtree_force_out, mass_matrix_out, rhs_out, dof_inertia_out)
+        d0 = articulation_dof_start[a]
+        d1 = articulation_dof_start[a + 1]
+        if implicit_after_solve != 0:
+            h0 = articulation_H_start[a]
+            for entry in range(h0, h0 + (d1 - d0) * (d1 - d0)):
+                damped_matrix_out[entry] = mass_matrix_out[entry]
+            for i in range(d0, d1):
+                split_row(i, dof_joint, joint_articulation, articulation_dof_start, articulation_H_start, joint_type,
+                          joint_q_start, joint_damping, assembly_friction_in, joint_stiffness, joint_spring_ref,
+                          joint_target_ke, joint_target_kd, joint_limit_lower, joint_limit_upper, joint_limit_ke,
+                          joint_limit_kd, joint_target_lower, joint_target_upper, joint_drive_force_limit,
+                          joint_drive_implicit, joint_q_in, joint_qd_in, damped_matrix_out, joint_target_q,
+                          joint_target_qd, friction_smoothing, dt, mass_matrix_out, implicit_out)
         factor_and_solve(a, articulation_dof_start, articulation_H_start, mass_matrix_out, rhs_out, factor_out, qdd_out)
         for entry in range(articulation_contact_pair_start_in[a], articulation_contact_pair_start_in[a + 1]):
             pair = articulation_contact_pairs_in[entry]
@@ -410,8 +432,15 @@ def soft_contact_steps(
                       row_step_out, row_curvature_out, dof_curvature_out, gradient_out, hessian_out, newton_factor_out,
                       newton_step_out, accel_out, world_contact_iterations_out, world_unconverged_steps_out,
                       world_first_unconverged_out, world_worst_residual_out)
-        for d in range(articulation_dof_start[a], articulation_dof_start[a + 1]):
+        for d in range(d0, d1):
             joint_qdd_warm_start_out[d] = accel_out[d]
+        if implicit_after_solve != 0:
+            for d in range(d0, d1):
+                implicit_force_out[d] = implicit_out[d] * accel_out[d]
+            factor_and_solve(a, articulation_dof_start, articulation_H_start, damped_matrix_out, implicit_force_out,
+                             damped_factor_out, correction_out)
+            for d in range(d0, d1):
+                accel_out[d] = accel_out[d] - correction_out[d]
         for pos in range(p0, p1):
             integrate_joint(dfs_joint[pos], joint_type, joint_child, joint_q_start, joint_qd_start, body_world,
                             joint_q_in, joint_qd_in, accel_out, dt, step + s, max_coordinate, max_speed, joint_q_out,

@@ -598,7 +598,7 @@ class _Reader:
         self.scene.contact_settings = {
             "time_constant": time_constant, "damping_ratio": damping_ratio, "impedance": dmax, "impedance_min": dmin,
             "impedance_width": width, "impedance_midpoint": midpoint, "impedance_power": power,
-            "regularisation": "mujoco"}
+            "regularisation": "mujoco", "implicit_terms": "after solve"}
         for geom, shape, ref, imp, solmix, priority in self.softness:
             if (ref, imp, solmix, priority) == (*common, 1.0, 0):
                 continue

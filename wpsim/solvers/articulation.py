@@ -6,7 +6,7 @@ from __future__ import annotations
 import warp as wp
 
 from wpsim.core.tape import active_tape, tape_paused
-from wpsim.kernels import articulation, couplings, rigid_contact
+from wpsim.kernels import articulation, couplings, implicit_terms, rigid_contact
 from wpsim.kernels.generic import for_precision
 from wpsim.solvers.base import KernelLaunch
 from wpsim.solvers.broad_phase import RigidBroadPhase, contact_margin
@@ -33,8 +33,11 @@ class ArticulationStepper:
         self.model = model
         self.soft_contact = soft_contact
         """A ``SoftContact`` replacing the penalty contact, or None."""
-        self._scratch = ArticulationScratch(model, requires_grad=False)
         options = None if soft_contact is None else soft_contact.options
+        self._implicit_after_solve = options is not None and options.implicit_terms == "after solve"
+        """MuJoCo's order of the implicit terms around the soft-constraint solve
+        (``kernels.implicit_terms``), else wpsim's (in the solve's matrix)."""
+        self._scratch = ArticulationScratch(model, requires_grad=False, implicit_after_solve=self._implicit_after_solve)
         self._limit_gains = ((soft_contact.dof_zeros,) * 2 if options is not None and options.joint_limits
                              else (model.joint_limit_ke, model.joint_limit_kd))
         """(limit_ke, limit_kd) of the joint-space assembly: zeros when the soft-constraint
@@ -69,8 +72,8 @@ class ArticulationStepper:
         tape = active_tape()
         recording = tape is not None and state_in.joint_q.requires_grad
         penalty_contact = model.contact_pair_count > 0 and self.soft_contact is None
-        scratch = (ArticulationScratch(model, True, None if penalty_contact else self._scratch) if recording
-                   else self._scratch)
+        scratch = (ArticulationScratch(model, True, None if penalty_contact else self._scratch,
+                                       self._implicit_after_solve) if recording else self._scratch)
         launch_kinematics(model, state_in, scratch)
         self.wrench_launch(state_in, control, scratch).run(device)
         if penalty_contact:
@@ -131,8 +134,9 @@ class ArticulationStepper:
              scratch.dof_subtree_force],
         )
 
-    def assembly_launch(self, solver, state_in, control, scratch, dt: float) -> KernelLaunch:
-        """The joint-space matrix and right-hand side of every articulation."""
+    def assembly_launch(self, solver, state_in, control, scratch, dt: float, matrix=None) -> KernelLaunch:
+        """The joint-space matrix (into ``matrix``, scratch.mass_matrix by default) and
+        right-hand side of every articulation."""
         model = self.model
         real = model.dtype
         return KernelLaunch(
@@ -149,7 +153,7 @@ class ArticulationStepper:
                 scratch.subtree_bias, control.joint_f,
                 control.joint_target_q, control.joint_target_qd, solver._friction_smoothing, real(dt),
             ],
-            [scratch.mass_matrix, scratch.rhs, scratch.dof_inertia],
+            [scratch.mass_matrix if matrix is None else matrix, scratch.rhs, scratch.dof_inertia],
         )
 
     def integration_launch(self, solver, state_in, state_out, accel, dt: float) -> KernelLaunch:
@@ -220,7 +224,11 @@ class ArticulationStepper:
         real, device = model.dtype, model.device
         scratch, tape = begun
         self.subtree_launch(state_in, scratch, dt).run(device)
-        self.assembly_launch(solver, state_in, control, scratch, dt).run(device)
+        after = self._implicit_after_solve
+        self.assembly_launch(solver, state_in, control, scratch, dt, scratch.damped_matrix if after else None).run(
+            device)
+        if after:
+            self._split_implicit_terms(state_in, control, scratch, solver, dt)
         if model.coupling_count:
             wp.launch(
                 for_precision(couplings.add_joint_couplings, real),
@@ -245,7 +253,37 @@ class ArticulationStepper:
             accel = self.soft_contact.solve(scratch, state_in, tape, solver.step_count)
             with tape_paused():  # where the next solve starts: no gradient flows through it
                 wp.copy(state_out.joint_qdd_warm_start, accel)
+        if after:
+            accel = self._implicit_solve(scratch, accel, tape)
         self.integration_launch(solver, state_in, state_out, accel, dt).run(device)
+
+    def _split_implicit_terms(self, state_in, control, scratch, solver, dt: float):
+        """scratch.mass_matrix from scratch.damped_matrix without its implicit terms, which go
+        to scratch.implicit (``implicit_terms.split_implicit_terms``)."""
+        model = self.model
+        wp.launch(
+            for_precision(implicit_terms.split_implicit_terms, model.dtype), model.joint_dof_count,
+            inputs=[model.dof_joint, model.joint_articulation, model.articulation_dof_start, model.articulation_H_start,
+                    model.joint_type, model.joint_q_start, model.joint_damping, self._friction, model.joint_stiffness,
+                    model.joint_spring_ref, model.joint_target_ke, model.joint_target_kd, model.joint_limit_lower,
+                    model.joint_limit_upper, *self._limit_gains, model.joint_target_lower, model.joint_target_upper,
+                    model.joint_drive_force_limit, model.joint_drive_implicit, state_in.joint_q, state_in.joint_qd,
+                    scratch.damped_matrix, control.joint_target_q, control.joint_target_qd,
+                    solver._friction_smoothing, model.real(dt)],
+            outputs=[scratch.mass_matrix, scratch.implicit], device=model.device)
+
+    def _implicit_solve(self, scratch, accel: wp.array, tape) -> wp.array:
+        """The step's accelerations from the solve's ``accel`` a_c: a_c - (M + I)^-1 (I a_c)
+        (``kernels.implicit_terms``)."""
+        model = self.model
+        real, device, dofs = model.dtype, model.device, model.joint_dof_count
+        wp.launch(for_precision(implicit_terms.implicit_force, real), dofs, inputs=[scratch.implicit, accel],
+                  outputs=[scratch.implicit_force], device=device)
+        cholesky_solve(model, scratch.damped_matrix, scratch.implicit_force, scratch.correction, scratch.damped_factor,
+                       scratch.adjoint, tape)
+        wp.launch(for_precision(implicit_terms.corrected_accelerations, real), dofs,
+                  inputs=[accel, scratch.correction], outputs=[scratch.implicit_accel], device=device)
+        return scratch.implicit_accel
 
 
 def penalty_shape_fields(model) -> list:

@@ -63,7 +63,8 @@ class FusedSoftContactStep(FusedArticulationStep):
         options = contact.options
         self._settings = [contact.side_column, *contact._dof_row_flags, *contact._params, *contact._impedance_curve,
                           contact._mujoco_weights, model.real(contact._tolerance), model.real(contact._slope_tolerance),
-                          options.iterations, int(options.fixed_iterations), int(options.warm_start)]
+                          options.iterations, int(options.fixed_iterations), int(options.warm_start),
+                          int(stepper._implicit_after_solve)]
         self._outputs = [
             contact._vector("fused_accel", False),
             *(rows[k] for k in ("jacobian", "velocity", "inverse_mass", "distance", "in_contact", "aref", "weight",
@@ -72,8 +73,15 @@ class FusedSoftContactStep(FusedArticulationStep):
             contact._array("hessian", islands.hessian_size, False),
             contact._array("factor", islands.hessian_size, False), contact._vector("step", False),
             contact.world_iterations, contact.world_unconverged_steps, contact.world_first_unconverged,
-            contact.world_worst_residual,
+            contact.world_worst_residual, *self._implicit_arrays(stepper._scratch),
         ]
+
+    @staticmethod
+    def _implicit_arrays(scratch) -> tuple:
+        """The scratch of MuJoCo's order of the implicit terms (empty without it): the assembled
+        matrix, its factor, the implicit terms, the final solve's right-hand side and solution."""
+        return (scratch.damped_matrix, scratch.damped_factor, scratch.implicit, scratch.implicit_force,
+                scratch.correction)
 
     def step(self, solver, state_in, state_out, control, dt: float):
         """One step of ``dt`` s from ``state_in`` into ``state_out``: one launch per thread chunk,

@@ -34,13 +34,19 @@ class ArticulationScratch:
         mat33, 1/(kg m^2) and 1/kg; connection_force (X,) spatial, N m and N; connection_slope
         (X, 2) mat33, N m s/rad and N s/m -- its implicit spring-dampers (see kernels.couplings)
     adjoint (D,) -- scratch of the solve's backward
+    with ``implicit_after_solve`` (MuJoCo's order of the implicit terms, ``kernels.implicit_terms``):
+    damped_matrix, damped_factor (M,) -- the joint-space matrix with its implicit terms, its
+    Cholesky factor; implicit (D,) kg m^2 or kg -- those terms; implicit_force (D,) N m or N,
+    correction (D,) and implicit_accel (D,) -- the final solve's right-hand side, its
+    solution and the step's accelerations (empty without)
 
     ``zero_damping``: another scratch whose (always zero) damping blocks this one shares,
     for steps without penalty contact against static shapes: a recorded step then keeps
     no damping blocks of its own (about half of an arm's per-step scratch).
     """
 
-    def __init__(self, model, requires_grad: bool, zero_damping: ArticulationScratch | None = None):
+    def __init__(self, model, requires_grad: bool, zero_damping: ArticulationScratch | None = None,
+                 implicit_after_solve: bool = False):
         def zeros(n, dtype, grad=requires_grad):
             return wp.zeros(n, dtype=dtype, device=model.device, requires_grad=grad)
 
@@ -77,6 +83,13 @@ class ArticulationScratch:
         self.qdd = zeros(nd, real)
         self.factor = zeros(entries, real, False)
         self.adjoint = zeros(nd, real, False)
+        after_entries, after_dofs = (entries, nd) if implicit_after_solve else (0, 0)
+        self.damped_matrix = zeros(after_entries, real)
+        self.damped_factor = zeros(after_entries, real, False)
+        self.implicit = zeros(after_dofs, real)
+        self.implicit_force = zeros(after_dofs, real)
+        self.correction = zeros(after_dofs, real)
+        self.implicit_accel = zeros(after_dofs, real)
 
 
 def kinematics_launch(model, state, scratch: ArticulationScratch) -> KernelLaunch:

@@ -19,6 +19,7 @@ from wpsim.solvers.articulation_size import MAX_ARTICULATION_DOFS
 from wpsim.solvers.prepared_launch import launch_unrecorded
 
 ADJOINTS = ("implicit", "unrolled")
+IMPLICIT_TERMS = ("in solve", "after solve")
 REGULARISATIONS = ("mass matrix", "mujoco")
 ROUNDING_STEPS = 64.0
 """The smallest tolerance of a solve, in machine epsilons times 1 + impedance / (1 - impedance):
@@ -88,6 +89,12 @@ class SoftContactOptions:
         contact's 2 mu^2 (1 + mu^2) times its bodies' translational inverse weights, a dof
         row's its dof's. With MuJoCo's, a sphere rests as deep in the floor as in MuJoCo; a
         contact of small mu is much stiffer (as in MuJoCo's pyramidal cone).
+    implicit_terms: where the step's implicit terms (joint damping, implicit drive damping:
+        dt times them on the joint-space diagonal) act: "in solve" (wpsim's): in the solve's
+        matrix, so the constraint forces see the damped dynamics; "after solve" (MuJoCo's,
+        which the MJCF importer asks for): the solve uses the matrix without them and one
+        more solve with them gives the step's accelerations from the constraint forces
+        (``kernels.implicit_terms``). Alike where no row acts on a damped dof.
     """
 
     joint_limits: bool = True
@@ -107,6 +114,7 @@ class SoftContactOptions:
     impedance_midpoint: float = 0.5
     impedance_power: float = 2.0
     regularisation: str = "mass matrix"
+    implicit_terms: str = "in solve"
 
 
 def contact_islands(articulation_count: int, art_a: np.ndarray, art_b: np.ndarray,
@@ -190,6 +198,9 @@ class SoftContact:
                              "impedance, 0 < impedance_midpoint < 1 and impedance_power >= 1, got "
                              f"{options.impedance_width}, {options.impedance_min}, {options.impedance_midpoint}, "
                              f"{options.impedance_power}")
+        if options.implicit_terms not in IMPLICIT_TERMS:
+            raise ValueError(f"soft contact implicit_terms must be one of {IMPLICIT_TERMS}, got "
+                             f"{options.implicit_terms!r}")
         if options.regularisation not in REGULARISATIONS:
             raise ValueError(f"soft contact regularisation must be one of {REGULARISATIONS}, got "
                              f"{options.regularisation!r}")
