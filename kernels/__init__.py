@@ -21,6 +21,7 @@ from . import (
     articulation,
     articulation_step,
     broad_phase,
+    cholesky,
     cloth,
     contact,
     controls,
@@ -40,7 +41,7 @@ from . import (
 )
 
 __all__ = [
-    "articulation", "articulation_step", "broad_phase", "cloth", "contact", "controls", "couplings", "diagnostics",
+    "articulation", "articulation_step", "broad_phase", "cholesky", "cloth", "contact", "controls", "couplings", "diagnostics",
     "enums", "fem", "generic", "gradients", "implicit", "losses", "markers", "particles", "rigid_contact",
     "soft_contact", "springs",
 ]

@@ -18,13 +18,13 @@ from .articulation import (
     articulation_fk,
     coord_count,
     dof_count,
-    factor_and_solve,
     integrate_joint,
     joint_space_row,
     start_body_wrench,
     subtree_sums,
     vec6,
 )
+from .cholesky import factor_and_solve
 from .generic import kernel, mat33, transform, vec3
 from .rigid_contact import pair_contact_wrenches
 
@@ -65,6 +65,7 @@ def articulation_dynamics(
     joint_target_upper: wp.array(dtype=wp.Float),
     joint_drive_force_limit: wp.array(dtype=wp.Float),
     joint_drive_implicit: wp.array(dtype=wp.Float),
+    joint_damping_implicit: wp.array(dtype=wp.Float),
     body_joint: wp.array(dtype=int),
     body_world: wp.array(dtype=int),
     body_mass: wp.array(dtype=wp.Float),
@@ -152,7 +153,7 @@ def articulation_dynamics(
                         joint_damping, joint_friction, joint_stiffness, joint_spring_ref, joint_target_ke,
                         joint_target_kd, joint_limit_lower, joint_limit_upper, joint_limit_ke, joint_limit_kd,
                         joint_f_lower, joint_f_upper, joint_target_lower, joint_target_upper,
-                        joint_drive_force_limit, joint_drive_implicit, joint_q_in, joint_qd_in, dof_motion_out, dof_subtree_force_out,
+                        joint_drive_force_limit, joint_drive_implicit, joint_damping_implicit, joint_q_in, joint_qd_in, dof_motion_out, dof_subtree_force_out,
                         subtree_bias_out, joint_f, joint_target_q, joint_target_qd, friction_smoothing, dt,
                         mass_matrix_out, rhs_out, dof_inertia_out)
 
@@ -192,6 +193,7 @@ def articulation_steps(
     joint_target_upper: wp.array(dtype=wp.Float),
     joint_drive_force_limit: wp.array(dtype=wp.Float),
     joint_drive_implicit: wp.array(dtype=wp.Float),
+    joint_damping_implicit: wp.array(dtype=wp.Float),
     body_joint: wp.array(dtype=int),
     body_world: wp.array(dtype=int),
     body_mass: wp.array(dtype=wp.Float),
@@ -278,7 +280,7 @@ def articulation_steps(
             joint_qd_start, joint_dfs_pos, joint_dfs_end, joint_armature, joint_damping, joint_friction,
             joint_stiffness, joint_spring_ref, joint_target_ke, joint_target_kd, joint_limit_lower, joint_limit_upper,
             joint_limit_ke, joint_limit_kd, joint_f_lower, joint_f_upper, joint_target_lower, joint_target_upper,
-            joint_drive_force_limit, joint_drive_implicit, body_joint, body_world, body_mass, body_com, body_inertia, body_origin, gravity,
+            joint_drive_force_limit, joint_drive_implicit, joint_damping_implicit, body_joint, body_world, body_mass, body_com, body_inertia, body_origin, gravity,
             shape_kind, shape_body, shape_transform, shape_size, shape_ke, shape_kd, shape_mu, shape_point_start,
             shape_point_count, shape_points, shape_hull_points, shape_hull_point_start, shape_hull_point_count,
             shape_plane_normal, shape_plane_offset, shape_plane_start, shape_plane_count, articulation_pair_start_in,
@@ -358,6 +360,7 @@ def articulation_replay(
     joint_target_upper: wp.array(dtype=wp.Float),
     joint_drive_force_limit: wp.array(dtype=wp.Float),
     joint_drive_implicit: wp.array(dtype=wp.Float),
+    joint_damping_implicit: wp.array(dtype=wp.Float),
     body_joint: wp.array(dtype=int),
     body_world: wp.array(dtype=int),
     body_mass: wp.array(dtype=wp.Float),
@@ -443,7 +446,7 @@ def articulation_replay(
             joint_qd_start, joint_dfs_pos, joint_dfs_end, joint_armature, joint_damping, joint_friction,
             joint_stiffness, joint_spring_ref, joint_target_ke, joint_target_kd, joint_limit_lower, joint_limit_upper,
             joint_limit_ke, joint_limit_kd, joint_f_lower, joint_f_upper, joint_target_lower, joint_target_upper,
-            joint_drive_force_limit, joint_drive_implicit, body_joint, body_world, body_mass, body_com, body_inertia, body_origin, gravity,
+            joint_drive_force_limit, joint_drive_implicit, joint_damping_implicit, body_joint, body_world, body_mass, body_com, body_inertia, body_origin, gravity,
             shape_kind, shape_body, shape_transform, shape_size, shape_ke, shape_kd, shape_mu, shape_point_start,
             shape_point_count, shape_points, shape_hull_points, shape_hull_point_start, shape_hull_point_count,
             shape_plane_normal, shape_plane_offset, shape_plane_start, shape_plane_count, articulation_pair_start_in,
@@ -496,6 +499,7 @@ def articulation_system(
     joint_target_upper: wp.array(dtype=wp.Float),
     joint_drive_force_limit: wp.array(dtype=wp.Float),
     joint_drive_implicit: wp.array(dtype=wp.Float),
+    joint_damping_implicit: wp.array(dtype=wp.Float),
     body_joint: wp.array(dtype=int),
     body_world: wp.array(dtype=int),
     body_mass: wp.array(dtype=wp.Float),
@@ -562,7 +566,7 @@ def articulation_system(
         joint_X_p, joint_X_c, joint_axis, joint_q_start, joint_qd_start, joint_dfs_pos, joint_dfs_end, joint_armature,
         joint_damping, joint_friction, joint_stiffness, joint_spring_ref, joint_target_ke, joint_target_kd,
         joint_limit_lower, joint_limit_upper, joint_limit_ke, joint_limit_kd, joint_f_lower, joint_f_upper,
-        joint_target_lower, joint_target_upper, joint_drive_force_limit, joint_drive_implicit, body_joint, body_world, body_mass, body_com,
+        joint_target_lower, joint_target_upper, joint_drive_force_limit, joint_drive_implicit, joint_damping_implicit, body_joint, body_world, body_mass, body_com,
         body_inertia, body_origin, gravity, shape_kind, shape_body, shape_transform, shape_size, shape_ke, shape_kd,
         shape_mu, shape_point_start, shape_point_count, shape_points, shape_hull_points, shape_hull_point_start,
         shape_hull_point_count, shape_plane_normal, shape_plane_offset, shape_plane_start, shape_plane_count,

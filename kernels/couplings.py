@@ -222,6 +222,20 @@ def held_spring(inverse: mat33, held: wp.Float, period: wp.Float, ratio: wp.Floa
     return mass / (period * period * ratio * ratio), type(held)(2.0) * mass / period
 
 
+@wp.func
+def point_bias_acceleration(body: int, point: vec3, body_origin: wp.array(dtype=vec3), gravity: wp.array(dtype=vec3),
+                            body_twist: wp.array(dtype=vec6), body_bias_acc: wp.array(dtype=vec6)):
+    """The acceleration (m/s^2) of the world ``point`` fixed on ``body`` at zero joint
+    accelerations, J' qd: from the body's twist (w, v) and velocity-product spatial
+    acceleration (al, a) at its articulation origin o (``body_bias_acc`` less the base's -g),
+    a + al x r + w x (v + w x r) with r = point - o."""
+    twist = body_twist[body]
+    spatial_acc = body_bias_acc[body]
+    w = top(twist)
+    r = point - body_origin[body]
+    return bottom(spatial_acc) + gravity[0] + wp.cross(top(spatial_acc), r) + wp.cross(w, bottom(twist) + wp.cross(w, r))
+
+
 @kernel
 def connection_force(
     connection_body: wp.array2d(dtype=int),
@@ -232,7 +246,11 @@ def connection_force(
     connection_time_constant: wp.array(dtype=wp.Float),
     connection_damping_ratio: wp.array(dtype=wp.Float),
     connection_solimp: wp.array2d(dtype=wp.Float),
+    body_origin: wp.array(dtype=vec3),
+    gravity: wp.array(dtype=vec3),
     body_q_in: wp.array(dtype=transform),
+    body_twist_in: wp.array(dtype=vec6),
+    body_bias_acc_in: wp.array(dtype=vec6),
     rate_in: wp.array(dtype=vec6),
     inverse_mass_in: wp.array2d(dtype=mat33),
     body_inverse_weight_in: wp.array2d(dtype=wp.Float),
@@ -249,7 +267,9 @@ def connection_force(
     weights from the diagonal, 2: MuJoCo's, the bodies' translational
     ``body_inverse_weight_in``) a point connection's gap is instead three soft-constraint
     equality rows along the world axes (``soft_row_law``, their impedance at the gap's
-    length, as MuJoCo's connect); a weld keeps its spring-dampers."""
+    length, and, as MuJoCo's connect, the gap's velocity-product acceleration J' qd taken out
+    of their reference acceleration: ``point_bias_acceleration``); a weld keeps its
+    spring-dampers."""
     c = wp.tid()
     a = connection_body[c, 0]
     b = connection_body[c, 1]
@@ -286,11 +306,17 @@ def connection_force(
         if wp.dot(gap, gap) > zero:
             depth = wp.length(gap)
         rate_b = bottom(rate)
+        bias = point_bias_acceleration(a, wp.transform_point(X_a, connection_point_a[c]), body_origin, gravity,
+                                       body_twist_in, body_bias_acc_in)
+        if b >= 0:
+            bias = bias - point_bias_acceleration(b, wp.transform_point(body_q_in[b], connection_point_b[c]),
+                                                  body_origin, gravity, body_twist_in, body_bias_acc_in)
         force_x, weight_x = soft_row_law(gap[0], depth, rate_b[0], inverse[0], period, ratio, connection_solimp, c, dt)
         force_y, weight_y = soft_row_law(gap[1], depth, rate_b[1], inverse[1], period, ratio, connection_solimp, c, dt)
         force_z, weight_z = soft_row_law(gap[2], depth, rate_b[2], inverse[2], period, ratio, connection_solimp, c, dt)
-        gap_force = wp.vector(force_x, force_y, force_z)
-        gap_slope = wp.diag(wp.vector(weight_x, weight_y, weight_z))
+        weights = wp.vector(weight_x, weight_y, weight_z)
+        gap_force = wp.vector(force_x, force_y, force_z) - wp.cw_mul(weights, bias)
+        gap_slope = wp.diag(weights)
     force_out[c] = spatial(-(stiffness_r * (turn + dt * top(rate)) + damping_r * top(rate)), gap_force)
     slope_out[c, 0] = dt * damping_r + dt * dt * stiffness_r
     slope_out[c, 1] = gap_slope

@@ -35,6 +35,7 @@ def split_row(
     joint_target_upper: wp.array(dtype=wp.Float),
     joint_drive_force_limit: wp.array(dtype=wp.Float),
     joint_drive_implicit: wp.array(dtype=wp.Float),
+    joint_damping_implicit: wp.array(dtype=wp.Float),
     joint_q_in: wp.array(dtype=wp.Float),
     joint_qd_in: wp.array(dtype=wp.Float),
     damped_matrix_in: wp.array(dtype=wp.Float),
@@ -56,7 +57,7 @@ def split_row(
                                 joint_friction, joint_stiffness, joint_spring_ref, joint_target_ke, joint_target_kd,
                                 joint_limit_lower, joint_limit_upper, joint_limit_ke, joint_limit_kd,
                                 joint_target_lower, joint_target_upper, joint_drive_force_limit,
-                                joint_drive_implicit, joint_target_q, joint_target_qd, friction_smoothing, dt)
+                                joint_drive_implicit, joint_damping_implicit, joint_target_q, joint_target_qd, friction_smoothing, dt)
     for k in range(n):
         value = damped_matrix_in[row + k]
         if k == i - d0:
@@ -87,6 +88,7 @@ def split_implicit_terms(
     joint_target_upper: wp.array(dtype=wp.Float),
     joint_drive_force_limit: wp.array(dtype=wp.Float),
     joint_drive_implicit: wp.array(dtype=wp.Float),
+    joint_damping_implicit: wp.array(dtype=wp.Float),
     joint_q_in: wp.array(dtype=wp.Float),
     joint_qd_in: wp.array(dtype=wp.Float),
     damped_matrix_in: wp.array(dtype=wp.Float),
@@ -103,7 +105,7 @@ def split_implicit_terms(
     split_row(wp.tid(), dof_joint, joint_articulation, articulation_dof_start, articulation_H_start, joint_type,
               joint_q_start, joint_damping, joint_friction, joint_stiffness, joint_spring_ref, joint_target_ke,
               joint_target_kd, joint_limit_lower, joint_limit_upper, joint_limit_ke, joint_limit_kd,
-              joint_target_lower, joint_target_upper, joint_drive_force_limit, joint_drive_implicit, joint_q_in,
+              joint_target_lower, joint_target_upper, joint_drive_force_limit, joint_drive_implicit, joint_damping_implicit, joint_q_in,
               joint_qd_in, damped_matrix_in, joint_target_q, joint_target_qd, friction_smoothing, dt, matrix_out,
               implicit_out)
 

@@ -161,6 +161,21 @@ def bound_gap(ka: int, kb: int, X_a: transform, X_b: transform, centre_a: vec3, 
 
 
 @wp.func
+def pair_mu(a: int, b: int, shape_mu: wp.array(dtype=wp.Float), shape_priority: wp.array(dtype=int),
+            mujoco_mixing: int):
+    """The friction coefficient of shapes a and b in contact: the mean of theirs, or with
+    ``mujoco_mixing`` MuJoCo's rule (the higher priority's, else the larger)."""
+    mu = (shape_mu[a] + shape_mu[b]) * type(shape_mu[a])(0.5)
+    if mujoco_mixing != 0:
+        mu = wp.max(shape_mu[a], shape_mu[b])
+        if shape_priority[a] > shape_priority[b]:
+            mu = shape_mu[a]
+        elif shape_priority[b] > shape_priority[a]:
+            mu = shape_mu[b]
+    return mu
+
+
+@wp.func
 def pair_rows(
     p: int,
     shape_kind: wp.array(dtype=int),
@@ -168,6 +183,7 @@ def pair_rows(
     shape_transform: wp.array(dtype=transform),
     shape_size: wp.array(dtype=vec3),
     shape_mu: wp.array(dtype=wp.Float),
+    shape_priority: wp.array(dtype=int),
     shape_point_start: wp.array(dtype=int),
     shape_points: wp.array(dtype=vec3),
     shape_hull_points: wp.array(dtype=vec3),
@@ -194,6 +210,7 @@ def pair_rows(
     dof_motion_in: wp.array(dtype=vec6),
     mass_matrix_in: wp.array(dtype=wp.Float),
     side_column: int,
+    friction_mixing: int,
     row_jacobian_out: wp.array2d(dtype=wp.Float),
     row_velocity_out: wp.array(dtype=wp.Float),
     row_inverse_mass_out: wp.array(dtype=wp.Float),
@@ -206,7 +223,7 @@ def pair_rows(
     ka = shape_kind[a]
     kb = shape_kind[b]
     body_a, body_b, X_a, X_b = pair_poses(a, b, shape_body, shape_transform, body_q_in)
-    mu = (shape_mu[a] + shape_mu[b]) * type(shape_mu[a])(0.5)
+    mu = pair_mu(a, b, shape_mu, shape_priority, friction_mixing)
     zero = mu * type(mu)(0.0)
     one = type(mu)(1.0)
     gap = bound_gap(ka, kb, X_a, X_b, shape_bound_centre[a], shape_bound_half[a], shape_bound_centre[b],
@@ -272,6 +289,7 @@ def soft_contact_rows(
     shape_transform: wp.array(dtype=transform),
     shape_size: wp.array(dtype=vec3),
     shape_mu: wp.array(dtype=wp.Float),
+    shape_priority: wp.array(dtype=int),
     shape_point_start: wp.array(dtype=int),
     shape_points: wp.array(dtype=vec3),
     shape_hull_points: wp.array(dtype=vec3),
@@ -298,6 +316,7 @@ def soft_contact_rows(
     dof_motion_in: wp.array(dtype=vec6),
     mass_matrix_in: wp.array(dtype=wp.Float),
     side_column: int,
+    friction_mixing: int,
     row_jacobian_out: wp.array2d(dtype=wp.Float),
     row_velocity_out: wp.array(dtype=wp.Float),
     row_inverse_mass_out: wp.array(dtype=wp.Float),
@@ -313,14 +332,15 @@ def soft_contact_rows(
     a lower bound, without a narrow phase) and whether it penetrates (1) or not (0). (Sums go
     to arrays: a loop accumulator used nonlinearly after its loop would get a wrong adjoint
     from Warp.)"""
-    pair_rows(wp.tid(), shape_kind, shape_body, shape_transform, shape_size, shape_mu, shape_point_start,
+    pair_rows(wp.tid(), shape_kind, shape_body, shape_transform, shape_size, shape_mu, shape_priority,
+              shape_point_start,
               shape_points, shape_hull_points, shape_hull_point_start, shape_hull_point_count, shape_plane_normal,
               shape_plane_offset, shape_plane_start, shape_plane_count, shape_bound_centre, shape_bound_half,
               body_joint, body_origin, joint_articulation,
               joint_dfs_pos, joint_dfs_end, dof_joint, articulation_dof_start, articulation_H_start,
               contact_pair_in, pair_row_start_in, body_q_in, joint_qd_in, dof_motion_in, mass_matrix_in,
-              side_column, row_jacobian_out, row_velocity_out, row_inverse_mass_out, row_distance_out,
-              row_in_contact_out)
+              side_column, friction_mixing, row_jacobian_out, row_velocity_out, row_inverse_mass_out,
+              row_distance_out, row_in_contact_out)
 
 
 @wp.func
@@ -412,11 +432,12 @@ def pair_softness(a: int, b: int, shape_solref: wp.array2d(dtype=wp.Float), shap
 
 @wp.func
 def pyramid_inverse_mass(a: int, b: int, shape_body: wp.array(dtype=int), shape_mu: wp.array(dtype=wp.Float),
+                         shape_priority: wp.array(dtype=int), friction_mixing: int,
                          body_inverse_weight: wp.array2d(dtype=wp.Float)):
     """A contact edge row's inverse mass as MuJoCo estimates a pyramid's: 2 mu^2 (1 + mu^2) times
     the two bodies' translational inverse weights at the reference pose (mu at least 1e-5, the
     estimate at least 1e-15)."""
-    mu = wp.max((shape_mu[a] + shape_mu[b]) * type(shape_mu[a])(0.5), type(shape_mu[a])(1.0e-5))
+    mu = wp.max(pair_mu(a, b, shape_mu, shape_priority, friction_mixing), type(shape_mu[a])(1.0e-5))
     translation = body_inverse_weight[shape_body[a], 0]
     if shape_body[b] >= 0:
         translation += body_inverse_weight[shape_body[b], 0]
@@ -458,6 +479,8 @@ def slot_parameters(
     impedance_midpoint: wp.Float,
     impedance_power: wp.Float,
     mujoco_weights: int,
+    impratio: wp.Float,
+    friction_mixing: int,
     row_aref_out: wp.array(dtype=wp.Float),
     row_weight_out: wp.array(dtype=wp.Float),
 ):
@@ -477,11 +500,13 @@ def slot_parameters(
         stiffness, damping = reference_gains(solref[0], solref[1], solimp[1])
         if mujoco_weights != 0:
             weight = row_in_contact[first] * d / (one - d) / pyramid_inverse_mass(
-                contact_pair[pair, 0], contact_pair[pair, 1], shape_body, shape_mu, body_inverse_weight)
+                contact_pair[pair, 0], contact_pair[pair, 1], shape_body, shape_mu, shape_priority, friction_mixing,
+                body_inverse_weight)
         else:
             inverse_mass = (row_inverse_mass[first] + row_inverse_mass[first + 1] + row_inverse_mass[first + 2]
                             + row_inverse_mass[first + 3]) * type(one)(0.25)
             weight = row_in_contact[first] * d / (one - d) / (inverse_mass + type(one)(1.0e-12))
+        weight = weight * impratio
     for e in range(EDGES):
         row_aref_out[first + e] = -damping * row_velocity[first + e] - stiffness * d * row_distance[first + e]
         row_weight_out[first + e] = weight
@@ -510,6 +535,8 @@ def soft_contact_slot_parameters(
     impedance_midpoint: wp.Float,
     impedance_power: wp.Float,
     mujoco_weights: int,
+    impratio: wp.Float,
+    friction_mixing: int,
     row_aref_out: wp.array(dtype=wp.Float),
     row_weight_out: wp.array(dtype=wp.Float),
 ):
@@ -519,7 +546,8 @@ def soft_contact_slot_parameters(
     settings stand for shapes without their own): k and b as MuJoCo derives them
     (``reference_gains``), d the impedance at the slot's penetration (``impedance_at``), A the
     mean of A_rr over the four edges, or, with ``mujoco_weights``, MuJoCo's estimate from the
-    bodies' inverse weights at the reference pose (``pyramid_inverse_mass``). One weight per
+    bodies' inverse weights at the reference pose (``pyramid_inverse_mass``), times ``impratio``
+    (MuJoCo's ratio of frictional to normal impedance, which a pyramid's edges share). One weight per
     slot: with a weight per edge, edges nearly orthogonal to the motion got large weights, and
     at a penetrating contact their unequal forces added up to a spurious friction force (a
     pendulum resting on its own base sank 24 mm)."""
@@ -527,8 +555,8 @@ def soft_contact_slot_parameters(
     slot_parameters(first, row_pair_in[first], shape_body, shape_mu, shape_solref, shape_solimp, shape_solmix,
                     shape_priority, contact_pair_in, row_velocity_in, row_inverse_mass_in, row_distance_in,
                     row_in_contact_in, body_inverse_weight_in, time_constant, damping_ratio, impedance, impedance_min,
-                    impedance_width, impedance_midpoint, impedance_power, mujoco_weights, row_aref_out,
-                    row_weight_out)
+                    impedance_width, impedance_midpoint, impedance_power, mujoco_weights, impratio, friction_mixing,
+                    row_aref_out, row_weight_out)
 
 
 @wp.func

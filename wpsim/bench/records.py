@@ -31,6 +31,7 @@ METRIC_UNITS = {
     "flag": "0/1",
     "count": "",
     "deflection_m": "mm",
+    "height_error_m": "mm",
     "error_percent": "%",
     "fine_error_percent": "%",
     "twist_rate_rad_per_m": "rad/m",
@@ -102,7 +103,7 @@ def format_value(metric: str, value: float) -> str:
         return f"{value:.4f}"
     if metric == "rms_rad":
         return f"{value:.3g}"
-    if metric == "deflection_m":
+    if metric in ("deflection_m", "height_error_m"):
         return f"{value * 1e3:.3f}"
     if metric in ("stable_dt_s", "step_s"):
         return f"{value * 1e6:.1f}"

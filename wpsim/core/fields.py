@@ -357,6 +357,10 @@ MODEL_FIELDS = (
         FieldSpec("joint_drive_implicit", "real", "(D,)", "-",
                   "1: the PD drive's damping is implicit in velocity (as MuJoCo's implicitfast integrator takes "
                   "an actuator's kv); 0: explicit (as MuJoCo's Euler integrator takes it)", False, check="nonnegative"),
+        FieldSpec("joint_damping_implicit", "real", "(D,)", "-",
+                  "1: the joint damping is implicit in velocity (as MuJoCo's Euler with eulerdamp and its implicit "
+                  "integrators take it); 0: explicit (MuJoCo's Euler with eulerdamp disabled)", False,
+                  check="nonnegative"),
     ),
 )
 

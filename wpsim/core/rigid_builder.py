@@ -220,7 +220,7 @@ class RigidBodyBuilder:
                     joint_limit_upper=np.clip(upper, -NO_LIMIT, NO_LIMIT), joint_limit_ke=limit_ke,
                     joint_limit_kd=limit_kd, joint_f_lower=-NO_LIMIT, joint_f_upper=NO_LIMIT,
                     joint_target_lower=-NO_LIMIT, joint_target_upper=NO_LIMIT, joint_drive_force_limit=NO_LIMIT,
-                    joint_drive_implicit=1.0, joint_limit_solref=[(0.0, 0.0)], joint_limit_solimp=[(0.0,) * 5],
+                    joint_drive_implicit=1.0, joint_damping_implicit=1.0, joint_limit_solref=[(0.0, 0.0)], joint_limit_solimp=[(0.0,) * 5],
                     joint_friction_solref=[(0.0, 0.0)], joint_friction_solimp=[(0.0,) * 5],
                 )
             if len(q):
@@ -548,6 +548,16 @@ class RigidBodyBuilder:
         ``explicit=False``, implicitly (the default; MuJoCo's implicitfast)."""
         dof = self._hinge_or_slide_dof("set_drive_damping_explicit", joint)
         self.joint_dofs.array("joint_drive_implicit")[dof] = 0.0 if explicit else 1.0
+
+    def set_joint_damping_explicit(self, joint: int, explicit: bool = True):
+        """Take the damping of every dof of ``joint`` explicitly in velocity (MuJoCo's Euler with
+        ``eulerdamp`` disabled: the damping force of the step's starting velocity) or, with
+        ``explicit=False``, implicitly (the default)."""
+        if not (isinstance(joint, (int, np.integer)) and 0 <= joint < self.joints.count):
+            raise ValueError(f"set_joint_damping_explicit: joint {joint} does not exist ({self.joints.count} joints)")
+        first = self.first_dof(joint)
+        dofs = slice(first, first + JOINT_DOF_COUNT[self.joints.array("joint_type")[joint]])
+        self.joint_dofs.array("joint_damping_implicit")[dofs] = 0.0 if explicit else 1.0
 
     def _hinge_or_slide_dof(self, caller: str, joint: int) -> int:
         """The dof of hinge or slide ``joint``; a ValueError naming ``caller`` otherwise."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import warp as wp
 
 from wpsim.core.tape import active_tape, tape_paused
-from wpsim.kernels import articulation, couplings, implicit_terms, rigid_contact
+from wpsim.kernels import articulation, cholesky, couplings, implicit_terms, rigid_contact
 from wpsim.kernels.generic import for_precision
 from wpsim.solvers.base import KernelLaunch
 from wpsim.solvers.broad_phase import RigidBroadPhase, contact_margin
@@ -148,7 +148,7 @@ class ArticulationStepper:
                 model.joint_spring_ref, model.joint_target_ke,
                 model.joint_target_kd, model.joint_limit_lower, model.joint_limit_upper, *self._limit_gains,
                 model.joint_f_lower, model.joint_f_upper, model.joint_target_lower, model.joint_target_upper,
-                model.joint_drive_force_limit, model.joint_drive_implicit,
+                model.joint_drive_force_limit, model.joint_drive_implicit, model.joint_damping_implicit,
                 state_in.joint_q, state_in.joint_qd, scratch.dof_motion, scratch.dof_subtree_force,
                 scratch.subtree_bias, control.joint_f,
                 control.joint_target_q, control.joint_target_qd, solver._friction_smoothing, real(dt),
@@ -202,9 +202,9 @@ class ArticulationStepper:
         wp.launch(
             for_precision(couplings.connection_force, real), dim=model.connection_count,
             inputs=[*common, model.connection_rotation, model.connection_holds_rotation, model.connection_time_constant,
-                    model.connection_damping_ratio, model.connection_solimp, state_in.body_q,
-                    scratch.connection_rate, scratch.connection_inverse_mass, self._inverse_weights[0], real(dt),
-                    self._equality_rows],
+                    model.connection_damping_ratio, model.connection_solimp, model.body_origin, model.gravity,
+                    state_in.body_q, scratch.body_twist, scratch.body_bias_acc, scratch.connection_rate,
+                    scratch.connection_inverse_mass, self._inverse_weights[0], real(dt), self._equality_rows],
             outputs=[scratch.connection_force, scratch.connection_slope],
             device=device,
         )
@@ -267,7 +267,7 @@ class ArticulationStepper:
                     model.joint_type, model.joint_q_start, model.joint_damping, self._friction, model.joint_stiffness,
                     model.joint_spring_ref, model.joint_target_ke, model.joint_target_kd, model.joint_limit_lower,
                     model.joint_limit_upper, *self._limit_gains, model.joint_target_lower, model.joint_target_upper,
-                    model.joint_drive_force_limit, model.joint_drive_implicit, state_in.joint_q, state_in.joint_qd,
+                    model.joint_drive_force_limit, model.joint_drive_implicit, model.joint_damping_implicit, state_in.joint_q, state_in.joint_qd,
                     scratch.damped_matrix, control.joint_target_q, control.joint_target_qd,
                     solver._friction_smoothing, model.real(dt)],
             outputs=[scratch.mass_matrix, scratch.implicit], device=model.device)
@@ -303,7 +303,7 @@ def cholesky_solve(model, matrix: wp.array, rhs: wp.array, out: wp.array, factor
     scratch). ``blocks``: other (dof_start, H_start) block layouts, e.g. contact islands. On
     ``tape`` its backward is one transposed solve (``cholesky_solve_adjoint``)."""
     starts = (model.articulation_dof_start, model.articulation_H_start) if blocks is None else blocks
-    launch_unrecorded(for_precision(articulation.cholesky_solve, model.dtype), starts[0].shape[0] - 1,
+    launch_unrecorded(for_precision(cholesky.cholesky_solve, model.dtype), starts[0].shape[0] - 1,
                       [*starts, matrix, rhs], [factor, out], model.device)
     if tape is not None:
         record_cholesky_backward(model, starts, matrix, rhs, out, factor, work, tape)
@@ -313,7 +313,7 @@ def cholesky_adjoint_launch(model, starts: tuple, matrix: wp.array, rhs: wp.arra
                             work: wp.array) -> KernelLaunch:
     """The backward of ``cholesky_solve`` as a launch: one transposed solve
     (``cholesky_solve_adjoint``) from ``out.grad`` into ``matrix.grad`` and ``rhs.grad``."""
-    return KernelLaunch(for_precision(articulation.cholesky_solve_adjoint, model.dtype), starts[0].shape[0] - 1,
+    return KernelLaunch(for_precision(cholesky.cholesky_solve_adjoint, model.dtype), starts[0].shape[0] - 1,
                         [*starts, factor, out, out.grad], [work, matrix.grad, rhs.grad])
 
 

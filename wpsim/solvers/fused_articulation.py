@@ -143,7 +143,7 @@ class FusedArticulationStep:
             model.joint_stiffness, model.joint_spring_ref, model.joint_target_ke, model.joint_target_kd,
             model.joint_limit_lower, model.joint_limit_upper, model.joint_limit_ke, model.joint_limit_kd,
             model.joint_f_lower, model.joint_f_upper, model.joint_target_lower, model.joint_target_upper,
-            model.joint_drive_force_limit, model.joint_drive_implicit, model.body_joint, model.body_world, model.body_mass, model.body_com,
+            model.joint_drive_force_limit, model.joint_drive_implicit, model.joint_damping_implicit, model.body_joint, model.body_world, model.body_mass, model.body_com,
             model.body_inertia, model.body_origin, model.gravity, *penalty_shape_fields(model),
             self._pair_start, self._pairs, self._pair_count,
         ]

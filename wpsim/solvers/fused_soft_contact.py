@@ -62,7 +62,9 @@ class FusedSoftContactStep(FusedArticulationStep):
         self._in_contact = rows["in_contact"]
         options = contact.options
         self._settings = [contact.side_column, *contact._dof_row_flags, *contact._params, *contact._impedance_curve,
-                          contact._mujoco_weights, model.real(contact._tolerance), model.real(contact._slope_tolerance),
+                          contact._mujoco_weights, model.real(options.impratio), contact._friction_mixing,
+                          model.real(contact._tolerance),
+                          model.real(contact._slope_tolerance),
                           options.iterations, int(options.fixed_iterations), int(options.warm_start),
                           int(stepper._implicit_after_solve)]
         self._outputs = [

@@ -22,7 +22,8 @@ from wpsim.solvers.kinematics import eval_fk
 from wpsim.solvers.neighbor_lists import SKIN_PER_RADIUS, ParticleNeighborLists
 from wpsim.solvers.particle_step import PreparedParticleSteps, integrate_launch
 from wpsim.solvers.prepared_launch import caching_launches
-from wpsim.solvers.soft_contact import SoftContact, SoftContactOptions
+from wpsim.solvers.soft_contact import SoftContact
+from wpsim.solvers.soft_contact_options import SoftContactOptions
 
 
 class SemiImplicitSolver(SolverBase):
