@@ -55,6 +55,17 @@ def soft_row_law(violation: wp.Float, depth: wp.Float, rate: wp.Float, inverse_m
     return -weight * (damping * rate + stiffness * d * violation), weight
 
 
+@wp.func
+def in_one_branch(i: int, k: int, dof_joint: wp.array(dtype=int), joint_dfs_pos: wp.array(dtype=int),
+                  joint_dfs_end: wp.array(dtype=int)):
+    """Whether dofs i and k lie on one branch of their articulation: one's joint is the
+    other's or an ancestor of it."""
+    a = dof_joint[i]
+    b = dof_joint[k]
+    return ((joint_dfs_pos[a] <= joint_dfs_pos[b] and joint_dfs_pos[b] < joint_dfs_end[a])
+            or (joint_dfs_pos[b] <= joint_dfs_pos[a] and joint_dfs_pos[a] < joint_dfs_end[b]))
+
+
 @kernel
 def add_joint_couplings(
     coupling_term_start: wp.array(dtype=int),
@@ -67,19 +78,29 @@ def add_joint_couplings(
     coupling_ke: wp.array(dtype=wp.Float),
     coupling_kd: wp.array(dtype=wp.Float),
     coupling_solimp: wp.array2d(dtype=wp.Float),
+    coupling_drive_ke: wp.array(dtype=wp.Float),
+    coupling_drive_kd: wp.array(dtype=wp.Float),
+    coupling_drive_force_limit: wp.array(dtype=wp.Float),
+    coupling_drive_implicit: wp.array(dtype=wp.Float),
     dof_joint: wp.array(dtype=int),
     joint_articulation: wp.array(dtype=int),
     joint_q_start: wp.array(dtype=int),
+    joint_dfs_pos: wp.array(dtype=int),
+    joint_dfs_end: wp.array(dtype=int),
     articulation_dof_start: wp.array(dtype=int),
     articulation_H_start: wp.array(dtype=int),
     joint_q_in: wp.array(dtype=wp.Float),
     joint_qd_in: wp.array(dtype=wp.Float),
     dof_inertia_in: wp.array(dtype=wp.Float),
     dof_inverse_weight_in: wp.array(dtype=wp.Float),
+    coupling_target: wp.array(dtype=wp.Float),
     dt: wp.Float,
     rows: int,
+    implicit_after_solve: int,
     mass_matrix_out: wp.array(dtype=wp.Float),
     rhs_out: wp.array(dtype=wp.Float),
+    damped_matrix_out: wp.array(dtype=wp.Float),
+    coupling_implicit_out: wp.array(dtype=wp.Float),
 ):
     """One thread per joint coupling (length L = sum c_k q_k^p_k of hinge and slide dofs,
     slopes J_k = dL/dq_k): its spring-damper f = K (rest - L - dt dL/dt) - D dL/dt,
@@ -89,7 +110,12 @@ def add_joint_couplings(
     (dt D + dt^2 K) J_i J_k to the joint-space matrix (implicit in position and velocity,
     like an engaged limit). With ``rows`` (1: weights from the diagonal, 2: MuJoCo's, the
     sum of the coupled dofs' ``dof_inverse_weight_in``) the time-constant part is instead
-    a soft-constraint equality row on L - rest (``soft_row_law``)."""
+    a soft-constraint equality row on L - rest (``soft_row_law``). The coupling's drive adds
+    ke (target - L) - kd dL/dt (clamped to its force limit) to f, explicit in position, its
+    implicit kd as dt kd J_i J_k where dofs i and k lie on one branch (``in_one_branch``: where
+    MuJoCo's sparse mass matrix has entries, which its implicit integrators keep), into
+    damped_matrix_out with ``implicit_after_solve`` (MuJoCo's order, ``implicit_terms``; dt kd
+    also into coupling_implicit_out) or else with the rest."""
     c = wp.tid()
     t0 = coupling_term_start[c]
     count = coupling_term_start[c + 1] - t0
@@ -133,8 +159,15 @@ def add_joint_couplings(
     spring = spring * dmin / (one - dmin)
     stiffness = coupling_ke[c] + spring / (inverse * period * period * ratio * ratio)
     damping = coupling_kd[c] + spring * type(zero)(2.0) / (inverse * period)
-    force = stiffness * (coupling_rest[c] - length - dt * rate) - damping * rate + row_force
+    drive = coupling_drive_ke[c] * (coupling_target[c] - length) - coupling_drive_kd[c] * rate
+    drive_slope = dt * coupling_drive_kd[c] * coupling_drive_implicit[c]
+    if wp.abs(drive) > coupling_drive_force_limit[c]:
+        drive = wp.clamp(drive, -coupling_drive_force_limit[c], coupling_drive_force_limit[c])
+        drive_slope = zero
+    force = stiffness * (coupling_rest[c] - length - dt * rate) - damping * rate + row_force + drive
     weight = dt * damping + dt * dt * stiffness + row_weight
+    if implicit_after_solve != 0:
+        coupling_implicit_out[c] = drive_slope
     a = joint_articulation[dof_joint[coupling_term_dof[t0]]]
     d0 = articulation_dof_start[a]
     n = articulation_dof_start[a + 1] - d0
@@ -148,6 +181,45 @@ def add_joint_couplings(
             unused_k, slope_k = power_and_slope(joint_q_in[joint_q_start[dof_joint[k]]], coupling_term_power[u])
             entry = articulation_H_start[a] + (i - d0) * n + (k - d0)
             wp.atomic_add(mass_matrix_out, entry, weight * slope_i * slope_k * coupling_term_coef[u])
+            if in_one_branch(i, k, dof_joint, joint_dfs_pos, joint_dfs_end):
+                if implicit_after_solve != 0:
+                    wp.atomic_add(damped_matrix_out, entry, drive_slope * slope_i * slope_k * coupling_term_coef[u])
+                else:
+                    wp.atomic_add(mass_matrix_out, entry, drive_slope * slope_i * slope_k * coupling_term_coef[u])
+
+
+@kernel
+def coupling_implicit_forces(
+    coupling_term_start: wp.array(dtype=int),
+    coupling_term_dof: wp.array(dtype=int),
+    coupling_term_coef: wp.array(dtype=wp.Float),
+    coupling_term_power: wp.array(dtype=int),
+    dof_joint: wp.array(dtype=int),
+    joint_q_start: wp.array(dtype=int),
+    joint_dfs_pos: wp.array(dtype=int),
+    joint_dfs_end: wp.array(dtype=int),
+    joint_q_in: wp.array(dtype=wp.Float),
+    coupling_implicit_in: wp.array(dtype=wp.Float),
+    accel_in: wp.array(dtype=wp.Float),
+    force_out: wp.array(dtype=wp.Float),
+):
+    """One thread per joint coupling: adds sum_k w J_i J_k a_k over the dofs k on one branch
+    with i (``in_one_branch``) to force_out[i], its drive's implicit term (w = dt kd,
+    ``coupling_implicit_in``; J_k = dL/dq_k) at the accelerations a, as ``add_joint_couplings``
+    puts it in the matrix: the part of MuJoCo's order's final solve (``implicit_terms``) that is
+    not on the diagonal."""
+    c = wp.tid()
+    t0 = coupling_term_start[c]
+    count = coupling_term_start[c + 1] - t0
+    for t in range(t0, t0 + count):
+        i = coupling_term_dof[t]
+        unused, slope_i = power_and_slope(joint_q_in[joint_q_start[dof_joint[i]]], coupling_term_power[t])
+        for u in range(t0, t0 + count):
+            k = coupling_term_dof[u]
+            if in_one_branch(i, k, dof_joint, joint_dfs_pos, joint_dfs_end):
+                unused_k, slope_k = power_and_slope(joint_q_in[joint_q_start[dof_joint[k]]], coupling_term_power[u])
+                wp.atomic_add(force_out, i, coupling_implicit_in[c] * coupling_term_coef[t] * slope_i
+                              * coupling_term_coef[u] * slope_k * accel_in[k])
 
 
 @kernel

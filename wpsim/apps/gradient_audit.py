@@ -373,6 +373,23 @@ def _equality_scene() -> AuditScene:
     return AuditScene(b, 30, 1e-3)
 
 
+def _tendon_drive_scene() -> AuditScene:
+    """Two fingers on slides from a fixed palm, a drive on the coupling of their mean position
+    (an actuator on a fixed tendon: ke 100 N/m, kd 5 N s/m, implicit) pulling them towards a
+    target length, and dry joint friction."""
+    b = ModelBuilder(gravity=0.0)
+    palm = b.add_body(mass=1.0, inertia=(1e-3, 1e-3, 1e-3))
+    b.add_joint_fixed(-1, palm)
+    fingers = [b.add_joint_prismatic(palm, b.add_body(mass=0.05, inertia=(1e-5, 1e-5, 1e-5)), axis=(0.0, side, 0.0),
+                                     q=0.01, qd=0.2 * side, damping=0.3) for side in (1.0, -1.0)]
+    b.set_coupling_drive(b.add_joint_coupling(fingers, (0.5, 0.5)), ke=100.0, kd=5.0, force_limit=50.0)
+
+    def setup(scene):
+        scene.control.coupling_target.assign([0.03])
+
+    return AuditScene(b, 30, 1e-3, setup)
+
+
 def _coupled_scene() -> AuditScene:
     """Two particles resting on a free box that slides on the ground (particle-body contact
     in both directions, box-ground contact; all contacts stay closed)."""
@@ -494,6 +511,9 @@ RIGID_CASES = (
     AuditCase("joint", "child frame", _arm_scene, "model.joint_X_c"),
     AuditCase("joint drive", "ke", _arm_scene, "model.joint_target_ke"),
     AuditCase("joint drive", "kd", _arm_scene, "model.joint_target_kd"),
+    *(AuditCase("joint coupling drive (actuator on a fixed tendon)", param, _tendon_drive_scene, path)
+      for param, path in (("target length (control)", "control.coupling_target"),
+                          ("initial velocities", "state.joint_qd"))),
     AuditCase("joint, explicit damping (MuJoCo's eulerdamp disabled)", "damping",
               lambda: _arm_scene(explicit_damping=True), "model.joint_damping"),
     AuditCase("joint drive, explicit damping (MuJoCo's Euler)", "kd", lambda: _arm_scene(True),

@@ -70,7 +70,7 @@ def field_shape(model: Model, spec: FieldSpec) -> tuple:
     """Array shape of a State or Control field of ``model`` (from its shape letters)."""
     sizes = {
         "P": model.particle_count, "K": model.particle_max_neighbors, "S": model.spring_count, "E": model.tet_count,
-        "Q": model.joint_coord_count, "D": model.joint_dof_count, "B": model.body_count,
+        "Q": model.joint_coord_count, "D": model.joint_dof_count, "B": model.body_count, "L": model.coupling_count,
     }
     return tuple(sizes[letter] for letter in spec.shape.strip("(,)").replace(" ", "").split(","))
 

@@ -31,6 +31,8 @@ from wpsim.kernels.enums import (
 
 _IDENTITY = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
 NO_LIMIT = 1.0e30
+NO_DRIVE = (0.0, 0.0, NO_LIMIT, 1.0)
+"""(ke, kd, force limit, implicit) of a joint coupling without a drive (``set_coupling_drive``)."""
 """Limit value meaning "unlimited" (rad or m)."""
 
 
@@ -430,8 +432,25 @@ class RigidBodyBuilder:
             raise ValueError(f"joint coupling {index}: damping_ratio must be > 0, got {damping_ratio}")
         solimp = checked_solimp(f"joint coupling {index}", impedance)
         self.joint_couplings.append((tuple(joints), tuple(coefs), tuple(powers), float(rest), float(time_constant),
-                                     float(damping_ratio), float(ke), float(kd), solimp))
+                                     float(damping_ratio), float(ke), float(kd), solimp, NO_DRIVE))
         return index
+
+    def set_coupling_drive(self, coupling: int, ke: float, kd: float = 0.0, force_limit: float = np.inf,
+                           implicit: bool = True):
+        """A drive on joint coupling ``coupling``'s length L (an actuator on a fixed tendon): the
+        force ke (target - L) - kd dL/dt (N or N m, clamped to +-``force_limit``) acts on each
+        joint as dL/dq_j times it, with target the control's ``coupling_target``; explicit in
+        position, in velocity implicit (``implicit``, MuJoCo's implicitfast) or explicit (its
+        Euler). Gains in N/m and N s/m (N m/rad, N m s/rad for angles)."""
+        if not (isinstance(coupling, (int, np.integer)) and 0 <= coupling < len(self.joint_couplings)):
+            raise ValueError(f"set_coupling_drive: coupling {coupling} does not exist "
+                             f"({len(self.joint_couplings)} couplings)")
+        if not (np.isfinite(ke) and np.isfinite(kd) and ke >= 0.0 and kd >= 0.0 and force_limit > 0.0):
+            raise ValueError(f"set_coupling_drive: coupling {coupling}: ke and kd must be finite and >= 0 and "
+                             f"force_limit > 0, got {ke}, {kd}, {force_limit}")
+        *settings, _ = self.joint_couplings[coupling]
+        self.joint_couplings[coupling] = (*settings, (float(ke), float(kd), float(min(force_limit, NO_LIMIT)),
+                                                      float(implicit)))
 
     def add_body_connection(self, body_a: int, point_a, body_b: int, point_b, time_constant: float = 0.02,
                             damping_ratio: float = 1.0, impedance: float = 0.5, rotation=None) -> int:
@@ -489,8 +508,8 @@ class RigidBodyBuilder:
     def _coupling_arrays(self, d_start: np.ndarray, art_of: np.ndarray) -> dict:
         """The couplings as Model arrays (see ``wpsim.core.fields``), their dofs in the
         model's depth-first layout."""
-        starts, dofs, coefs, powers, settings, solimps = [0], [], [], [], [], []
-        for index, (joints, c, p, *rest, solimp) in enumerate(self.joint_couplings):
+        starts, dofs, coefs, powers, settings, solimps, drives = [0], [], [], [], [], [], []
+        for index, (joints, c, p, *rest, solimp, drive) in enumerate(self.joint_couplings):
             if len({int(art_of[j]) for j in joints}) != 1:
                 raise ValueError(f"joint coupling {index}: joints {list(joints)} belong to different articulations")
             dofs += [int(d_start[j]) for j in joints]
@@ -499,12 +518,16 @@ class RigidBodyBuilder:
             starts.append(len(dofs))
             settings.append(rest)
             solimps.append(solimp)
+            drives.append(drive)
         names = ("coupling_rest", "coupling_time_constant", "coupling_damping_ratio", "coupling_ke", "coupling_kd")
         settings = np.asarray(settings, dtype=np.float64).reshape(-1, len(names))
+        drive_names = ("coupling_drive_ke", "coupling_drive_kd", "coupling_drive_force_limit", "coupling_drive_implicit")
+        drives = np.asarray(drives, dtype=np.float64).reshape(-1, len(drive_names))
         return {"coupling_term_start": np.asarray(starts, np.int64), "coupling_term_dof": np.asarray(dofs, np.int64),
                 "coupling_term_coef": np.asarray(coefs, np.float64), "coupling_term_power": np.asarray(powers, np.int64),
                 "coupling_solimp": np.asarray(solimps, np.float64).reshape(-1, 5),
-                **{name: settings[:, k].copy() for k, name in enumerate(names)}}
+                **{name: settings[:, k].copy() for k, name in enumerate(names)},
+                **{name: drives[:, k].copy() for k, name in enumerate(drive_names)}}
 
     def joint_offsets(self) -> tuple:
         """(joint types, first coordinate row, first dof row) of every joint in the builder's

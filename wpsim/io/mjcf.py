@@ -37,8 +37,9 @@ Actuators: ``<motor joint gear>``, ``<position joint kp kv inheritrange>``, ``<v
 kv>`` and ``<general>`` ones whose fixed gain and affine bias make a motor, a position or a
 velocity servo (position/velocity actuators set the joint's drive gains); ``ctrlrange``
 (``ctrllimited``), ``forcerange`` and the joint's ``actuatorfrcrange`` clamp the controls
-and the drive force (``ModelBuilder.set_control_range``); actuators on tendons, sites or
-bodies are dropped (listed).
+and the drive force (``ModelBuilder.set_control_range``); a position servo on a fixed tendon
+drives its joint coupling (``ModelBuilder.set_coupling_drive``); other actuators on tendons,
+and those on sites or bodies, are dropped (listed).
 
 Also: joint ``stiffness springref frictionloss`` (joint springs, dry friction);
 ``<equality><joint joint1 joint2 polycoef solref solimp>`` (up to quartic) and
@@ -153,6 +154,7 @@ class _Reader(ConstraintReader):
         self.scene = ImportedScene(unhonoured=list(tree.unhonoured))
         self.world_pose = {}  # body -> (7,) world pose of its frame in the file's reference pose
         self.joint_elements = {}  # joint name -> its <joint> element
+        self.tendon_couplings = {}  # fixed tendon name -> its joint coupling
         self.drawn_meshes = {}  # mesh name -> trimesh of a drawn-only mesh, or the error that kept it from loading
 
     # -------------------------------------------------------------- bodies
@@ -479,7 +481,10 @@ class _Reader(ConstraintReader):
                 self.fail(actuator, f"a second actuator named \"{name}\"")
             names.add(name)
             joint_name = actuator.get("joint")
-            others = [key for key in ("tendon", "site", "body", "jointinparent") if actuator.get(key) is not None]
+            if joint_name is None and actuator.get("tendon") is not None:
+                self.add_tendon_actuator(b, actuator, *self.gain_and_bias(actuator))
+                continue
+            others = [key for key in ("site", "body", "jointinparent") if actuator.get(key) is not None]
             if joint_name is None and others:  # listed as not honoured by the compile step: dropped
                 continue
             joint = self.one_dof_joint(b, actuator, "joint")
@@ -568,15 +573,7 @@ class _Reader(ConstraintReader):
             return "velocity", 0.0, float(self.numbers(actuator, "kv", 1, (1.0,))[0]), 1.0
         if actuator.tag == "motor":
             return "motor", 0.0, 0.0, 1.0
-        gain = self.numbers(actuator, "gainprm", self._PARAMETER_COUNTS, (1.0,))
-        bias = np.zeros(3)
-        if actuator.get("biastype", "none") == "affine":
-            given = self.numbers(actuator, "biasprm", self._PARAMETER_COUNTS, (0.0,))
-            bias[:min(3, len(given))] = given[:3]
-        for name, allowed in (("gaintype", "fixed"), ("biastype", ("none", "affine")), ("dyntype", "none")):
-            if actuator.get(name, allowed if isinstance(allowed, str) else allowed[0]) not in allowed:
-                self.fail(actuator, f"{name}=\"{actuator.get(name)}\" is not supported (supported: {allowed})")
-        g = float(gain[0])
+        g, bias = self.gain_and_bias(actuator)
         if bias[0] == 0.0 and bias[1] == 0.0 and bias[2] == 0.0:
             return "motor", 0.0, 0.0, g
         if bias[0] == 0.0 and bias[1] == -g and bias[2] <= 0.0:
@@ -585,6 +582,25 @@ class _Reader(ConstraintReader):
             return "velocity", 0.0, g, 1.0
         self.fail(actuator, f"a general actuator with gainprm {g:g} and biasprm {bias.tolist()} is not a motor, "
                             f"position or velocity servo (biasprm 0 -kp -kv with gainprm kp, or 0 0 -kv with kv)")
+
+    def gain_and_bias(self, actuator) -> tuple:
+        """(gain g, bias (b0, b1, b2)) of an actuator's force g ctrl + b0 + b1 length + b2 rate:
+        a ``<general>`` one's fixed gainprm and affine biasprm (other gain, bias and dynamics
+        types are refused), a position servo's kp and (0, -kp, -kv), a motor's 1 and zeros."""
+        if actuator.tag == "position":
+            kp = float(self.numbers(actuator, "kp", 1, (1.0,))[0])
+            return kp, np.array([0.0, -kp, -float(self.numbers(actuator, "kv", 1, (0.0,))[0])])
+        if actuator.tag != "general":
+            return 1.0, np.zeros(3)
+        gain = self.numbers(actuator, "gainprm", self._PARAMETER_COUNTS, (1.0,))
+        bias = np.zeros(3)
+        if actuator.get("biastype", "none") == "affine":
+            given = self.numbers(actuator, "biasprm", self._PARAMETER_COUNTS, (0.0,))
+            bias[:min(3, len(given))] = given[:3]
+        for name, allowed in (("gaintype", "fixed"), ("biastype", ("none", "affine")), ("dyntype", "none")):
+            if actuator.get(name, allowed if isinstance(allowed, str) else allowed[0]) not in allowed:
+                self.fail(actuator, f"{name}=\"{actuator.get(name)}\" is not supported (supported: {allowed})")
+        return float(gain[0]), bias
 
     def set_contact_settings(self, b: ModelBuilder):
         """The geoms' soft-contact settings as MuJoCo reads them: ``scene.contact_settings``, the
@@ -698,11 +714,11 @@ def import_mjcf(path, builder: ModelBuilder | None = None, ke: float = 1.0e4, kd
             reader.add_geom(b, geom, -1, use_density=False)
         for body in world.findall("body"):
             reader.add_body(b, body, -1)
+        reader.add_fixed_tendons(b, root)
         reader.add_actuators(b, root)
         reader.add_contact_excludes(b, root)
         reader.add_equalities(b, root)
         reader.add_connections(b, root)
-        reader.add_fixed_tendons(b, root)
         reader.set_contact_settings(b)
         reader.add_keyframes(b, root)
         if total_mass is not None and total_mass[0] > 0.0:  # as MuJoCo: every body's mass and inertia scaled alike

@@ -19,7 +19,8 @@ IDENTITY_QUAT = np.array([0.0, 0.0, 0.0, 1.0])
 
 class ConstraintReader:
     """The equality and fixed-tendon part of the MJCF reader (mixed into ``mjcf._Reader``,
-    whose ``scene``, ``tree``, ``world_pose``, ``numbers``, ``solimp_of`` and ``fail`` it uses)."""
+    whose ``scene``, ``tree``, ``world_pose``, ``numbers``, ``solimp_of``, ``bounded``,
+    ``drive_damping_explicit``, ``tendon_couplings`` and ``fail`` it uses)."""
 
     def one_dof_joint(self, b: ModelBuilder, element, key: str) -> int:
         """The hinge or slide joint an element names in ``key`` (a SceneFileError otherwise)."""
@@ -127,12 +128,15 @@ class ConstraintReader:
 
     def add_fixed_tendons(self, b: ModelBuilder, root):
         """``<tendon><fixed stiffness damping springlength>``: length sum(coef q), a joint
-        coupling with that spring (none without stiffness and damping; a tendon's limits and
-        the actuators on it are listed as not honoured)."""
+        coupling with that spring, for a tendon with a spring or an actuator on it (which
+        ``add_tendon_actuator`` then drives; ``tendon_couplings``: name -> coupling). A
+        tendon's limits are listed as not honoured."""
+        actuators = root.find("actuator")
+        actuated = set() if actuators is None else {a.get("tendon") for a in actuators if a.get("tendon")}
         for tendon in (t for section in root.findall("tendon") for t in section.findall("fixed")):
             ke = float(self.numbers(tendon, "stiffness", 1, (0.0,))[0])
             kd = float(self.numbers(tendon, "damping", 1, (0.0,))[0])
-            if ke == 0.0 and kd == 0.0:
+            if ke == 0.0 and kd == 0.0 and tendon.get("name") not in actuated:
                 continue
             terms = tendon.findall("joint")
             joints = [self.one_dof_joint(b, term, "joint") for term in terms]
@@ -144,6 +148,44 @@ class ConstraintReader:
             if rest < 0.0:  # MuJoCo: -1 means the length in the reference pose
                 rest = sum(c * q0[b.first_coord(j)] for j, c in zip(joints, coefs))
             try:
-                b.add_joint_coupling(joints, coefs, rest=float(rest), ke=ke, kd=kd)
+                self.tendon_couplings[tendon.get("name")] = b.add_joint_coupling(joints, coefs, rest=float(rest),
+                                                                                 ke=ke, kd=kd)
             except ValueError as error:
                 self.fail(tendon, str(error))
+
+    def add_tendon_actuator(self, b: ModelBuilder, actuator, gain: float, bias: np.ndarray):
+        """An actuator on a fixed tendon, force g ctrl + b0 + b1 L + b2 dL/dt (``gain`` g,
+        ``bias`` b) with b1 < 0 and b2 <= 0 (a position servo), as its coupling's drive
+        (``ModelBuilder.set_coupling_drive``: ke = -b1, kd = -b2, its kd implicit as the file's
+        integrator takes an actuator's, the force range if symmetric), recorded in
+        ``ImportedScene.tendon_actuators`` with the target length per unit of control g / ke
+        and at zero control b0 / ke. Actuators on other tendons, of other laws or with a gear
+        other than 1 are dropped and listed."""
+        name = actuator.get("tendon")
+        coupling = self.tendon_couplings.get(name)
+        gear = float(self.numbers(actuator, "gear", (1, 6), (1.0,))[0])
+        reason = None
+        if coupling is None:
+            reason = f"is dropped: tendon \"{name}\" is not a fixed tendon of the file"
+        elif not (bias[1] < 0.0 and bias[2] <= 0.0) or gear != 1.0:
+            reason = (f"is dropped: only a position servo (biasprm b0 b1 b2 with b1 < 0, b2 <= 0) of gear 1 drives a "
+                      f"tendon (biasprm {bias.tolist()}, gear {gear:g})")
+        if reason is not None:
+            self.scene.unhonoured.append(self.tree.unhonoured_here(actuator, "tendon", name, reason))
+            return
+        forces = self.bounded(actuator, "force")
+        limit = np.inf
+        if forces is not None and np.isclose(-forces[0], forces[1]):
+            limit = float(forces[1])
+        elif forces is not None:
+            self.scene.unhonoured.append(self.tree.unhonoured_here(
+                actuator, "forcerange", actuator.get("forcerange"), "is not honoured: not symmetric"))
+        if self.bounded(actuator, "ctrl") is not None:
+            self.scene.unhonoured.append(self.tree.unhonoured_here(
+                actuator, "ctrlrange", actuator.get("ctrlrange"),
+                "is not honoured: a tendon drive's target (Control.coupling_target) is not clamped"))
+        ke, kd = -float(bias[1]), -float(bias[2])
+        b.set_coupling_drive(coupling, ke, kd, limit, implicit=not self.drive_damping_explicit)
+        self.scene.tendon_actuators.append({
+            "name": actuator.get("name") or f"actuator{len(self.scene.actuators) + len(self.scene.tendon_actuators)}",
+            "coupling": coupling, "target_per_ctrl": gain / ke, "target_offset": float(bias[0]) / ke})

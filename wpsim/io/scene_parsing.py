@@ -25,7 +25,10 @@ class ImportedScene:
     bodies / joints: name -> body / joint index; actuators: one dict per actuator with
     ``name``, ``joint`` (its dof in the per-dof Control arrays is
     ``model.joint_qd_start.numpy()[joint]``), ``kind`` ("motor", "position" or "velocity")
-    and ``gear``; timestep: the file's time step (s) if it gives one; keyframes: name -> dict
+    and ``gear``; tendon_actuators: one dict per actuator on a fixed tendon with ``name``,
+    ``coupling`` (its joint coupling, whose drive it is: ``Control.coupling_target``), and the
+    target length (m or rad) a control gives, ``target_per_ctrl`` * ctrl + ``target_offset``;
+    timestep: the file's time step (s) if it gives one; keyframes: name -> dict
     with "q" (joint index -> its coordinates in wpsim's layout, see ``wpsim.kernels.articulation``)
     and "qd" (joint index -> its velocities), the poses a file names (MJCF ``<key>``), in file
     order; contact_settings: the file's contact softness as ``SoftContactOptions`` keywords
@@ -38,6 +41,7 @@ class ImportedScene:
     bodies: dict = field(default_factory=dict)
     joints: dict = field(default_factory=dict)
     actuators: list = field(default_factory=list)
+    tendon_actuators: list = field(default_factory=list)
     timestep: float | None = None
     keyframes: dict = field(default_factory=dict)
     contact_settings: dict = field(default_factory=dict)

@@ -237,12 +237,13 @@ class ArticulationStepper:
                     model.coupling_term_start, model.coupling_term_dof, model.coupling_term_coef, model.coupling_term_power,
                     model.coupling_rest,
                     model.coupling_time_constant, model.coupling_damping_ratio, model.coupling_ke, model.coupling_kd,
-                    model.coupling_solimp,
-                    model.dof_joint, model.joint_articulation, model.joint_q_start, model.articulation_dof_start,
-                    model.articulation_H_start, state_in.joint_q, state_in.joint_qd, scratch.dof_inertia,
-                    self._inverse_weights[1], real(dt), self._equality_rows,
+                    model.coupling_solimp, model.coupling_drive_ke, model.coupling_drive_kd,
+                    model.coupling_drive_force_limit, model.coupling_drive_implicit,
+                    model.dof_joint, model.joint_articulation, model.joint_q_start, model.joint_dfs_pos,
+                    model.joint_dfs_end, model.articulation_dof_start, model.articulation_H_start, state_in.joint_q,
+                    state_in.joint_qd, scratch.dof_inertia, self._inverse_weights[1], control.coupling_target, real(dt), self._equality_rows, int(after),
                 ],
-                outputs=[scratch.mass_matrix, scratch.rhs],
+                outputs=[scratch.mass_matrix, scratch.rhs, scratch.damped_matrix, scratch.coupling_implicit],
                 device=device,
             )
         if model.connection_count:
@@ -254,7 +255,7 @@ class ArticulationStepper:
             with tape_paused():  # where the next solve starts: no gradient flows through it
                 wp.copy(state_out.joint_qdd_warm_start, accel)
         if after:
-            accel = self._implicit_solve(scratch, accel, tape)
+            accel = self._implicit_solve(scratch, state_in, accel, tape)
         self.integration_launch(solver, state_in, state_out, accel, dt).run(device)
 
     def _split_implicit_terms(self, state_in, control, scratch, solver, dt: float):
@@ -272,13 +273,19 @@ class ArticulationStepper:
                     solver._friction_smoothing, model.real(dt)],
             outputs=[scratch.mass_matrix, scratch.implicit], device=model.device)
 
-    def _implicit_solve(self, scratch, accel: wp.array, tape) -> wp.array:
+    def _implicit_solve(self, scratch, state_in, accel: wp.array, tape) -> wp.array:
         """The step's accelerations from the solve's ``accel`` a_c: a_c - (M + I)^-1 (I a_c)
-        (``kernels.implicit_terms``)."""
+        (``kernels.implicit_terms``; I holds the joint couplings' drive terms too)."""
         model = self.model
         real, device, dofs = model.dtype, model.device, model.joint_dof_count
         wp.launch(for_precision(implicit_terms.implicit_force, real), dofs, inputs=[scratch.implicit, accel],
                   outputs=[scratch.implicit_force], device=device)
+        if model.coupling_count:
+            wp.launch(for_precision(couplings.coupling_implicit_forces, real), model.coupling_count,
+                      inputs=[model.coupling_term_start, model.coupling_term_dof, model.coupling_term_coef,
+                              model.coupling_term_power, model.dof_joint, model.joint_q_start, model.joint_dfs_pos,
+                              model.joint_dfs_end, state_in.joint_q, scratch.coupling_implicit, accel],
+                      outputs=[scratch.implicit_force], device=device)
         cholesky_solve(model, scratch.damped_matrix, scratch.implicit_force, scratch.correction, scratch.damped_factor,
                        scratch.adjoint, tape)
         wp.launch(for_precision(implicit_terms.corrected_accelerations, real), dofs,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from wpsim.core.geometry import transform_point
-from wpsim.kernels.enums import JOINT_BALL, JOINT_FREE
+from wpsim.kernels.enums import JOINT_BALL, JOINT_FREE, JOINT_PRISMATIC
 
 TINY = 1e-15
 """MuJoCo's smallest positive value: an inverse weight below it counts as none."""
@@ -22,10 +22,11 @@ def reference_inverse_weights(model, mass_matrix: np.ndarray, dof_motion: np.nda
     rows) and rotation (its angular rows), one weight standing in for the other where it is
     below ``TINY``, 0 for a body no dof moves; a free joint's translational and rotational dofs
     share the means of their diagonal blocks of M^-1, a ball joint's dofs theirs, every other
-    dof has its diagonal entry."""
+    dof has its diagonal entry; but a slide dof whose row of M is diagonal (a slider of MuJoCo's
+    "simple" bodies) has 1 / (M_kk less its armature), as MuJoCo's dof_invweight0 has it."""
     host = {name: getattr(model, name).numpy() for name in (
         "articulation_dof_start", "articulation_H_start", "body_joint", "joint_articulation", "joint_dfs_pos",
-        "joint_dfs_end", "dof_joint", "joint_type", "body_com", "body_origin")}
+        "joint_dfs_end", "dof_joint", "joint_type", "body_com", "body_origin", "joint_armature")}
     body_weights = np.zeros((model.body_count, 2))
     dof_weights = np.zeros(model.joint_dof_count)
     dof_start, h_start = host["articulation_dof_start"], host["articulation_H_start"]
@@ -35,7 +36,8 @@ def reference_inverse_weights(model, mass_matrix: np.ndarray, dof_motion: np.nda
         if n == 0:
             continue
         block = mass_matrix[h_start[art]:h_start[art] + n * n].reshape(n, n)
-        inverse = np.linalg.inv(np.tril(block) + np.tril(block, -1).T)
+        full = np.tril(block) + np.tril(block, -1).T
+        inverse = np.linalg.inv(full)
         dofs = np.arange(d0, d0 + n)
         joints = host["dof_joint"][dofs]
         motion = dof_motion[dofs]  # (n, 6): angular, linear at the articulation origin
@@ -55,7 +57,11 @@ def reference_inverse_weights(model, mass_matrix: np.ndarray, dof_motion: np.nda
             elif rot < TINY < tran:
                 rot = tran
             body_weights[b] = tran, rot
-        diagonal = np.diag(inverse)
+        diagonal = np.diag(inverse).copy()
+        for k in range(n):
+            alone = np.count_nonzero(full[k]) == 1 and full[k, k] > host["joint_armature"][d0 + k]
+            if host["joint_type"][joints[k]] == JOINT_PRISMATIC and alone:
+                diagonal[k] = 1.0 / (full[k, k] - host["joint_armature"][d0 + k])
         for j in np.unique(joints):
             local = np.flatnonzero(joints == j)
             if host["joint_type"][j] == JOINT_FREE:

@@ -38,7 +38,8 @@ class ArticulationScratch:
     damped_matrix, damped_factor (M,) -- the joint-space matrix with its implicit terms, its
     Cholesky factor; implicit (D,) kg m^2 or kg -- those terms; implicit_force (D,) N m or N,
     correction (D,) and implicit_accel (D,) -- the final solve's right-hand side, its
-    solution and the step's accelerations (empty without)
+    solution and the step's accelerations; coupling_implicit (L,) kg or kg m^2 -- each joint
+    coupling's implicit drive term dt kd (empty without)
 
     ``zero_damping``: another scratch whose (always zero) damping blocks this one shares,
     for steps without penalty contact against static shapes: a recorded step then keeps
@@ -90,6 +91,7 @@ class ArticulationScratch:
         self.implicit_force = zeros(after_dofs, real)
         self.correction = zeros(after_dofs, real)
         self.implicit_accel = zeros(after_dofs, real)
+        self.coupling_implicit = zeros(model.coupling_count if implicit_after_solve else 0, real)
 
 
 def kinematics_launch(model, state, scratch: ArticulationScratch) -> KernelLaunch:
