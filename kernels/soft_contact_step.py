@@ -395,6 +395,7 @@ def soft_contact_steps(
             subtree_damping_out, dof_subtree_force_out, mass_matrix_out, rhs_out, dof_inertia_out)
         d0 = articulation_dof_start[a]
         d1 = articulation_dof_start[a + 1]
+        implicit_terms = int(0)  # 1 if some dof of the articulation has an implicit term
         if implicit_after_solve != 0:
             h0 = articulation_H_start[a]
             for entry in range(h0, h0 + (d1 - d0) * (d1 - d0)):
@@ -406,6 +407,8 @@ def soft_contact_steps(
                           joint_limit_kd, joint_target_lower, joint_target_upper, joint_drive_force_limit,
                           joint_drive_implicit, joint_damping_implicit, joint_q_in, joint_qd_in, damped_matrix_out, joint_target_q,
                           joint_target_qd, friction_smoothing, dt, mass_matrix_out, implicit_out)
+                if implicit_out[i] != implicit_out[i] * type(dt)(0.0):
+                    implicit_terms = 1
         factor_and_solve(a, articulation_dof_start, articulation_H_start, mass_matrix_out, rhs_out, factor_out, qdd_out)
         for entry in range(articulation_contact_pair_start_in[a], articulation_contact_pair_start_in[a + 1]):
             pair = articulation_contact_pairs_in[entry]
@@ -441,7 +444,7 @@ def soft_contact_steps(
                       world_first_unconverged_out, world_worst_residual_out)
         for d in range(d0, d1):
             joint_qdd_warm_start_out[d] = accel_out[d]
-        if implicit_after_solve != 0:
+        if implicit_terms != 0:  # none: the final solve would change nothing
             for d in range(d0, d1):
                 implicit_force_out[d] = implicit_out[d] * accel_out[d]
             factor_and_solve(a, articulation_dof_start, articulation_H_start, damped_matrix_out, implicit_force_out,
