@@ -13,12 +13,9 @@ from .generic import kernel
 
 
 @wp.func
-def split_row(
+def implicit_term(
     i: int,
     dof_joint: wp.array(dtype=int),
-    joint_articulation: wp.array(dtype=int),
-    articulation_dof_start: wp.array(dtype=int),
-    articulation_H_start: wp.array(dtype=int),
     joint_type: wp.array(dtype=int),
     joint_q_start: wp.array(dtype=int),
     joint_damping: wp.array(dtype=wp.Float),
@@ -38,32 +35,21 @@ def split_row(
     joint_damping_implicit: wp.array(dtype=wp.Float),
     joint_q_in: wp.array(dtype=wp.Float),
     joint_qd_in: wp.array(dtype=wp.Float),
-    damped_matrix_in: wp.array(dtype=wp.Float),
     joint_target_q: wp.array(dtype=wp.Float),
     joint_target_qd: wp.array(dtype=wp.Float),
     friction_smoothing: wp.Float,
     dt: wp.Float,
-    matrix_out: wp.array(dtype=wp.Float),
-    implicit_out: wp.array(dtype=wp.Float),
 ):
-    """Row i of ``split_implicit_terms``."""
+    """Dof i's implicit terms on the joint-space diagonal (kg m^2 or kg, ``dof_laws``)."""
     j = dof_joint[i]
-    a = joint_articulation[j]
-    d0 = articulation_dof_start[a]
-    n = articulation_dof_start[a + 1] - d0
-    row = articulation_H_start[a] + (i - d0) * n
     qd = joint_qd_in[i]
     unused, implicit = dof_laws(i, joint_type[j], joint_q_in[joint_q_start[j]], qd, qd * type(qd)(0.0), joint_damping,
                                 joint_friction, joint_stiffness, joint_spring_ref, joint_target_ke, joint_target_kd,
                                 joint_limit_lower, joint_limit_upper, joint_limit_ke, joint_limit_kd,
                                 joint_target_lower, joint_target_upper, joint_drive_force_limit,
-                                joint_drive_implicit, joint_damping_implicit, joint_target_q, joint_target_qd, friction_smoothing, dt)
-    for k in range(n):
-        value = damped_matrix_in[row + k]
-        if k == i - d0:
-            value = value - implicit
-        matrix_out[row + k] = value
-    implicit_out[i] = implicit
+                                joint_drive_implicit, joint_damping_implicit, joint_target_q, joint_target_qd,
+                                friction_smoothing, dt)
+    return implicit
 
 
 @kernel
@@ -102,12 +88,22 @@ def split_implicit_terms(
     """One thread per dof i: row i of the joint-space matrix (``assemble_joint_space``'s, in
     ``damped_matrix_in``) without its implicit terms on the diagonal (``dof_laws``), into
     matrix_out, and those terms (kg m^2 or kg) into implicit_out."""
-    split_row(wp.tid(), dof_joint, joint_articulation, articulation_dof_start, articulation_H_start, joint_type,
-              joint_q_start, joint_damping, joint_friction, joint_stiffness, joint_spring_ref, joint_target_ke,
-              joint_target_kd, joint_limit_lower, joint_limit_upper, joint_limit_ke, joint_limit_kd,
-              joint_target_lower, joint_target_upper, joint_drive_force_limit, joint_drive_implicit, joint_damping_implicit, joint_q_in,
-              joint_qd_in, damped_matrix_in, joint_target_q, joint_target_qd, friction_smoothing, dt, matrix_out,
-              implicit_out)
+    i = wp.tid()
+    a = joint_articulation[dof_joint[i]]
+    d0 = articulation_dof_start[a]
+    n = articulation_dof_start[a + 1] - d0
+    row = articulation_H_start[a] + (i - d0) * n
+    implicit = implicit_term(i, dof_joint, joint_type, joint_q_start, joint_damping, joint_friction, joint_stiffness,
+                             joint_spring_ref, joint_target_ke, joint_target_kd, joint_limit_lower, joint_limit_upper,
+                             joint_limit_ke, joint_limit_kd, joint_target_lower, joint_target_upper,
+                             joint_drive_force_limit, joint_drive_implicit, joint_damping_implicit, joint_q_in,
+                             joint_qd_in, joint_target_q, joint_target_qd, friction_smoothing, dt)
+    for k in range(n):
+        value = damped_matrix_in[row + k]
+        if k == i - d0:
+            value = value - implicit
+        matrix_out[row + k] = value
+    implicit_out[i] = implicit
 
 
 @kernel

@@ -17,7 +17,7 @@ from .articulation import articulation_fk, integrate_joint, vec6
 from .articulation_step import articulation_dynamics
 from .cholesky import factor_and_solve, triangular_solves
 from .generic import kernel, mat33, transform, vec3
-from .implicit_terms import split_row
+from .implicit_terms import implicit_term
 from .soft_contact import EDGES, pair_rows, slot_parameters, slot_times
 from .soft_contact_newton import (
     any_slot,
@@ -400,14 +400,17 @@ def soft_contact_steps(
             h0 = articulation_H_start[a]
             for entry in range(h0, h0 + (d1 - d0) * (d1 - d0)):
                 damped_matrix_out[entry] = mass_matrix_out[entry]
-            for i in range(d0, d1):
-                split_row(i, dof_joint, joint_articulation, articulation_dof_start, articulation_H_start, joint_type,
-                          joint_q_start, joint_damping, assembly_friction_in, joint_stiffness, joint_spring_ref,
-                          joint_target_ke, joint_target_kd, joint_limit_lower, joint_limit_upper, joint_limit_ke,
-                          joint_limit_kd, joint_target_lower, joint_target_upper, joint_drive_force_limit,
-                          joint_drive_implicit, joint_damping_implicit, joint_q_in, joint_qd_in, damped_matrix_out, joint_target_q,
-                          joint_target_qd, friction_smoothing, dt, mass_matrix_out, implicit_out)
-                if implicit_out[i] != implicit_out[i] * type(dt)(0.0):
+            for i in range(d0, d1):  # the solve's matrix: the assembled one less its implicit diagonal
+                implicit = implicit_term(i, dof_joint, joint_type, joint_q_start, joint_damping, assembly_friction_in,
+                                         joint_stiffness, joint_spring_ref, joint_target_ke, joint_target_kd,
+                                         joint_limit_lower, joint_limit_upper, joint_limit_ke, joint_limit_kd,
+                                         joint_target_lower, joint_target_upper, joint_drive_force_limit,
+                                         joint_drive_implicit, joint_damping_implicit, joint_q_in, joint_qd_in,
+                                         joint_target_q, joint_target_qd, friction_smoothing, dt)
+                diagonal = h0 + (i - d0) * (d1 - d0 + 1)
+                mass_matrix_out[diagonal] = mass_matrix_out[diagonal] - implicit
+                implicit_out[i] = implicit
+                if implicit != implicit * type(dt)(0.0):
                     implicit_terms = 1
         factor_and_solve(a, articulation_dof_start, articulation_H_start, mass_matrix_out, rhs_out, factor_out, qdd_out)
         for entry in range(articulation_contact_pair_start_in[a], articulation_contact_pair_start_in[a + 1]):

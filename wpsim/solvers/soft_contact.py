@@ -147,7 +147,8 @@ class SoftContact:
         """(B, 2) every body's translational (1/kg) and rotational (1/(kg m^2)) inverse weight and
         (D,) every dof's at the model's initial pose, which rows read with regularisation
         "mujoco" (``set_inverse_weights``)."""
-        self.dof_row_settings = wp.array(self._dof_settings(), dtype=model.dtype, device=model.device)
+        dof_settings = self._dof_settings()
+        self.dof_row_settings = wp.array(dof_settings, dtype=model.dtype, device=model.device)
         """(D, ``soft_contact.DOF_SETTINGS``) what the rows on each dof read: its inverse weight at
         the reference pose, its limit row's solref and solimp, its friction-loss row's (the
         dof's own, ``ModelBuilder.set_joint_softness``, else these options')."""
@@ -157,9 +158,8 @@ class SoftContact:
         """(dmin, width m, midpoint, power) of the contacts' impedance (``impedance_at``)."""
         eps = float(np.finfo(np.float32 if model.dtype == wp.float32 else np.float64).eps)
         hardest = max(options.impedance, options.impedance_min, *self._shape_impedances(),
-                      *self._dof_settings()[:, [soft_contact.DOF_LIMIT_SOLIMP, soft_contact.DOF_LIMIT_SOLIMP + 1,
-                                                soft_contact.DOF_FRICTION_SOLIMP,
-                                                soft_contact.DOF_FRICTION_SOLIMP + 1]].ravel())
+                      *dof_settings[:, [soft_contact.DOF_LIMIT_SOLIMP, soft_contact.DOF_LIMIT_SOLIMP + 1,
+                                        soft_contact.DOF_FRICTION_SOLIMP, soft_contact.DOF_FRICTION_SOLIMP + 1]].ravel())
         self._tolerance = max(options.tolerance, ROUNDING_STEPS * eps * (1.0 + hardest / (1.0 - hardest)))
         self._slope_tolerance = max(1e-13, 1e3 * eps)
         """The line search stops where |phi'| <= this * |phi'(0)| (float32: 1.2e-4)."""
