@@ -28,7 +28,7 @@ smoothed.
 import warp as wp
 
 from .generic import kernel, mat33, set_deterministic, vec3
-from .quadratic_tets import quadratic_shape_gradient, quadratic_tet_deformation, tet_node
+from .quadratic_tets import quadratic_deformation, quadratic_node_offsets, quadratic_point_forces, quadrature_point
 
 set_deterministic(__name__)
 
@@ -91,24 +91,9 @@ def with_damping(P: mat33, F: mat33, F_dot: mat33, kd: wp.Float):
 
 
 @wp.func
-def quadratic_point_stress(
-    t: int,
-    point: int,
-    tet_indices: wp.array2d(dtype=int),
-    tet_edge_indices: wp.array2d(dtype=int),
-    Dm_inv: mat33,
-    mu: wp.Float,
-    lam: wp.Float,
-    kd: wp.Float,
-    Fa_inv: mat33,
-    det_a: wp.Float,
-    passive: bool,
-    x: wp.array(dtype=vec3),
-    v: wp.array(dtype=vec3),
-):
-    """First Piola-Kirchhoff stress (Pa: elastic, active, damping) of quadratic tet ``t`` at quadrature point ``point``."""
-    F = quadratic_tet_deformation(t, point, tet_indices, tet_edge_indices, Dm_inv, x)
-    F_dot = quadratic_tet_deformation(t, point, tet_indices, tet_edge_indices, Dm_inv, v)
+def quadratic_point_stress(F: mat33, F_dot: mat33, mu: wp.Float, lam: wp.Float, kd: wp.Float, Fa_inv: mat33,
+                           det_a: wp.Float, passive: bool):
+    """First Piola-Kirchhoff stress (Pa: elastic, active, damping) at a quadrature point of deformation F, rate F_dot."""
     if passive:
         P = neo_hookean_stress(F, mu, lam)
     else:
@@ -242,18 +227,28 @@ def tet_force_kernel(passive_shortcut: bool):
             Fa_inv, det_a = active_deformation_inverse(tet_activation[t], tet_fiber[t])
         if tet_edge_indices[t, 0] >= 0:
             w = type(det_a)(-0.25) * tet_rest_volume[t]
-            P0 = quadratic_point_stress(t, 0, tet_indices, tet_edge_indices, Dm_inv, tet_mu[t], tet_lambda[t],
-                                        tet_kd[t], Fa_inv, det_a, passive, particle_q_in, particle_qd_in) * w
-            P1 = quadratic_point_stress(t, 1, tet_indices, tet_edge_indices, Dm_inv, tet_mu[t], tet_lambda[t],
-                                        tet_kd[t], Fa_inv, det_a, passive, particle_q_in, particle_qd_in) * w
-            P2 = quadratic_point_stress(t, 2, tet_indices, tet_edge_indices, Dm_inv, tet_mu[t], tet_lambda[t],
-                                        tet_kd[t], Fa_inv, det_a, passive, particle_q_in, particle_qd_in) * w
-            P3 = quadratic_point_stress(t, 3, tet_indices, tet_edge_indices, Dm_inv, tet_mu[t], tet_lambda[t],
-                                        tet_kd[t], Fa_inv, det_a, passive, particle_q_in, particle_qd_in) * w
-            for node in range(10):
-                f = (P0 * quadratic_shape_gradient(node, 0, Dm_inv) + P1 * quadratic_shape_gradient(node, 1, Dm_inv)
-                     + P2 * quadratic_shape_gradient(node, 2, Dm_inv) + P3 * quadratic_shape_gradient(node, 3, Dm_inv))
-                wp.atomic_add(particle_f_out, tet_node(t, node, tet_indices, tet_edge_indices), f)
+            x_vertices, x_edges_a, x_edges_b = quadratic_node_offsets(t, tet_indices, tet_edge_indices, particle_q_in)
+            v_vertices, v_edges_a, v_edges_b = quadratic_node_offsets(t, tet_indices, tet_edge_indices, particle_qd_in)
+            zero = type(w)(0.0)
+            f0 = wp.vector(zero, zero, zero)
+            f_vertices = wp.matrix_from_rows(f0, f0, f0)
+            f_edges_a = f_vertices
+            f_edges_b = f_vertices
+            for point in range(4):
+                l = quadrature_point(point, w)
+                F = quadratic_deformation(x_vertices, x_edges_a, x_edges_b, l, Dm_inv)
+                F_dot = quadratic_deformation(v_vertices, v_edges_a, v_edges_b, l, Dm_inv)
+                P = quadratic_point_stress(F, F_dot, tet_mu[t], tet_lambda[t], tet_kd[t], Fa_inv, det_a, passive)
+                g, g_vertices, g_edges_a, g_edges_b = quadratic_point_forces(Dm_inv * wp.transpose(P) * w, l)
+                f0 = f0 + g
+                f_vertices = f_vertices + g_vertices
+                f_edges_a = f_edges_a + g_edges_a
+                f_edges_b = f_edges_b + g_edges_b
+            wp.atomic_add(particle_f_out, tet_indices[t, 0], f0)
+            for k in range(3):
+                wp.atomic_add(particle_f_out, tet_indices[t, k + 1], f_vertices[k])
+                wp.atomic_add(particle_f_out, tet_edge_indices[t, k], f_edges_a[k])
+                wp.atomic_add(particle_f_out, tet_edge_indices[t, k + 3], f_edges_b[k])
             return
         F = tet_deformation(t, tet_indices, Dm_inv, particle_q_in)
         F_dot = tet_deformation(t, tet_indices, Dm_inv, particle_qd_in)
@@ -310,8 +305,9 @@ def tetrahedron_energy(
     Fa_inv, det_a = active_deformation_inverse(tet_activation[t], tet_fiber[t])
     if tet_edge_indices[t, 0] >= 0:
         psi = type(det_a)(0.0)
+        vertices, edges_a, edges_b = quadratic_node_offsets(t, tet_indices, tet_edge_indices, particle_q_in)
         for point in range(4):
-            F = quadratic_tet_deformation(t, point, tet_indices, tet_edge_indices, Dm_inv, particle_q_in)
+            F = quadratic_deformation(vertices, edges_a, edges_b, quadrature_point(point, det_a), Dm_inv)
             psi = psi + neo_hookean_energy_density(F * Fa_inv, tet_mu[t], tet_lambda[t]) * type(det_a)(0.25)
     else:
         F = tet_deformation(t, tet_indices, Dm_inv, particle_q_in)
@@ -333,8 +329,9 @@ def tetrahedron_volume_ratio(
     Dm_inv = tet_rest_inv[t]
     ratio = wp.determinant(tet_deformation(t, tet_indices, Dm_inv, particle_q_in))
     if tet_edge_indices[t, 0] >= 0:
+        vertices, edges_a, edges_b = quadratic_node_offsets(t, tet_indices, tet_edge_indices, particle_q_in)
         for point in range(4):
-            F = quadratic_tet_deformation(t, point, tet_indices, tet_edge_indices, Dm_inv, particle_q_in)
+            F = quadratic_deformation(vertices, edges_a, edges_b, quadrature_point(point, ratio), Dm_inv)
             if point == 0:
                 ratio = wp.determinant(F)
             else:

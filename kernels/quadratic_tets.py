@@ -40,33 +40,12 @@ def tet_node(t: int, node: int, tet_indices: wp.array2d(dtype=int), tet_edge_ind
 
 
 @wp.func
-def barycentric_gradient(k: int, Dm_inv: mat33):
-    """Rest-space gradient (1/m) of barycentric coordinate ``k`` of a tetrahedron."""
-    if k == 0:
-        return -wp.vector(Dm_inv[0, 0] + Dm_inv[1, 0] + Dm_inv[2, 0], Dm_inv[0, 1] + Dm_inv[1, 1] + Dm_inv[2, 1],
-                          Dm_inv[0, 2] + Dm_inv[1, 2] + Dm_inv[2, 2])
-    return wp.vector(Dm_inv[k - 1, 0], Dm_inv[k - 1, 1], Dm_inv[k - 1, 2])
-
-
-@wp.func
-def quadrature_coordinate(k: int, point: int, like: wp.Float):
-    """Barycentric coordinate ``k`` of quadrature point ``point`` (at the precision of ``like``)."""
-    if k == point:
-        return type(like)(QUADRATURE_NEAR)
-    return type(like)(QUADRATURE_FAR)
-
-
-@wp.func
-def quadratic_shape_gradient(node: int, point: int, Dm_inv: mat33):
-    """Rest-space gradient (1/m) of the shape function of ``node`` (0-9) at quadrature point ``point`` (0-3)."""
-    one = type(Dm_inv[0, 0])(1.0)
-    if node < 4:
-        li = quadrature_coordinate(node, point, one)
-        return barycentric_gradient(node, Dm_inv) * (type(one)(4.0) * li - one)
-    i = _edge_first[node - 4]
-    j = _edge_second[node - 4]
-    return (barycentric_gradient(i, Dm_inv) * quadrature_coordinate(j, point, one)
-            + barycentric_gradient(j, Dm_inv) * quadrature_coordinate(i, point, one)) * type(one)(4.0)
+def quadrature_point(point: int, like: wp.Float):
+    """Barycentric coordinates of quadrature point ``point`` (0-3), at the precision of ``like``."""
+    near = type(like)(QUADRATURE_NEAR)
+    far = type(like)(QUADRATURE_FAR)
+    return wp.vector(wp.where(point == 0, near, far), wp.where(point == 1, near, far), wp.where(point == 2, near, far),
+                     wp.where(point == 3, near, far))
 
 
 @wp.func
@@ -78,14 +57,50 @@ def quadratic_shape_value(node: int, weights: wp.types.vector(4, wp.Float)):
 
 
 @wp.func
-def quadratic_tet_deformation(t: int, point: int, tet_indices: wp.array2d(dtype=int),
-                              tet_edge_indices: wp.array2d(dtype=int), Dm_inv: mat33, x: wp.array(dtype=vec3)):
-    """F = sum_a x_a (x) grad N_a of quadratic tet ``t`` at quadrature point ``point`` for node
-    values ``x`` (taken relative to vertex 0: the gradients sum to zero, and the differences
-    keep float32 precise far from the origin)."""
+def quadratic_node_offsets(t: int, tet_indices: wp.array2d(dtype=int), tet_edge_indices: wp.array2d(dtype=int),
+                           x: wp.array(dtype=vec3)):
+    """The node values of quadratic tet ``t`` relative to vertex 0 (a shift the deformation
+    does not see, which keeps float32 precise far from the origin), as the rows of three
+    matrices: vertices 1-3, edge nodes 0-2 and edge nodes 3-5 (``TET_EDGES`` order)."""
     x0 = x[tet_indices[t, 0]]
-    F = wp.outer(x[tet_indices[t, 1]] - x0, quadratic_shape_gradient(1, point, Dm_inv))
-    for node in range(2, 10):
-        F = F + wp.outer(x[tet_node(t, node, tet_indices, tet_edge_indices)] - x0,
-                         quadratic_shape_gradient(node, point, Dm_inv))
-    return F
+    vertices = wp.matrix_from_rows(x[tet_indices[t, 1]] - x0, x[tet_indices[t, 2]] - x0, x[tet_indices[t, 3]] - x0)
+    edges_a = wp.matrix_from_rows(x[tet_edge_indices[t, 0]] - x0, x[tet_edge_indices[t, 1]] - x0,
+                                  x[tet_edge_indices[t, 2]] - x0)
+    edges_b = wp.matrix_from_rows(x[tet_edge_indices[t, 3]] - x0, x[tet_edge_indices[t, 4]] - x0,
+                                  x[tet_edge_indices[t, 5]] - x0)
+    return vertices, edges_a, edges_b
+
+
+@wp.func
+def quadratic_deformation(vertices: mat33, edges_a: mat33, edges_b: mat33, l: wp.types.vector(4, wp.Float),
+                          Dm_inv: mat33):
+    """F = sum_a x_a (x) grad N_a at barycentric coordinates ``l`` of a quadratic tet whose
+    node values are ``quadratic_node_offsets``: with y_k = dx/dl_k (vertex k times 4 l_k - 1,
+    plus 4 l_j times the edge node between k and j), F = [y1 - y0, y2 - y0, y3 - y0] Dm^-1."""
+    one = type(l[0])(1.0)
+    four = type(l[0])(4.0)
+    y0 = (edges_a[0] * l[1] + edges_a[2] * l[2] + edges_b[0] * l[3]) * four
+    y1 = vertices[0] * (four * l[1] - one) + (edges_a[0] * l[0] + edges_a[1] * l[2] + edges_b[1] * l[3]) * four
+    y2 = vertices[1] * (four * l[2] - one) + (edges_a[2] * l[0] + edges_a[1] * l[1] + edges_b[2] * l[3]) * four
+    y3 = vertices[2] * (four * l[3] - one) + (edges_b[0] * l[0] + edges_b[1] * l[1] + edges_b[2] * l[2]) * four
+    return wp.matrix_from_cols(y1 - y0, y2 - y0, y3 - y0) * Dm_inv
+
+
+@wp.func
+def quadratic_point_forces(stress_rows: mat33, l: wp.types.vector(4, wp.Float)):
+    """Nodal forces of one quadrature point whose weighted stress, mapped to the barycentric
+    rates (rows g1-g3 of w Dm^-1 P^T; g0 = -(g1 + g2 + g3)), is ``stress_rows``: vertex i gets
+    g_i (4 l_i - 1), edge node (i, j) 4 (g_i l_j + g_j l_i). Returns vertex 0's force and
+    three matrices of rows laid out as ``quadratic_node_offsets``."""
+    one = type(l[0])(1.0)
+    four = type(l[0])(4.0)
+    g1 = stress_rows[0]
+    g2 = stress_rows[1]
+    g3 = stress_rows[2]
+    g0 = -(g1 + g2 + g3)
+    vertices = wp.matrix_from_rows(g1 * (four * l[1] - one), g2 * (four * l[2] - one), g3 * (four * l[3] - one))
+    edges_a = wp.matrix_from_rows((g0 * l[1] + g1 * l[0]) * four, (g1 * l[2] + g2 * l[1]) * four,
+                                  (g0 * l[2] + g2 * l[0]) * four)
+    edges_b = wp.matrix_from_rows((g0 * l[3] + g3 * l[0]) * four, (g1 * l[3] + g3 * l[1]) * four,
+                                  (g2 * l[3] + g3 * l[2]) * four)
+    return g0 * (four * l[0] - one), vertices, edges_a, edges_b

@@ -215,15 +215,15 @@ def test_fem_calibration_recovers_its_own_mesh_and_shows_the_linear_mesh_bias():
         QUICK_HORIZON_S,
         START,
         TRUTH,
-        MarkerResiduals,
         SwingingBeam,
         fem_calibration_suite,
     )
-    from wpsim.opt.least_squares import least_squares
+    from wpsim.opt.least_squares import DifferenceResiduals, least_squares
 
     beam = SwingingBeam("quadratic tets", 1, QUICK_HORIZON_S, "cpu")
     truth = [TRUTH["young_modulus"], TRUTH["damping"]]
-    fit = least_squares(MarkerResiduals(beam, beam.marker_path(truth)), iterations=20,
+    measured = beam.marker_path(truth)
+    fit = least_squares(DifferenceResiduals(beam.params, beam.marker_path, measured, 1.0), iterations=20,
                         x0=[START["young_modulus"], START["damping"]], progress=False)
     np.testing.assert_allclose(fit.x, truth, rtol=1e-5)
 

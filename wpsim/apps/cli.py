@@ -34,14 +34,16 @@ def _check_device(device):
 
 
 DEMO_ITERATIONS = 20
-"""L-BFGS-B iterations of the demo's calibration: the modulus and the gain settle by then (the
-damping, which the markers barely constrain, needs about 35; the notebook runs 40)."""
+"""Levenberg-Marquardt iterations (Jacobians, the first at the start) of the demo's
+calibration at most: it converges in 16 (the modulus and the gain settle in 5; the Poisson
+ratio and the damping, which the markers barely constrain, need the rest)."""
 
 
 def cmd_demo(args) -> int:
     """Run the soft-finger calibration (or the throw) and write its plots; exit status 1 if
-    the calibration misses a target of ``finger_calibration.targets`` (markers within 1 mm,
-    modulus and gain within 10 %; the throw: if the miss did not shrink 100x)."""
+    the calibration misses a target of ``finger_calibration.targets`` (markers at the noise
+    floor, modulus and gain within 5 %, Poisson ratio within 0.05; the throw: if the miss did
+    not shrink 100x)."""
     from wpsim.apps.run_scene import check_writable
 
     _quiet_warp()
@@ -56,7 +58,7 @@ def cmd_demo(args) -> int:
     from wpsim.apps.finger_demo import calibrate, describe
     from wpsim.tasks.finger_calibration import FingerConfig, targets
 
-    print("calibrating the soft finger against assets/soft_finger_markers_fine.csv (finer mesh, 0.5 mm noise)")
+    print("calibrating the soft finger against assets/soft_finger_markers_fine.csv (converged reference, 0.5 mm noise)")
     report = calibrate("fine", FingerConfig(iterations=args.iterations or DEMO_ITERATIONS), args.out, args.device)
     print(describe(report))
     print(f"wrote {args.out}/calibration.png, history.png, calibration.gif (the fitted finger and its markers), "

@@ -1,5 +1,5 @@
 """The soft-finger calibration demo (``wpsim demo``): the task of
-``wpsim.tasks.finger_calibration`` fitted with L-BFGS-B to a measured run, its report
+``wpsim.tasks.finger_calibration`` fitted by Levenberg-Marquardt to a measured run, its report
 (fitted against true values, RMS marker errors) as text and as files: plots, a USD stage, a
 GIF and a JSON record.
 """
@@ -31,13 +31,13 @@ def calibrate(data_name: str = "fine", config: FingerConfig | None = None, out=N
     finger with the measured and simulated markers) and calibration.json.
     Returns the report (fitted against true values, RMS marker errors in mm)."""
     from wpsim.io.measurements import load_trajectory
-    from wpsim.opt.minimize import minimize
+    from wpsim.opt.least_squares import least_squares
 
     config = config or FingerConfig()
     calibration = FingerCalibration(load_trajectory(DATA[data_name]), config, device)
     initial = dict(config.initial)
     before = calibration.simulate(initial)
-    result = minimize(calibration.problem, "lbfgsb", iterations=config.iterations, progress=progress)
+    result = least_squares(calibration.residuals, iterations=config.iterations, progress=progress)
     fitted = result.values()
     after = calibration.simulate(fitted)
     report = {

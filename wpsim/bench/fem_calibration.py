@@ -117,49 +117,10 @@ class SwingingBeam:
         return np.array(path, dtype=np.float64)
 
 
-class MarkerResiduals:
-    """A ``wpsim.opt.least_squares`` residual object: a beam's markers minus the measured
-    ones (m, every frame after the first and every axis, over the square root of their count:
-    r . r is the mean squared marker error), with a forward-difference Jacobian."""
-
-    STEP = 1e-6
-    """Relative size of a parameter's difference step."""
-
-    def __init__(self, beam: SwingingBeam, measured: np.ndarray):
-        self.beam, self.params = beam, beam.params
-        self.measured = measured[1:]
-        self.weight = 1.0 / math.sqrt(self.measured.size)
-        self.rollouts = self.gradients = 0
-        self._last = None  # (x, r) of the last rollout
-
-    def values(self, x: np.ndarray) -> np.ndarray:
-        """Residuals (N,) at physical values ``x``."""
-        if self._last is not None and np.array_equal(self._last[0], x):
-            return self._last[1]
-        self.rollouts += 1
-        r = (self.beam.marker_path(x)[1:] - self.measured).ravel() * self.weight
-        self._last = (np.array(x, dtype=np.float64), r)
-        return r
-
-    def jacobian(self, x: np.ndarray) -> np.ndarray:
-        """d r / d x (N, n) by forward differences, one rollout per parameter."""
-        base = self.values(x)
-        columns = []
-        for i in range(len(x)):
-            shifted = np.array(x, dtype=np.float64)
-            shifted[i] *= 1.0 + self.STEP
-            self.rollouts += 1
-            r = (self.beam.marker_path(shifted)[1:] - self.measured).ravel() * self.weight
-            columns.append((r - base) / (shifted[i] - x[i]))
-        self.beam.params.write(np.asarray(x, dtype=np.float64))
-        self.gradients += 1
-        return np.stack(columns, axis=1)
-
-
 def fem_calibration_suite(device=None, quick: bool = False) -> list[dict]:
     """Measure the beam on the truth mesh, then fit modulus and damping on every coarser mesh
     of each element kind: their errors, the marker RMS left, iterations, rollouts, wall time."""
-    from wpsim.opt.least_squares import least_squares
+    from wpsim.opt.least_squares import DifferenceResiduals, least_squares
 
     horizon = QUICK_HORIZON_S if quick else HORIZON_S
     truth_cells = QUICK_TRUTH_CELLS if quick else TRUTH_CELLS
@@ -175,7 +136,7 @@ def fem_calibration_suite(device=None, quick: bool = False) -> list[dict]:
                 continue
             start = time.perf_counter()
             beam = SwingingBeam(kind, cells, horizon, device)
-            residuals = MarkerResiduals(beam, measured)
+            residuals = DifferenceResiduals(beam.params, beam.marker_path, measured, 1.0 / math.sqrt(measured[1:].size))
             fit = least_squares(residuals, iterations=20, x0=[START["young_modulus"], START["damping"]],
                                 progress=False)
             wall = time.perf_counter() - start

@@ -78,6 +78,73 @@ def least_squares(residuals, iterations: int = 30, x0=None, tolerance: float = 1
                         rollouts=residuals.rollouts - rollouts0, gradients=residuals.gradients - gradients0)
 
 
+class DifferenceResiduals:
+    """A residual object of a simulated path against a measured one: ``(simulate(x)[1:] -
+    measured[1:]) * weight`` flattened (the first sample is the shared start), with a
+    forward-difference Jacobian of one run per parameter (relative step ``STEP``).
+
+    simulate: physical parameter values (n,) in ``params.labels`` order -> a path shaped like
+    ``measured`` (e.g. (frames + 1, markers, 3) m), writing the values where it needs them;
+    or a list of such functions on independent copies of the model (the first one bound to
+    ``params``), over which the Jacobian's runs are spread in threads (Warp's CPU kernels
+    release the GIL). Suits a few parameters of a costly model, whose tape gradient costs
+    more than n + 1 runs."""
+
+    STEP = 1e-6
+
+    def __init__(self, params, simulate, measured: np.ndarray, weight: float):
+        self.params, self.weight = params, float(weight)
+        self.simulators = list(simulate) if isinstance(simulate, (list, tuple)) else [simulate]
+        self.measured = np.asarray(measured, dtype=np.float64)[1:]
+        self.rollouts = self.gradients = 0
+        self._last = None  # (x, r) of the last run at undisplaced values
+
+    def _residuals(self, simulate, x: np.ndarray) -> np.ndarray:
+        return (np.asarray(simulate(x), dtype=np.float64)[1:] - self.measured).ravel() * self.weight
+
+    def values(self, x: np.ndarray) -> np.ndarray:
+        """Residuals (N,) at physical values ``x`` (the last ones are not run again)."""
+        x = np.array(x, dtype=np.float64)
+        if self._last is None or not np.array_equal(self._last[0], x):
+            self.rollouts += 1
+            self._last = (x, self._residuals(self.simulators[0], x))
+        return self._last[1]
+
+    def jacobian(self, x: np.ndarray) -> np.ndarray:
+        """d r / d x (N, n) by forward differences; leaves ``x`` written into ``params``."""
+        base, x = self.values(x), np.array(x, dtype=np.float64)
+        points = []
+        for i in range(len(x)):
+            points.append(x.copy())
+            points[-1][i] += self.STEP * max(abs(x[i]), 1e-3)
+        runs = self._spread(points)
+        self.rollouts += len(points)
+        self.gradients += 1
+        self.params.write(x)
+        return np.stack([(r - base) / (p[i] - x[i]) for i, (p, r) in enumerate(zip(points, runs))], axis=1)
+
+    def _spread(self, points: list) -> list:
+        """Residuals at every point, each run on whichever simulator is free."""
+        if len(self.simulators) == 1:
+            return [self._residuals(self.simulators[0], p) for p in points]
+        import queue
+        from concurrent.futures import ThreadPoolExecutor
+
+        free = queue.SimpleQueue()
+        for simulate in self.simulators:
+            free.put(simulate)
+
+        def run(point):
+            simulate = free.get()
+            try:
+                return self._residuals(simulate, point)
+            finally:
+                free.put(simulate)
+
+        with ThreadPoolExecutor(len(self.simulators)) as pool:
+            return list(pool.map(run, points))
+
+
 def one_blas_thread():
     """A context in which numpy's BLAS runs on one thread (``threadpoolctl``; nothing without
     it): the solver's products and SVDs of a tall, narrow Jacobian gain nothing from more, and
