@@ -292,7 +292,7 @@ def cmd_sysid(args) -> int:
     result = identify(args.robot, args.data, families, method=args.method, iterations=args.iterations,
                       duration=args.duration, dt=args.dt, zero_order=args.zero_order, progress=not args.quiet,
                       device=args.device, starts=args.starts, residual_every=args.residual_every,
-                      jacobian=args.jacobian)
+                      jacobian=args.jacobian, shooting=args.shooting, window=args.window)
     paths = result.write(args.out)
     print(result.summary())
     print("wrote " + ", ".join(str(p) for p in paths.values()))
@@ -408,7 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
 
     from wpsim.opt.minimize import METHODS
-    from wpsim.opt.sysid import FAMILIES, JACOBIANS
+    from wpsim.opt.sysid import FAMILIES, JACOBIANS, SHOOTING
 
     render = sub.add_parser("render", help="render a USD stage's rollout (headless ray caster) into a .gif, .mp4, "
                                            ".png strip or folder of PNGs")
@@ -444,6 +444,16 @@ def build_parser() -> argparse.ArgumentParser:
                             "batched float64 rollout (n parameters; default, cheapest), or by adjoint (batched tape "
                             "vector-Jacobian products, exact to round-off, ceil(residuals / 64) forward + backward "
                             "passes)")
+    sysid.add_argument("--shooting", choices=SHOOTING, default="auto",
+                       help="least-squares with --jacobian differences: multiple fits windows of the run, each "
+                            "replayed from its own starting angles and rates (fitted with the parameters, from a "
+                            "smoothed fit of the measured angles): a long or chaotic run, whose single rollout "
+                            "amplifies every error, becomes many short, well-behaved ones; auto (default) does so "
+                            "where a small change of the first state grows 10-fold within the run; single: one "
+                            "rollout of the whole run")
+    sysid.add_argument("--window", type=float, default=None,
+                       help="multiple shooting's window in s (default: until a small change of the first state "
+                            "grows 10-fold, at least 0.05 s)")
     sysid.add_argument("--starts", type=int, default=1,
                        help="fit this many initial guesses (the file's values and random ones within the bounds) as "
                             "worlds of one model and keep the best (default: 1)")

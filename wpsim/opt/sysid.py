@@ -48,6 +48,7 @@ from wpsim.kernels.enums import JOINT_DOF_COUNT, JOINT_REVOLUTE
 from wpsim.opt import inertia
 from wpsim.opt.parameters import DerivedParameter, Parameter, ParameterSet
 from wpsim.opt.problem import Problem
+from wpsim.opt.shooting import ShootingResiduals, shooting_window
 from wpsim.solvers import SemiImplicitSolver, eval_fk
 
 FAMILIES = ("masses", "inertia", "damping", "armature", "initial_state")
@@ -485,6 +486,8 @@ class SysidResult:
     """"initial" / "fitted" (model) -> States at ``FRAME_RATE`` for the USD stage."""
     verdict: object = None
     """``wpsim.opt.verdict.Verdict`` of the fit."""
+    window_s: float | None = None
+    """Multiple shooting's window (s; ``wpsim.opt.shooting``), None for one rollout of the whole run."""
 
     def rms(self, simulated: np.ndarray) -> float:
         """RMS joint-angle error (rad) of a simulation against the measurement."""
@@ -494,7 +497,7 @@ class SysidResult:
         """JSON-ready report (rad, s, the parameters' units)."""
         return {
             "robot": self.robot, "data": self.data, "joints": self.run.joints, "dt_s": self.run.dt,
-            "steps": self.run.steps, "families": self.families,
+            "steps": self.run.steps, "families": self.families, "shooting_window_s": self.window_s,
             "rms_error_rad": {"before": self.rms(self.simulated_before), "after": self.rms(self.simulated_after)},
             "fit": self.fit.to_dict(),
             "zero_order": None if self.zero_order is None else self.zero_order.to_dict(),
@@ -506,7 +509,10 @@ class SysidResult:
         """The fitted parameters with units, the errors and the costs, as text."""
         lines = [self.fit.table(),
                  f"RMS joint error {np.degrees(self.rms(self.simulated_before)):.4g} deg before, "
-                 f"{np.degrees(self.rms(self.simulated_after)):.4g} deg after"]
+                 f"{np.degrees(self.rms(self.simulated_after)):.4g} deg after (one rollout of the whole run)"]
+        if self.window_s is not None:
+            lines.append(f"fitted by multiple shooting: windows of {self.window_s:.4g} s, each from the measured state "
+                         f"at its start")
         if self.zero_order is not None:
             z = self.zero_order
             lines.append(f"zero-order baseline ({z.method}, {z.rollouts} rollouts): loss {z.loss0:.6g} -> "
@@ -554,7 +560,8 @@ class SysidResult:
 def identify(robot_file, data_file, families=("masses", "damping", "armature"), method: str | None = None,
              iterations: int = 60, duration: float | None = None, dt: float | None = None, zero_order: bool = False,
              mode: str = "checkpoint", progress: bool = True, device=None, starts: int = 1,
-             residual_every: int = 1, batch: int = 64, jacobian: str = "differences") -> SysidResult:
+             residual_every: int = 1, batch: int = 64, jacobian: str = "differences", shooting: str = "auto",
+             window: float | None = None) -> SysidResult:
     """Fit ``families`` of the robot in ``robot_file`` to the run in ``data_file`` (see the
     module docstring) with ``method``: "least-squares" (the default with one start:
     Gauss-Newton / Levenberg-Marquardt, ``wpsim.opt.least_squares``, on the residuals every
@@ -569,7 +576,11 @@ def identify(robot_file, data_file, families=("masses", "damping", "armature"), 
     (``wpsim.opt.multistart``; not with "least-squares"); ``zero_order`` also runs
     Nelder-Mead from the same start with the rollouts the gradient fit used; ``mode`` is the
     rollout's ("full" is faster for short runs, "checkpoint" keeps memory low for long
-    ones). The fitted values stay in ``result.run.model``."""
+    ones). ``shooting`` ("auto", "single", "multiple"; least squares with the differences
+    Jacobian): "multiple" fits windows of ``window`` s each replayed from the measured state
+    (``wpsim.opt.shooting``; default window: ``shooting_window``'s), "auto" does so where
+    ``shooting_window`` finds errors growing ``GROWTH``-fold within the run (a long or chaotic
+    run) and ``initial_state`` is not fitted. The fitted values stay in ``result.run.model``."""
     from wpsim.io.measurements import load_trajectory
     from wpsim.io.robots import import_robot
     from wpsim.opt.least_squares import least_squares
@@ -591,8 +602,13 @@ def identify(robot_file, data_file, families=("masses", "damping", "armature"), 
 
     if jacobian not in JACOBIANS:
         raise ValueError(f"unknown jacobian {jacobian!r}; expected one of {JACOBIANS}")
-    residuals = TrackingResiduals(make_run, families, residual_every, batch, mode, jacobian) \
-        if method == "least-squares" else None
+    window_steps = _shooting_steps(make_run, families, method, jacobian, shooting, window)
+    if window_steps is not None:
+        residuals = ShootingResiduals(make_run, families, window_steps)
+    elif method == "least-squares":
+        residuals = TrackingResiduals(make_run, families, residual_every, batch, mode, jacobian)
+    else:
+        residuals = None
     run = make_run() if residuals is None else residuals.run
     before, frames_before = replay(run)
     if residuals is not None:
@@ -610,7 +626,31 @@ def identify(robot_file, data_file, families=("masses", "damping", "armature"), 
         baseline = minimize(robot_problem(make_run(), families, mode), "nelder-mead", iterations=100 * iterations,
                             max_rollouts=fit.rollouts, progress=progress)
     frames = {"initial": frames_before, "fitted": frames_after}
-    return SysidResult(str(robot_file), str(data_file), run, families, fit, baseline, before, after, frames, verdict)
+    return SysidResult(str(robot_file), str(data_file), run, families, fit, baseline, before, after, frames, verdict,
+                       None if window_steps is None else window_steps * run.dt)
+
+
+SHOOTING = ("auto", "single", "multiple")
+"""``identify``'s choices of how the run is replayed in a fit."""
+
+
+def _shooting_steps(make_run, families, method: str, jacobian: str, shooting: str, window: float | None):
+    """Steps per multiple-shooting window for ``identify``, or None for one rollout of the whole run."""
+    if shooting not in SHOOTING:
+        raise ValueError(f"unknown shooting {shooting!r}; expected one of {SHOOTING}")
+    if window is not None and (not np.isfinite(window) or window <= 0.0):
+        raise ValueError(f"window must be a positive time in s, got {window}")
+    able = method == "least-squares" and jacobian == "differences" and "initial_state" not in families
+    if shooting == "single" or (shooting == "auto" and not able):
+        return None
+    if not able:
+        raise ValueError("multiple shooting needs --method least-squares, --jacobian differences and no "
+                         "initial_state family (each window starts from the measured state)")
+    run = make_run(2)
+    steps = shooting_window(run) if window is None else max(1, int(round(window / run.dt)))
+    if steps > run.steps:
+        raise ValueError(f"window {window:g} s is longer than the {run.steps * run.dt:g} s fitted")
+    return steps if shooting == "multiple" or steps < run.steps else None
 
 
 VERDICT_ROWS = 256
@@ -632,5 +672,8 @@ def judge_fit(make_run, families, fit, data: Trajectory, run: RobotRun, simulate
         every = max(1, int(np.ceil(run.steps * len(run.joints) / VERDICT_ROWS)))
         residuals = TrackingResiduals(make_run, families, every, batch, mode, jacobian)
     x = np.asarray(fit.x, dtype=np.float64)
-    return judge(residuals.params, x, residuals.values(x), residuals.jacobian(x), run.rms(simulated), noise, fit.message,
-                 int(residuals.steps[0]))
+    r = residuals.values(x)
+    shooting = isinstance(residuals, ShootingResiduals)  # its windows' RMS: an open loop of a chaotic run diverges
+    rms = float(np.sqrt(r @ r)) if shooting else run.rms(simulated)
+    return judge(residuals.params, x, r, residuals.jacobian(x), rms, noise, fit.message,
+                 1 if shooting else int(residuals.steps[0]))
