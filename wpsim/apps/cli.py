@@ -449,7 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "replayed from its own starting angles and rates (fitted with the parameters, from a "
                             "smoothed fit of the measured angles): a long or chaotic run, whose single rollout "
                             "amplifies every error, becomes many short, well-behaved ones; auto (default) does so "
-                            "where a small change of the first state grows 10-fold within the run; single: one "
+                            "where a small change of the first state grows 1000-fold within the run; single: one "
                             "rollout of the whole run")
     sysid.add_argument("--window", type=float, default=None,
                        help="multiple shooting's window in s (default: until a small change of the first state "

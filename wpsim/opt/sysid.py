@@ -579,7 +579,7 @@ def identify(robot_file, data_file, families=("masses", "damping", "armature"), 
     ones). ``shooting`` ("auto", "single", "multiple"; least squares with the differences
     Jacobian): "multiple" fits windows of ``window`` s each replayed from the measured state
     (``wpsim.opt.shooting``; default window: ``shooting_window``'s), "auto" does so where
-    ``shooting_window`` finds errors growing ``GROWTH``-fold within the run (a long or chaotic
+    ``shooting_window`` finds errors growing ``CHAOTIC_GROWTH``-fold within the run (a chaotic
     run) and ``initial_state`` is not fitted. The fitted values stay in ``result.run.model``."""
     from wpsim.io.measurements import load_trajectory
     from wpsim.io.robots import import_robot
