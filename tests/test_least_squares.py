@@ -10,7 +10,7 @@ import pytest
 
 from wpsim.io.measurements import load_trajectory
 from wpsim.io.robots import import_robot
-from wpsim.opt.least_squares import least_squares
+from wpsim.opt.least_squares import DifferenceResiduals, least_squares
 from wpsim.opt.sysid import TrackingResiduals, identify, prepare_run
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
@@ -70,3 +70,26 @@ def test_bad_settings_are_named():
         TrackingResiduals(make_run, FAMILIES, every=500)
     with pytest.raises(ValueError, match=r"starts must be an integer >= 1 \(1 with least-squares\)"):
         identify(ROBOT, DATA, ["damping"], method="least-squares", starts=2, duration=0.2, progress=False)
+
+
+def test_difference_residuals_step_inside_an_upper_bound_and_spread_over_simulators():
+    """A parameter on its upper bound is moved down for its column (the model is never run
+    outside its bounds), the columns are the exact slopes of a linear path, and the runs
+    spread over two simulators give the same Jacobian."""
+    from types import SimpleNamespace
+
+    slopes = np.array([[1.0, -2.0], [0.5, 3.0], [4.0, 0.25]])  # path sample (3,) per unit of each parameter
+    seen = []
+
+    def simulate(x):
+        seen.append(np.array(x))
+        return np.vstack([np.zeros(3), slopes @ x])  # (2, 3): the shared start, then one sample
+
+    params = SimpleNamespace(upper=np.array([np.inf, 2.0]), write=lambda x: None)
+    x = np.array([0.7, 2.0])  # the second on its upper bound
+    measured = np.zeros((2, 3))
+    for simulators in ([simulate], [simulate, simulate]):
+        seen.clear()
+        residuals = DifferenceResiduals(params, simulators, measured, 0.5)
+        np.testing.assert_allclose(residuals.jacobian(x), 0.5 * slopes, rtol=1e-8)
+        assert all(p[1] <= 2.0 for p in seen) and residuals.rollouts == 3

@@ -9,7 +9,8 @@ from test_sysid_jacobian import write_sine_run
 from wpsim.io.measurements import load_trajectory
 from wpsim.io.robots import import_robot
 from wpsim.opt import inertia
-from wpsim.opt.sysid import MeasuredReplay, TrackingResiduals, identify, prepare_run
+from wpsim.opt.replays import MeasuredReplay
+from wpsim.opt.sysid import TrackingResiduals, identify, prepare_run
 
 
 def arm_xml(mass_scale: float = 1.0, shift: float = 0.0) -> str:

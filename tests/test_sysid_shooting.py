@@ -79,7 +79,7 @@ def test_the_projected_jacobian_is_the_derivative_of_the_residuals_with_fitted_w
     from wpsim.io.measurements import load_trajectory
     from wpsim.io.robots import import_robot
     from wpsim.opt.shooting import ShootingResiduals
-    from wpsim.opt.sysid import prepare_run
+    from wpsim.opt.sysid import prepare_run, robot_parameters
 
     data = load_trajectory(ASSETS / "arm_2link_sysid.csv")
 
@@ -87,7 +87,7 @@ def test_the_projected_jacobian_is_the_derivative_of_the_residuals_with_fitted_w
         builder, scene = import_robot(ARM)
         return prepare_run(builder, scene, data, duration=0.5, worlds=worlds)
 
-    residuals = ShootingResiduals(make_run, ["masses", "damping", "armature"], 100)
+    residuals = ShootingResiduals(make_run, lambda run: robot_parameters(run, ["masses", "damping", "armature"]), 100)
     # at the truth of exact data the window states fit exactly, where the projection (which
     # leaves out the residuals' curvature in the states) is the derivative
     x = np.array([TRUTH[label] for label in residuals.params.labels])

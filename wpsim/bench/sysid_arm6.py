@@ -103,7 +103,8 @@ def fit_wpsim(run: dict, folder: Path, device) -> dict:
     from wpsim.bench.mujoco_sysid import write_run_csv
     from wpsim.io.measurements import load_trajectory
     from wpsim.io.robots import import_robot
-    from wpsim.opt.sysid import MeasuredReplay, identify, prepare_run
+    from wpsim.opt.replays import MeasuredReplay
+    from wpsim.opt.sysid import identify, prepare_run
 
     robot, csv = folder / "arm6_start.xml", folder / "arm6_data.csv"
     robot.write_text(arm6_xml(start=True))

@@ -111,12 +111,14 @@ class DifferenceResiduals:
         return self._last[1]
 
     def jacobian(self, x: np.ndarray) -> np.ndarray:
-        """d r / d x (N, n) by forward differences; leaves ``x`` written into ``params``."""
+        """d r / d x (N, n) by forward differences (a step towards the inside at an upper
+        bound); leaves ``x`` written into ``params``."""
         base, x = self.values(x), np.array(x, dtype=np.float64)
         points = []
         for i in range(len(x)):
+            step = self.STEP * max(abs(x[i]), 1e-3)
             points.append(x.copy())
-            points[-1][i] += self.STEP * max(abs(x[i]), 1e-3)
+            points[-1][i] += -step if x[i] + step > self.params.upper[i] else step
         runs = self._spread(points)
         self.rollouts += len(points)
         self.gradients += 1

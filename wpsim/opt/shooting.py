@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from wpsim.opt.parameters import ParameterSet
+from wpsim.opt.replays import DIFFERENCE_STEPS, MeasuredReplay
 
 GROWTH = 10.0
 """Largest growth of a change of the window's first state over one window."""
@@ -70,13 +71,11 @@ class _WindowReplay:
     starting states), all as the worlds (setting-major) of one unrecorded replay."""
 
     def __init__(self, owner, make_run, settings: int):
-        from wpsim.opt.sysid import MeasuredReplay, robot_parameters
-
         windows = len(owner.starts)
         self.run = make_run(settings * windows)
         _window_forces(self.run, np.tile(np.arange(windows), settings), owner.starts, owner.lengths, owner.window,
                        owner.run)
-        self.params = ParameterSet(robot_parameters(self.run, owner.families),
+        self.params = ParameterSet(owner.parameters(self.run),
                                    {"model": self.run.model, "state": self.run.state0}, worlds=settings * windows)
         self.replay = MeasuredReplay(self.run, threads=1)
         self.owner, self.settings = owner, settings
@@ -96,10 +95,13 @@ class _WindowReplay:
 
 
 class ShootingResiduals:
-    """Multiple-shooting residuals of ``families`` of a measured robot run (module docstring).
+    """Multiple-shooting residuals of the ``parameters`` of a measured robot run (module docstring).
 
     make_run: worlds -> a ``RobotRun`` of the run in that many worlds (as for
-        ``TrackingResiduals``); window: steps per window (the last one may be shorter).
+        ``TrackingResiduals``); parameters: a ``RobotRun`` -> the declared parameters of its
+        model (e.g. ``wpsim.opt.sysid.robot_parameters`` of some families; not its initial
+        state: every window's is fitted here); window: steps per window (the last one may be
+        shorter).
 
     Each window's starting angles and rates are fitted too, but not shown to the optimiser
     (variable projection): for given parameters, ``values`` fits every window's starting
@@ -114,20 +116,15 @@ class ShootingResiduals:
     STATE_STEP = 1e-7
     """Difference step of a starting angle (rad or m) or rate (per s)."""
 
-    def __init__(self, make_run, families, window: int):
-        from wpsim.opt.sysid import DIFFERENCE_STEPS, robot_parameters
-
-        if "initial_state" in families:
-            raise ValueError("multiple shooting fits every window's starting state: initial_state is not a parameter "
-                             "of it")
+    def __init__(self, make_run, parameters, window: int):
         self.run = base = make_run(1)
         window = int(window)
         if not 1 <= window <= base.steps:
             raise ValueError(f"window must be 1 to {base.steps} steps, got {window}")
-        self.window, self.families = window, list(families)
+        self.window, self.parameters = window, parameters
         self.starts = np.arange(0, base.steps, window)
         self.lengths = np.minimum(window, base.steps - self.starts)
-        self.params = ParameterSet(robot_parameters(base, self.families), {"model": base.model, "state": base.state0})
+        self.params = ParameterSet(parameters(base), {"model": base.model, "state": base.state0})
         n, joints = self.params.size, len(base.joints)
         # rows: window-major, then step k = 1..lengths[w], then joint; measured at starts[w] + k
         w, k = np.nonzero(np.arange(1, window + 1)[None, :] <= self.lengths[:, None])
@@ -224,8 +221,6 @@ def shooting_window(run, growth: float = GROWTH, chaotic: float = CHAOTIC_GROWTH
     model's current parameters: until a change of ``PROBE`` in the first angles (alternating
     signs) grows ``growth``-fold in the replay, at least ``MIN_WINDOW_S``; ``run.steps`` (one
     window: single shooting) if it never grows ``chaotic``-fold within the run."""
-    from wpsim.opt.sysid import MeasuredReplay
-
     if run.worlds != 2:
         raise ValueError(f"shooting_window needs a run of 2 worlds, got {run.worlds}")
     q = run.state0.joint_q.numpy()

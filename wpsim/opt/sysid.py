@@ -48,6 +48,7 @@ from wpsim.kernels.enums import JOINT_DOF_COUNT, JOINT_REVOLUTE
 from wpsim.opt import inertia
 from wpsim.opt.parameters import DerivedParameter, Parameter, ParameterSet
 from wpsim.opt.problem import Problem
+from wpsim.opt.replays import DIFFERENCE_STEPS, MeasuredReplay
 from wpsim.opt.shooting import ShootingResiduals, shooting_window
 from wpsim.solvers import SemiImplicitSolver, eval_fk
 
@@ -58,10 +59,6 @@ THREADED_WORLDS = 64
 """Worlds from which the differences Jacobian's rollout runs on every core (fewer: one thread;
 its launch costs less wall time split, but more CPU time)."""
 DIFFERENCES = ("forward", "central")
-DIFFERENCE_STEPS = {"forward": 1.5e-8, "central": 1e-5}
-"""Steps of the "differences" Jacobian, in units of each parameter's scale (relative for
-log-space parameters): forward (n + 1 worlds) about sqrt(eps), an error of about 1e-8
-relative; central (2n + 1 worlds) about eps^(1/3), an error of about 1e-10 relative."""
 TYPICAL = {"joint_damping": 0.1, "joint_armature": 0.01}
 """Scale (physical size of one optimiser unit) of joint parameters whose initial value is
 smaller: N m s/rad and kg m^2 for hinges."""
@@ -173,27 +170,6 @@ def prepare_run(builder, scene, data: Trajectory, dt: float | None = None, durat
     for rows, values in torques:
         run.joint_f[:, rows] = values[:steps, None]
     return run
-
-
-class MeasuredReplay:
-    """Unrecorded replays of a ``RobotRun`` with the model's current parameters:
-    ``SemiImplicitSolver.replay`` of the measured joint forces (one launch per rollout with
-    the fused articulation step), from ``run.state0``; ``threads``: the solver's (default
-    every core: less wall time for many worlds, a little more CPU time)."""
-
-    def __init__(self, run: RobotRun, threads: int | None = None):
-        self.run = run
-        model = run.model
-        self.solver = SemiImplicitSolver(model, threads=threads)
-        self.forces = wp.array(run.joint_f, dtype=model.dtype, device=model.device)
-        self.state = model.state(requires_grad=False)
-        self.columns = run.world_rows(run.coords, model.joint_coord_count).reshape(run.worlds, -1)
-
-    def angles(self) -> np.ndarray:
-        """(steps + 1, worlds, joints) the measured joints' simulated angles (rad or m)."""
-        self.state.assign(self.run.state0)
-        q = self.solver.replay(self.state, self.forces, self.run.dt)[0].numpy()
-        return q[:, self.columns]
 
 
 def tracking_rollout(run: RobotRun, mode: str = "checkpoint") -> Rollout:
@@ -604,7 +580,7 @@ def identify(robot_file, data_file, families=("masses", "damping", "armature"), 
         raise ValueError(f"unknown jacobian {jacobian!r}; expected one of {JACOBIANS}")
     window_steps = _shooting_steps(make_run, families, method, jacobian, shooting, window)
     if window_steps is not None:
-        residuals = ShootingResiduals(make_run, families, window_steps)
+        residuals = ShootingResiduals(make_run, lambda run: robot_parameters(run, families), window_steps)
     elif method == "least-squares":
         residuals = TrackingResiduals(make_run, families, residual_every, batch, mode, jacobian)
     else:
