@@ -102,10 +102,11 @@ def test_stable_at_ten_times_the_explicit_stability_limit():
 
 
 SCENES = {"chain": _chain_scene, "cloth": _cloth_scene, "soft": lambda: _soft_scene((1.0, 0.0, 0.0)),
-          "ground": lambda: _contact_scene("ground")}
+          "quadratic soft": lambda: _soft_scene((1.0, 0.0, 0.0), order=2), "ground": lambda: _contact_scene("ground")}
 PARAMS = {"chain": ["state.particle_qd", "model.spring_ke", "model.particle_mass", "control.particle_f_ext"],
           "cloth": ["state.particle_q", "model.tri_mu", "model.bend_ke"],
           "soft": ["model.tet_mu", "model.tet_kd", "control.tet_activation"],
+          "quadratic soft": ["model.tet_mu", "model.tet_kd", "control.tet_activation"],
           "ground": ["state.particle_qd", "model.shape_mu", "model.shape_ke"]}
 
 
