@@ -6,10 +6,14 @@ Per island (articulations whose bodies may touch each other, solved together; ot
 one articulation), the accelerations a minimise
     f(a) = 1/2 (a - a0)^T H (a - a0) + sum_r 1/2 D_r min(0, J_r a - aref_r)^2
 where H is block-diagonal in the articulations' mass matrices, a0 = H^-1 (tau - c) are the
-unconstrained accelerations, and each contact slot of a pair (``rigid_contact.plan_contact``)
-adds four rows r along the edges n +- mu t1, n +- mu t2 of a pyramidal friction cone (J_r:
-the edge direction times the Jacobian of the contact point's relative velocity, the second
-body's side subtracted). The reference acceleration aref_r = -b J_r v - k d dist pushes
+unconstrained accelerations, and each contact point of a pair (``rigid_contact.plan_contact``)
+adds the rows r of its pyramidal friction cone: with condim 3 the four edges n +- mu t1,
+n +- mu t2 (J_r: the edge direction times the Jacobian of the contact point's relative
+velocity, the second body's side subtracted), with condim 4 two more, n +- spin n on the
+relative angular velocity (torsional friction), with condim 6 four more, n +- roll t1 and
+n +- roll t2 on it (rolling friction), with condim 1 the normal n alone. A contact point
+takes ``contact_parts`` slots of EDGES rows; rows beyond its 2 (condim - 1) edges weigh
+nothing. The reference acceleration aref_r = -b J_r v - k d dist pushes
 penetrating points apart (k and b from the pair's solref as MuJoCo derives them,
 ``reference_gains``; d its impedance at the penetration, ``impedance_at``), and
 the weight D_r = d / (1 - d) / A uses the diagonal approximation
@@ -23,13 +27,14 @@ friction-loss row whose force is bounded by the friction (``dof_rows``).
 """
 import warp as wp
 
-from .articulation import bottom, top, vec6
+from .articulation import bottom, spatial, top, vec6
 from .enums import JOINT_PRISMATIC, JOINT_REVOLUTE, SHAPE_PLANE
 from .generic import kernel, transform, vec3
 from .rigid_contact import PLAN_NONE, contact_plan, pair_poses, plan_contact
 
 EDGES = 4
-"""Rows per contact slot: the edges n +- mu t1, n +- mu t2 of its friction pyramid."""
+"""Rows per contact slot: of a contact point's friction pyramid (``edge_direction``), the
+edges 4 part to 4 part + 3 of its part (``contact_parts``)."""
 
 
 @wp.func
@@ -45,34 +50,81 @@ def tangent_basis(n: vec3):
 
 
 @wp.func
-def point_velocity(
+def point_motion(
     dof: int, pos_b: int, at: vec3, dof_joint: wp.array(dtype=int), joint_dfs_pos: wp.array(dtype=int),
     joint_dfs_end: wp.array(dtype=int), dof_motion: wp.array(dtype=vec6),
 ):
-    """Velocity per unit rate of ``dof`` of the point at ``at`` from the articulation origin on
-    the body whose joint has depth-first position ``pos_b``: zero unless the dof's joint is an
-    ancestor of (or is) that body's joint."""
+    """(angular velocity, velocity of the point at ``at`` from the articulation origin) per unit
+    rate of ``dof`` (a 6-vector) of the body whose joint has depth-first position ``pos_b``:
+    zero unless the dof's joint is an ancestor of (or is) that body's joint."""
     j = dof_joint[dof]
-    value = at * type(at[0])(0.0)
+    value = spatial(at * type(at[0])(0.0), at * type(at[0])(0.0))
     if joint_dfs_pos[j] <= pos_b and pos_b < joint_dfs_end[j]:
         s = dof_motion[dof]
-        value = bottom(s) + wp.cross(top(s), at)
+        value = spatial(top(s), bottom(s) + wp.cross(top(s), at))
     return value
 
 
 @wp.func
+def contact_parts(condim: int):
+    """Slots of EDGES rows a contact point with ``condim`` takes: 1 (condim 1: its normal row;
+    3: its four sliding edges), 2 (condim 4: six edges), 3 (condim 6: ten edges)."""
+    parts = int(1)
+    if condim == 4:
+        parts = 2
+    elif condim == 6:
+        parts = 3
+    return parts
+
+
+@wp.func
+def edge_direction(edge: int, condim: int, n: vec3, t1: vec3, t2: vec3, mu: wp.Float, spin: wp.Float,
+                   roll: wp.Float):
+    """(angular, linear) direction (a 6-vector, on the relative angular velocity and the contact
+    point's relative velocity) of edge ``edge`` (0-11) of a contact point's friction pyramid,
+    and 1 for an edge of the pyramid (0 beyond it: a padding row of the slot, zero). Edge pair
+    k = edge / 2, + for even edges: n +- mu t1, n +- mu t2, then n with +- spin n (torsion),
+    +- roll t1, +- roll t2 (rolling) on the angular velocity; 2 (condim - 1) edges, condim 1 the
+    normal alone."""
+    zero = mu * type(mu)(0.0)
+    k = edge // 2
+    sign = type(mu)(1.0)
+    if edge % 2 == 1:
+        sign = -sign
+    linear = n
+    angular = n * zero
+    if condim == 1:
+        k = 5  # the normal alone
+    elif k == 0:
+        linear = n + t1 * (sign * mu)
+    elif k == 1:
+        linear = n + t2 * (sign * mu)
+    elif k == 2:
+        angular = n * (sign * spin)
+    elif k == 3:
+        angular = t1 * (sign * roll)
+    else:
+        angular = t2 * (sign * roll)
+    real = zero + type(mu)(1.0)
+    if (condim == 1 and edge > 0) or (condim > 1 and edge >= 2 * (condim - 1)):
+        real = zero
+    return spatial(angular, linear) * real, real
+
+
+@wp.func
 def side_jacobians(
-    body: int, sign: wp.Float, direction_0: vec3, direction_1: vec3, direction_2: vec3, direction_3: vec3, x: vec3,
+    body: int, sign: wp.Float, direction_0: vec6, direction_1: vec6, direction_2: vec6, direction_3: vec6, x: vec3,
     r: int, column: int, body_joint: wp.array(dtype=int), body_origin: wp.array(dtype=vec3),
     joint_articulation: wp.array(dtype=int), joint_dfs_pos: wp.array(dtype=int), joint_dfs_end: wp.array(dtype=int),
     dof_joint: wp.array(dtype=int), articulation_dof_start: wp.array(dtype=int),
     articulation_H_start: wp.array(dtype=int), joint_qd: wp.array(dtype=wp.Float), dof_motion: wp.array(dtype=vec6),
     mass_matrix: wp.array(dtype=wp.Float), row_jacobian: wp.array2d(dtype=wp.Float),
 ):
-    """Write sign * direction_e . (velocity of the point x of ``body`` per unit rate of each dof
-    of its articulation) into rows r + e (the slot's four cone edges) from ``column`` on;
-    returns (their parts of J_r v, their parts sum_k J_rk^2 / H_kk of the inverse effective
-    mass) as 4-vectors. Each dof's point velocity is computed once for the four edges."""
+    """Write sign * direction_e . (angular velocity of ``body`` and velocity of its point x per
+    unit rate of each dof of its articulation, ``point_motion``) into rows r + e (the slot's four
+    pyramid edges) from ``column`` on; returns (their parts of J_r v, their parts sum_k J_rk^2 /
+    H_kk of the inverse effective mass) as 4-vectors. Each dof's motion is computed once for
+    the four edges."""
     art = joint_articulation[body_joint[body]]
     d0 = articulation_dof_start[art]
     n_dofs = articulation_dof_start[art + 1] - d0
@@ -88,7 +140,7 @@ def side_jacobians(
     inverse_mass_2 = velocity_0
     inverse_mass_3 = velocity_0
     for i in range(n_dofs):
-        v = point_velocity(d0 + i, pos_b, at, dof_joint, joint_dfs_pos, joint_dfs_end, dof_motion)
+        v = point_motion(d0 + i, pos_b, at, dof_joint, joint_dfs_pos, joint_dfs_end, dof_motion)
         rate = joint_qd[d0 + i]
         diagonal = mass_matrix[h0 + i * n_dofs + i]
         value_0 = sign * wp.dot(direction_0, v)
@@ -113,8 +165,8 @@ def side_jacobians(
 
 @wp.func
 def shared_inverse_masses(
-    body_a: int, body_b: int, sign_a: wp.Float, direction_0: vec3, direction_1: vec3, direction_2: vec3,
-    direction_3: vec3, x: vec3, body_joint: wp.array(dtype=int), body_origin: wp.array(dtype=vec3),
+    body_a: int, body_b: int, sign_a: wp.Float, direction_0: vec6, direction_1: vec6, direction_2: vec6,
+    direction_3: vec6, x: vec3, body_joint: wp.array(dtype=int), body_origin: wp.array(dtype=vec3),
     joint_articulation: wp.array(dtype=int), joint_dfs_pos: wp.array(dtype=int), joint_dfs_end: wp.array(dtype=int),
     dof_joint: wp.array(dtype=int), articulation_dof_start: wp.array(dtype=int),
     articulation_H_start: wp.array(dtype=int), dof_motion: wp.array(dtype=vec6), mass_matrix: wp.array(dtype=wp.Float),
@@ -132,8 +184,8 @@ def shared_inverse_masses(
     zero = sign_a * type(sign_a)(0.0)
     inverse_mass = wp.vector(zero, zero, zero, zero)
     for i in range(n_dofs):
-        v = (point_velocity(d0 + i, pos_a, at, dof_joint, joint_dfs_pos, joint_dfs_end, dof_motion)
-             - point_velocity(d0 + i, pos_b, at, dof_joint, joint_dfs_pos, joint_dfs_end, dof_motion))
+        v = (point_motion(d0 + i, pos_a, at, dof_joint, joint_dfs_pos, joint_dfs_end, dof_motion)
+             - point_motion(d0 + i, pos_b, at, dof_joint, joint_dfs_pos, joint_dfs_end, dof_motion))
         value = wp.vector(wp.dot(direction_0, v), wp.dot(direction_1, v), wp.dot(direction_2, v),
                           wp.dot(direction_3, v)) * sign_a
         inverse_mass = inverse_mass + wp.cw_mul(value, value) / mass_matrix[h0 + i * n_dofs + i]
@@ -161,18 +213,35 @@ def bound_gap(ka: int, kb: int, X_a: transform, X_b: transform, centre_a: vec3, 
 
 
 @wp.func
+def mixed(value_a: wp.Float, value_b: wp.Float, priority_a: int, priority_b: int, mujoco_mixing: int):
+    """A friction coefficient of two shapes in contact from theirs: the mean, or with
+    ``mujoco_mixing`` MuJoCo's rule (the higher priority's, else the larger)."""
+    value = (value_a + value_b) * type(value_a)(0.5)
+    if mujoco_mixing != 0:
+        value = wp.max(value_a, value_b)
+        if priority_a > priority_b:
+            value = value_a
+        elif priority_b > priority_a:
+            value = value_b
+    return value
+
+
+@wp.func
 def pair_mu(a: int, b: int, shape_mu: wp.array(dtype=wp.Float), shape_priority: wp.array(dtype=int),
             mujoco_mixing: int):
-    """The friction coefficient of shapes a and b in contact: the mean of theirs, or with
-    ``mujoco_mixing`` MuJoCo's rule (the higher priority's, else the larger)."""
-    mu = (shape_mu[a] + shape_mu[b]) * type(shape_mu[a])(0.5)
-    if mujoco_mixing != 0:
-        mu = wp.max(shape_mu[a], shape_mu[b])
-        if shape_priority[a] > shape_priority[b]:
-            mu = shape_mu[a]
-        elif shape_priority[b] > shape_priority[a]:
-            mu = shape_mu[b]
-    return mu
+    """The sliding friction coefficient of shapes a and b in contact (``mixed``)."""
+    return mixed(shape_mu[a], shape_mu[b], shape_priority[a], shape_priority[b], mujoco_mixing)
+
+
+@wp.func
+def pair_condim(a: int, b: int, shape_condim: wp.array(dtype=int), shape_priority: wp.array(dtype=int)):
+    """The contact dimensions of shapes a and b: the higher priority's condim, else the larger."""
+    condim = wp.max(shape_condim[a], shape_condim[b])
+    if shape_priority[a] > shape_priority[b]:
+        condim = shape_condim[a]
+    elif shape_priority[b] > shape_priority[a]:
+        condim = shape_condim[b]
+    return condim
 
 
 @wp.func
@@ -184,6 +253,8 @@ def pair_rows(
     shape_size: wp.array(dtype=vec3),
     shape_mu: wp.array(dtype=wp.Float),
     shape_priority: wp.array(dtype=int),
+    shape_condim: wp.array(dtype=int),
+    shape_rotational_mu: wp.array2d(dtype=wp.Float),
     shape_point_start: wp.array(dtype=int),
     shape_points: wp.array(dtype=vec3),
     shape_hull_points: wp.array(dtype=vec3),
@@ -224,6 +295,12 @@ def pair_rows(
     kb = shape_kind[b]
     body_a, body_b, X_a, X_b = pair_poses(a, b, shape_body, shape_transform, body_q_in)
     mu = pair_mu(a, b, shape_mu, shape_priority, friction_mixing)
+    condim = pair_condim(a, b, shape_condim, shape_priority)
+    spin = mixed(shape_rotational_mu[a, 0], shape_rotational_mu[b, 0], shape_priority[a], shape_priority[b],
+                 friction_mixing)
+    roll = mixed(shape_rotational_mu[a, 1], shape_rotational_mu[b, 1], shape_priority[a], shape_priority[b],
+                 friction_mixing)
+    parts = contact_parts(condim)
     zero = mu * type(mu)(0.0)
     one = type(mu)(1.0)
     gap = bound_gap(ka, kb, X_a, X_b, shape_bound_centre[a], shape_bound_half[a], shape_bound_centre[b],
@@ -244,21 +321,23 @@ def pair_rows(
         n = wp.vector(zero, zero, one)
         x = n
         if gap <= zero:
-            valid, pen, n, x = plan_contact(plan, flip, axis, side, slot, a, b, ka, kb, shape_size[a], shape_size[b],
-                                            X_a, X_b, shape_points, shape_point_start, shape_hull_points,
-                                            shape_hull_point_start, shape_hull_point_count, shape_plane_normal,
-                                            shape_plane_offset, shape_plane_start, shape_plane_count)
-        touching = zero
-        velocity = wp.vector(zero, zero, zero, zero)
+            valid, pen, n, x = plan_contact(plan, flip, axis, side, slot // parts, a, b, ka, kb, shape_size[a],
+                                            shape_size[b], X_a, X_b, shape_points, shape_point_start,
+                                            shape_hull_points, shape_hull_point_start, shape_hull_point_count,
+                                            shape_plane_normal, shape_plane_offset, shape_plane_start,
+                                            shape_plane_count)
+        touching = wp.vector(zero, zero, zero, zero)
+        velocity = touching
         inverse_mass = velocity
         r = first_row + slot * EDGES
         if valid and pen > zero:  # rows of slots not in contact are never read but for their zero weight
-            touching = one
             t1, t2 = tangent_basis(n)
-            direction_0 = n + t1 * (mu * one)  # the edges n +- mu t1, n +- mu t2
-            direction_1 = n + t1 * (mu * -one)
-            direction_2 = n + t2 * (mu * one)
-            direction_3 = n + t2 * (mu * -one)
+            edge = (slot % parts) * EDGES
+            direction_0, edge_0 = edge_direction(edge, condim, n, t1, t2, mu, spin, roll)
+            direction_1, edge_1 = edge_direction(edge + 1, condim, n, t1, t2, mu, spin, roll)
+            direction_2, edge_2 = edge_direction(edge + 2, condim, n, t1, t2, mu, spin, roll)
+            direction_3, edge_3 = edge_direction(edge + 3, condim, n, t1, t2, mu, spin, roll)
+            touching = wp.vector(edge_0, edge_1, edge_2, edge_3)
             velocity, inverse_mass = side_jacobians(
                 body_a, sign_a, direction_0, direction_1, direction_2, direction_3, x, r, 0, body_joint, body_origin,
                 joint_articulation, joint_dfs_pos, joint_dfs_end, dof_joint, articulation_dof_start,
@@ -279,7 +358,7 @@ def pair_rows(
             row_velocity_out[r + e] = velocity[e]
             row_inverse_mass_out[r + e] = inverse_mass[e]
             row_distance_out[r + e] = -pen
-            row_in_contact_out[r + e] = touching
+            row_in_contact_out[r + e] = touching[e]
 
 
 @kernel
@@ -290,6 +369,8 @@ def soft_contact_rows(
     shape_size: wp.array(dtype=vec3),
     shape_mu: wp.array(dtype=wp.Float),
     shape_priority: wp.array(dtype=int),
+    shape_condim: wp.array(dtype=int),
+    shape_rotational_mu: wp.array2d(dtype=wp.Float),
     shape_point_start: wp.array(dtype=int),
     shape_points: wp.array(dtype=vec3),
     shape_hull_points: wp.array(dtype=vec3),
@@ -324,16 +405,17 @@ def soft_contact_rows(
     row_in_contact_out: wp.array(dtype=wp.Float),
 ):
     """One thread per shape pair of the step (shape a on a body, b static or on a body): for
-    every contact slot of the pair (``rigid_contact.plan_contact``) and cone edge, the row's
-    Jacobian of the relative velocity along the edge direction (columns from 0 over the
-    dofs of a's articulation, from ``side_column`` over b's), its
-    velocity J_r v, the diagonal estimate sum_k J_rk^2 / H_kk of its inverse effective
-    mass, the slot's signed distance (m; for shapes apart by their bounding spheres, ``bound_gap``,
-    a lower bound, without a narrow phase) and whether it penetrates (1) or not (0). (Sums go
+    every contact point of the pair (``rigid_contact.plan_contact``; ``contact_parts`` slots
+    each, by the pair's condim) and pyramid edge, the row's Jacobian of the relative motion
+    along the edge direction (``edge_direction``; columns from 0 over the dofs of a's
+    articulation, from ``side_column`` over b's), its velocity J_r v, the diagonal estimate
+    sum_k J_rk^2 / H_kk of its inverse effective mass, the slot's signed distance (m; for
+    shapes apart by their bounding spheres, ``bound_gap``, a lower bound, without a narrow
+    phase) and whether it is an edge of a penetrating point (1) or not (0). (Sums go
     to arrays: a loop accumulator used nonlinearly after its loop would get a wrong adjoint
     from Warp.)"""
-    pair_rows(wp.tid(), shape_kind, shape_body, shape_transform, shape_size, shape_mu, shape_priority,
-              shape_point_start,
+    pair_rows(wp.tid(), shape_kind, shape_body, shape_transform, shape_size, shape_mu, shape_priority, shape_condim,
+              shape_rotational_mu, shape_point_start,
               shape_points, shape_hull_points, shape_hull_point_start, shape_hull_point_count, shape_plane_normal,
               shape_plane_offset, shape_plane_start, shape_plane_count, shape_bound_centre, shape_bound_half,
               body_joint, body_origin, joint_articulation,
@@ -341,6 +423,19 @@ def soft_contact_rows(
               contact_pair_in, pair_row_start_in, body_q_in, joint_qd_in, dof_motion_in, mass_matrix_in,
               side_column, friction_mixing, row_jacobian_out, row_velocity_out, row_inverse_mass_out,
               row_distance_out, row_in_contact_out)
+
+
+@wp.kernel(enable_backward=False)
+def soft_contact_pair_parts(
+    contact_pair: wp.array2d(dtype=int),
+    shape_condim: wp.array(dtype=int),
+    shape_priority: wp.array(dtype=int),
+    parts_out: wp.array(dtype=int),
+):
+    """One thread per candidate pair: the slots each of its contact points takes
+    (``contact_parts`` of the pair's condim)."""
+    i = wp.tid()
+    parts_out[i] = contact_parts(pair_condim(contact_pair[i, 0], contact_pair[i, 1], shape_condim, shape_priority))
 
 
 @wp.func
@@ -431,17 +526,20 @@ def pair_softness(a: int, b: int, shape_solref: wp.array2d(dtype=wp.Float), shap
 
 
 @wp.func
-def pyramid_inverse_mass(a: int, b: int, shape_body: wp.array(dtype=int), shape_mu: wp.array(dtype=wp.Float),
-                         shape_priority: wp.array(dtype=int), friction_mixing: int,
+def pyramid_inverse_mass(a: int, b: int, condim: int, shape_body: wp.array(dtype=int),
+                         shape_mu: wp.array(dtype=wp.Float), shape_priority: wp.array(dtype=int), friction_mixing: int,
                          body_inverse_weight: wp.array2d(dtype=wp.Float)):
-    """A contact edge row's inverse mass as MuJoCo estimates a pyramid's: 2 mu^2 (1 + mu^2) times
-    the two bodies' translational inverse weights at the reference pose (mu at least 1e-5, the
-    estimate at least 1e-15)."""
+    """A contact edge row's inverse mass as MuJoCo estimates a pyramid's (whatever its condim):
+    2 mu^2 (1 + mu^2) times the two bodies' translational inverse weights at the reference pose
+    (mu at least 1e-5), or for a frictionless contact (condim 1) those weights alone (at least
+    1e-15)."""
     mu = wp.max(pair_mu(a, b, shape_mu, shape_priority, friction_mixing), type(shape_mu[a])(1.0e-5))
     translation = body_inverse_weight[shape_body[a], 0]
     if shape_body[b] >= 0:
         translation += body_inverse_weight[shape_body[b], 0]
-    return wp.max(type(mu)(2.0) * mu * mu * (type(mu)(1.0) + mu * mu) * translation, type(mu)(1.0e-15))
+    if condim != 1:
+        translation = type(mu)(2.0) * mu * mu * (type(mu)(1.0) + mu * mu) * translation
+    return wp.max(translation, type(mu)(1.0e-15))
 
 
 @wp.func
@@ -465,6 +563,7 @@ def slot_parameters(
     shape_solimp: wp.array2d(dtype=wp.Float),
     shape_solmix: wp.array(dtype=wp.Float),
     shape_priority: wp.array(dtype=int),
+    shape_condim: wp.array(dtype=int),
     contact_pair: wp.array2d(dtype=int),
     row_velocity: wp.array(dtype=wp.Float),
     row_inverse_mass: wp.array(dtype=wp.Float),
@@ -486,30 +585,37 @@ def slot_parameters(
 ):
     """The reference accelerations and weights of the four edge rows of shape pair ``pair``'s
     contact slot from row ``first`` (see ``soft_contact_slot_parameters``); the edges share the
-    slot's distance, contact flag, settings and weight."""
+    slot's distance, settings and weight, which a padding row (in-contact flag 0) multiplies by 0."""
     one = type(impedance)(1.0)
     weight = row_in_contact[first] * type(one)(0.0)
     stiffness = weight
     damping = weight
     d = weight
     if row_in_contact[first] != weight:  # slots out of contact (most) weigh nothing and are never read
-        solref, solimp = pair_softness(contact_pair[pair, 0], contact_pair[pair, 1], shape_solref, shape_solimp,
-                                       shape_solmix, shape_priority, time_constant, damping_ratio, impedance,
-                                       impedance_min, impedance_width, impedance_midpoint, impedance_power)
+        a = contact_pair[pair, 0]
+        b = contact_pair[pair, 1]
+        condim = pair_condim(a, b, shape_condim, shape_priority)
+        solref, solimp = pair_softness(a, b, shape_solref, shape_solimp, shape_solmix, shape_priority, time_constant,
+                                       damping_ratio, impedance, impedance_min, impedance_width, impedance_midpoint,
+                                       impedance_power)
         d = impedance_at(-row_distance[first], solimp[1], solimp[0], solimp[2], solimp[3], solimp[4])
         stiffness, damping = reference_gains(solref[0], solref[1], solimp[1])
         if mujoco_weights != 0:
-            weight = row_in_contact[first] * d / (one - d) / pyramid_inverse_mass(
-                contact_pair[pair, 0], contact_pair[pair, 1], shape_body, shape_mu, shape_priority, friction_mixing,
-                body_inverse_weight)
+            weight = d / (one - d) / pyramid_inverse_mass(a, b, condim, shape_body, shape_mu, shape_priority,
+                                                          friction_mixing, body_inverse_weight)
         else:
-            inverse_mass = (row_inverse_mass[first] + row_inverse_mass[first + 1] + row_inverse_mass[first + 2]
-                            + row_inverse_mass[first + 3]) * type(one)(0.25)
-            weight = row_in_contact[first] * d / (one - d) / (inverse_mass + type(one)(1.0e-12))
-        weight = weight * impratio
+            inverse_mass = (row_inverse_mass[first] * row_in_contact[first]
+                            + row_inverse_mass[first + 1] * row_in_contact[first + 1]
+                            + row_inverse_mass[first + 2] * row_in_contact[first + 2]
+                            + row_inverse_mass[first + 3] * row_in_contact[first + 3])
+            edges = row_in_contact[first] + row_in_contact[first + 1] + row_in_contact[first + 2] + row_in_contact[
+                first + 3]
+            weight = d / (one - d) / (inverse_mass / edges + type(one)(1.0e-12))
+        if condim != 1:
+            weight = weight * impratio
     for e in range(EDGES):
         row_aref_out[first + e] = -damping * row_velocity[first + e] - stiffness * d * row_distance[first + e]
-        row_weight_out[first + e] = weight
+        row_weight_out[first + e] = weight * row_in_contact[first + e]
 
 
 @kernel
@@ -520,6 +626,7 @@ def soft_contact_slot_parameters(
     shape_solimp: wp.array2d(dtype=wp.Float),
     shape_solmix: wp.array(dtype=wp.Float),
     shape_priority: wp.array(dtype=int),
+    shape_condim: wp.array(dtype=int),
     contact_pair_in: wp.array2d(dtype=int),
     row_pair_in: wp.array(dtype=int),
     row_velocity_in: wp.array(dtype=wp.Float),
@@ -542,18 +649,19 @@ def soft_contact_slot_parameters(
 ):
     """One thread per contact slot (its four edge rows from row EDGES * tid): reference
     accelerations aref = -b J v - k d dist and one weight D = d / (1 - d) / A (both 0 for a
-    slot not in contact), from the pair's solref and solimp (``pair_softness``; the scalar
-    settings stand for shapes without their own): k and b as MuJoCo derives them
-    (``reference_gains``), d the impedance at the slot's penetration (``impedance_at``), A the
-    mean of A_rr over the four edges, or, with ``mujoco_weights``, MuJoCo's estimate from the
-    bodies' inverse weights at the reference pose (``pyramid_inverse_mass``), times ``impratio``
-    (MuJoCo's ratio of frictional to normal impedance, which a pyramid's edges share). One weight per
+    slot not in contact, D 0 for its padding rows), from the pair's solref and solimp
+    (``pair_softness``; the scalar settings stand for shapes without their own): k and b as
+    MuJoCo derives them (``reference_gains``), d the impedance at the slot's penetration
+    (``impedance_at``), A the mean of A_rr over the slot's pyramid edges, or, with
+    ``mujoco_weights``, MuJoCo's estimate from the bodies' inverse weights at the reference pose
+    (``pyramid_inverse_mass``), times ``impratio`` but for a frictionless contact (MuJoCo's ratio
+    of frictional to normal impedance, which a pyramid's edges share). One weight per
     slot: with a weight per edge, edges nearly orthogonal to the motion got large weights, and
     at a penetrating contact their unequal forces added up to a spurious friction force (a
     pendulum resting on its own base sank 24 mm)."""
     first = wp.tid() * EDGES
     slot_parameters(first, row_pair_in[first], shape_body, shape_mu, shape_solref, shape_solimp, shape_solmix,
-                    shape_priority, contact_pair_in, row_velocity_in, row_inverse_mass_in, row_distance_in,
+                    shape_priority, shape_condim, contact_pair_in, row_velocity_in, row_inverse_mass_in, row_distance_in,
                     row_in_contact_in, body_inverse_weight_in, time_constant, damping_ratio, impedance, impedance_min,
                     impedance_width, impedance_midpoint, impedance_power, mujoco_weights, impratio, friction_mixing,
                     row_aref_out, row_weight_out)

@@ -253,6 +253,8 @@ def soft_contact_steps(
     shape_solimp: wp.array2d(dtype=wp.Float),
     shape_solmix: wp.array(dtype=wp.Float),
     shape_priority: wp.array(dtype=int),
+    shape_condim: wp.array(dtype=int),
+    shape_rotational_mu: wp.array2d(dtype=wp.Float),
     articulation_pair_start_in: wp.array(dtype=int),
     articulation_pair_in: wp.array2d(dtype=int),
     articulation_pair_count_in: wp.array(dtype=int),
@@ -416,7 +418,7 @@ def soft_contact_steps(
         for entry in range(articulation_contact_pair_start_in[a], articulation_contact_pair_start_in[a + 1]):
             pair = articulation_contact_pairs_in[entry]
             pair_rows(pair, shape_kind, shape_body, shape_transform, shape_size, shape_mu, shape_priority,
-                      shape_point_start,
+                      shape_condim, shape_rotational_mu, shape_point_start,
                       shape_points, shape_hull_points, shape_hull_point_start, shape_hull_point_count,
                       shape_plane_normal, shape_plane_offset, shape_plane_start, shape_plane_count, shape_bound_centre,
                       shape_bound_half, body_joint, body_origin, joint_articulation, joint_dfs_pos, joint_dfs_end,
@@ -427,7 +429,7 @@ def soft_contact_steps(
             if any_slot(pair, pair_row_start_in, row_in_contact_out) != 0:  # the solve visits no pair apart
                 for first in range(pair_row_start_in[pair], pair_row_start_in[pair + 1], EDGES):
                     slot_parameters(first, pair, shape_body, shape_mu, shape_solref, shape_solimp, shape_solmix,
-                                    shape_priority, contact_pair_in, row_velocity_out, row_inverse_mass_out,
+                                    shape_priority, shape_condim, contact_pair_in, row_velocity_out, row_inverse_mass_out,
                                     row_distance_out, row_in_contact_out, body_inverse_weight_in, time_constant,
                                     damping_ratio, impedance, impedance_min, impedance_width, impedance_midpoint,
                                     impedance_power, mujoco_weights, impratio, friction_mixing, row_aref_out,

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import warp as wp
+from test_contact_dimensions import paired_runs
 from test_contact_softness import SETTINGS, resting_depths, sliding_sphere
 from test_soft_contact import PUSH, assert_adjoints_agree
 
@@ -63,32 +64,9 @@ def test_a_sliding_box_moves_as_in_mujoco(tmp_path, mu, floor_mu, impratio, step
     the other, and the two part by up to 3 mm); over 0.2 s, the floor's mu 0.15 under the
     box's 0.3 (MuJoCo takes the larger: ``friction_mixing="mujoco"``) 2.5e-6 m (1.5e-2 m with
     the mean), and impratio 10 (``SoftContactOptions.impratio``) 3.5e-7 m (6.4e-4 m without)."""
-    mujoco = pytest.importorskip("mujoco")
     text = SLIDING.format(mu=mu, floor_mu=floor_mu, impratio=impratio)
-    path = tmp_path / "sliding.xml"
-    path.write_text(text)
-    builder, scene = import_mjcf(path)
-    model = builder.finalize(dtype=wp.float64)
-    solver = wpsim.SemiImplicitSolver(model, soft_contact=SoftContactOptions(**scene.contact_settings,
-                                                                             tolerance=1e-12))
-    state = model.state()
-    key = scene.keyframes[next(iter(scene.keyframes))]
-    mj = mujoco.MjModel.from_xml_string(text)
-    data = mujoco.MjData(mj)
-    mujoco.mj_resetDataKeyframe(mj, data, 0)
-    joint = next(iter(key["q"]))
-    state.joint_q.assign(np.asarray(key["q"][joint], np.float64))
-    state.joint_qd.assign(np.asarray(key["qd"][joint], np.float64))
-    ours, theirs = [], []
-    nxt = model.state()
-    for _ in range(steps):
-        solver.step(state, nxt, None, 0.002)
-        state, nxt = nxt, state
-        mujoco.mj_step(mj, data)
-        ours.append(state.joint_q.numpy()[:3].copy())
-        theirs.append(data.qpos[:3].copy())
-    assert solver.health().ok
-    ours, theirs = np.array(ours), np.array(theirs)
+    (ours, _), (theirs, _), _ = paired_runs(tmp_path, text, steps)
+    ours, theirs = ours[:, :3], theirs[:, :3]
     assert np.abs(theirs[-1, :2] - theirs[0, :2]).max() > 0.02  # it slid
     assert np.abs(ours - theirs).max() < tolerance
 

@@ -303,6 +303,20 @@ def _softness_scene() -> AuditScene:
     return AuditScene(b, 30, 1e-3)
 
 
+def _spinning_ball_scene(spin: float) -> AuditScene:
+    """A ball pressed 0.4 mm into the ground, rolling while slipping at 0.05 m/s, spinning at ``spin``
+    rad/s about the vertical, condim 6 (torsional and rolling friction 0.02 m on the ball): at
+    6 rad/s a torsion edge of its pyramid carries the contact, at 0.5 rad/s a rolling edge."""
+    b = ModelBuilder()
+    ground = b.add_ground_plane(mu=0.5)
+    ball = b.add_body()
+    sphere = b.add_shape_sphere(ball, radius=0.1, density=500.0, mu=0.5)
+    b.add_joint_free(ball, pos=(0.0, 0.0, 0.0996), lin_vel=(0.45, 0.1, -0.02), ang_vel=(-1.0, 4.0, spin))
+    b.set_shape_condim(sphere, 6, torsional=0.02, rolling=0.02)
+    b.set_shape_condim(ground, 6, torsional=0.0, rolling=0.0)
+    return AuditScene(b, 30, 1e-3)
+
+
 def _box_on_box_scene() -> AuditScene:
     """A box sliding at 0.4 m/s on another resting on the ground (mu 0.3), both settled into
     their contacts; stepped with soft-constraint contact (one island of two bodies)."""
@@ -586,6 +600,10 @@ SOFT_CONTACT_CASES = (
     *(AuditCase("soft contact per-shape softness", param, _softness_scene, path, solver="soft contact", eps=1e-6)
       for param, path in (("solref", "model.shape_solref"), ("solimp", "model.shape_solimp"),
                           ("solmix", "model.shape_solmix"))),
+    *(AuditCase(f"soft {edge} friction (condim 6)", param, lambda spin=spin: _spinning_ball_scene(spin), path,
+                solver="soft contact")
+      for edge, spin in (("torsional", 6.0), ("rolling", 0.5))
+      for param, path in (("rotational mu", "model.shape_rotational_mu"), ("initial velocities", "state.joint_qd"))),
     AuditCase("soft mesh contact", "mu", _mesh_contact_scene, "model.shape_mu", solver="soft contact"),
     AuditCase("soft mesh contact", "contact points", _mesh_contact_scene, "model.shape_points", solver="soft contact",
               eps=1e-6),

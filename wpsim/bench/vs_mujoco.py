@@ -48,8 +48,8 @@ says whether the file gave them or the defaults were used) and what the importer
 (``wpsim_unhonoured``). Both follow solimp's impedance curve with depth, clipped alike (the Go1's
 feet's dmax of 1 is 0.9999 on both sides). The models still differ where wpsim has no
 counterpart: MuJoCo collides the quadruped's thighs with its
-torso (8 of its 12 contacts, ``mujoco_ground_contacts`` counts the others), wpsim does not;
-condim 1 and 6 geoms (the Go1) are wpsim's condim 3. Both warm-start their Newton solves from
+torso (8 of its 12 contacts, ``mujoco_ground_contacts`` counts the others), wpsim does not.
+Both warm-start their Newton solves from
 the last step's accelerations. So the speeds compare like-sized work, not identical
 trajectories.
 

@@ -206,6 +206,12 @@ MODEL_FIELDS = (
                   check="nonnegative"),
         FieldSpec("shape_priority", "int", "(C,)", "-",
                   "contact priority: a pair takes the softness of its higher-priority shape unmixed", False),
+        FieldSpec("shape_condim", "int", "(C,)", "-",
+                  "soft-constraint contact dimensions (MuJoCo's condim): 1 frictionless, 3 sliding friction, "
+                  "4 and torsional, 6 and rolling; a pair takes its higher-priority shape's, else the larger", False),
+        FieldSpec("shape_rotational_mu", "real", "(C, 2)", "m, m",
+                  "torsional and rolling friction coefficients (MuJoCo's friction[1:3]), read where a pair's "
+                  "condim is 4 or 6", check="nonnegative"),
     ),
     *built_by(
         "shape contact point",

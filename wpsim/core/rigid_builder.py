@@ -626,6 +626,25 @@ class RigidBodyBuilder:
         self.shapes.array("shape_solmix")[shape] = solmix
         self.shapes.array("shape_priority")[shape] = priority
 
+    def set_shape_condim(self, shape: int, condim: int, torsional: float = 0.005, rolling: float = 0.0001):
+        """The shape's soft-constraint contact dimensions, as MuJoCo's geom condim and friction[1:3]
+        (defaults MuJoCo's): 1 frictionless (one normal row), 3 sliding friction (the four edges of
+        the pyramid n +- mu t1, n +- mu t2), 4 and ``torsional`` friction (m) against spinning about
+        the normal, 6 and ``rolling`` friction (m) against rolling about both tangents (2 (condim -
+        1) pyramid edges per contact point). A pair takes its higher-priority shape's condim, else
+        the larger, and mixes the coefficients as it mixes ``mu``. Shapes start at 3. The penalty
+        contact does not read them."""
+        where = f"set_shape_condim: shape {shape}"
+        if not (isinstance(shape, (int, np.integer)) and 0 <= shape < self.shapes.count):
+            raise ValueError(f"{where} does not exist ({self.shapes.count} shapes)")
+        if condim not in (1, 3, 4, 6):
+            raise ValueError(f"{where}: condim must be 1, 3, 4 or 6, got {condim!r}")
+        for name, value in (("torsional", torsional), ("rolling", rolling)):
+            if not (np.isfinite(value) and value >= 0.0):
+                raise ValueError(f"{where}: {name} friction must be finite and >= 0 m, got {value}")
+        self.shapes.array("shape_condim")[shape] = condim
+        self.shapes.array("shape_rotational_mu")[shape] = (torsional, rolling)
+
     def set_joint_softness(self, joint: int, solref_limit=(0.02, 1.0), solimp_limit=(0.9, 0.95, 0.001, 0.5, 2.0),
                            solref_friction=(0.02, 1.0), solimp_friction=(0.9, 0.95, 0.001, 0.5, 2.0)):
         """The soft-constraint settings of the joint's limit and friction-loss rows, as MuJoCo's

@@ -31,7 +31,8 @@ orientation ``density mass friction contype conaffinity``):
   shape, and are drawn (``ModelBuilder.add_visual_mesh``; primitives as their surface);
 - ``solref solimp solmix priority`` set each geom's soft-constraint contact as MuJoCo combines
   them per pair (``ModelBuilder.set_shape_softness``; the file's most common setting is the
-  solve's own, ``scene.contact_settings``); ``condim`` 3 only.
+  solve's own, ``scene.contact_settings``); ``condim`` 1, 3, 4 and 6 with the torsional and
+  rolling ``friction`` (``ModelBuilder.set_shape_condim``).
 
 Actuators: ``<motor joint gear>``, ``<position joint kp kv inheritrange>``, ``<velocity joint
 kv>`` and ``<general>`` ones whose fixed gain and affine bias make a motor, a position or a
@@ -93,6 +94,7 @@ from wpsim.core.mass import (
 from wpsim.io.mjcf_compile import MjcfTree, load_mjcf
 from wpsim.io.mjcf_constraints import IDENTITY_QUAT, ConstraintReader
 from wpsim.io.scene_parsing import (
+    MUJOCO_ROTATIONAL_FRICTION,
     MUJOCO_SOLIMP,
     MUJOCO_SOLREF,
     ImportedScene,
@@ -322,6 +324,7 @@ class _Reader(ConstraintReader):
                 shape = b.add_shape_plane(pos=pos, rot=rot, **contact)
                 b.set_collision_bits(shape, *bits)
                 self.note_softness(geom, shape)
+                self.set_condim(b, geom, shape, friction)
                 return
             shape_volume, properties, add = self.primitive(b, geom, gtype, size)
             if not collides:  # drawn, as the mesh geoms that do not collide
@@ -334,12 +337,24 @@ class _Reader(ConstraintReader):
                 shape = add(body, pos, rot, density, contact)
                 b.set_collision_bits(shape, *bits)
                 self.note_softness(geom, shape)
+                self.set_condim(b, geom, shape, friction)
             elif density > 0.0:
                 b.add_body_mass(body, *properties(density), pos=pos, rot=rot)
         except SceneFileError:
             raise
         except ValueError as error:
             self.fail(geom, str(error))
+
+    def set_condim(self, b: ModelBuilder, geom, shape: int, friction):
+        """A colliding geom's ``condim`` and its torsional and rolling ``friction`` (MuJoCo's
+        defaults, 3 and 0.005 0.0001 m, where the file gives none;
+        ``ModelBuilder.set_shape_condim``)."""
+        condim = self.integer(geom, "condim", 3)
+        rotational = [*friction[1:3], *MUJOCO_ROTATIONAL_FRICTION[len(friction) - 1:]]
+        try:
+            b.set_shape_condim(shape, condim, *rotational)
+        except ValueError as error:
+            self.fail(geom, str(error).split(": ", 2)[-1])
 
     def note_softness(self, geom, shape: int):
         """Keep a colliding geom's solref, solimp (clipped as MuJoCo clips it), solmix and

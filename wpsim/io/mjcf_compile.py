@@ -48,7 +48,7 @@ HONOURED = {
     "freejoint": {"name": ANY},
     "geom": {"name": ANY, "class": ANY, "type": ANY, "size": ANY, "fromto": ANY, "density": ANY, "mass": ANY,
              "solref": ANY, "solimp": ANY, "solmix": ANY, "priority": ANY,
-             "friction": ANY, "contype": ANY, "conaffinity": ANY, "mesh": ANY, "condim": ("3",), **_POSE},
+             "friction": ANY, "contype": ANY, "conaffinity": ANY, "mesh": ANY, "condim": ANY, **_POSE},
     "actuator": {},
     "motor": {"name": ANY, "class": ANY, "joint": ANY, "tendon": ANY, "gear": ANY, **_CONTROL_RANGE},
     "position": {"name": ANY, "class": ANY, "joint": ANY, "tendon": ANY, "gear": ANY, "kp": ANY, "kv": ANY,

@@ -157,6 +157,8 @@ MUJOCO_SOLREF = (0.02, 1.0)
 """MuJoCo's default solref: time constant 0.02 s, damping ratio 1."""
 MUJOCO_SOLIMP = (0.9, 0.95, 0.001, 0.5, 2.0)
 """MuJoCo's default solimp: dmin, dmax, width (m), midpoint, power."""
+MUJOCO_ROTATIONAL_FRICTION = (0.005, 0.0001)
+"""MuJoCo's default torsional and rolling friction of a geom (m): its friction[1:3]."""
 IMPEDANCE_RANGE = (1e-4, 0.9999)
 """The impedances (solimp dmin, dmax, midpoint) MuJoCo clips a file's values to."""
 

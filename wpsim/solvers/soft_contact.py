@@ -81,6 +81,7 @@ class PairRows:
     articulation_pairs: wp.array  # (pairs per articulation,) int32 pairs involving each articulation (either side)
     articulations: tuple  # (art_a, art_b) (S,) each, host; -1: static b
     row_bounds: tuple  # (first, end) (S,) each, host: each pair's rows
+    point_rows: np.ndarray  # (contact points,) host: the first row of each contact point's slots
 
 
 class SoftContact:
@@ -103,7 +104,7 @@ class SoftContact:
         self._candidate_pairs = pairs
         self._dof_start = model.articulation_dof_start.numpy().copy()
         """Host copies the per-step layouts (``_pair_rows``, ``_islands``) read."""
-        self._slots = self._slot_counts()
+        self._slots, self._parts = self._slot_counts()
         self.side_column = max(model.max_articulation_dofs, 1)
         self.jacobian_width = self.side_column * (2 if (art_b >= 0).any() else 1)
         """Columns of a row's Jacobian: the dofs of shape a's articulation, then (from
@@ -363,6 +364,8 @@ class SoftContact:
         count = len(chosen)
         rows_per_pair = self._slots[chosen] * soft_contact.EDGES
         pair_row_start = np.concatenate([[0], np.cumsum(rows_per_pair)]).astype(np.int64)
+        in_pair = np.arange(pair_row_start[-1]) - np.repeat(pair_row_start[:-1], rows_per_pair)
+        point_rows = in_pair % np.repeat(self._parts[chosen] * soft_contact.EDGES, rows_per_pair) == 0
         has_b = art_b >= 0
         b = np.maximum(art_b, 0)
         other = has_b & (art_b != art_a)
@@ -383,23 +386,30 @@ class SoftContact:
             articulation_pair_start=self._ints(np.searchsorted(touching_art[order],
                                                               np.arange(m.articulation_count + 1))),
             articulation_pairs=self._ints(touching_pair[order]),
-            articulations=(art_a, art_b), row_bounds=(pair_row_start[:-1], pair_row_start[1:]))
+            articulations=(art_a, art_b), row_bounds=(pair_row_start[:-1], pair_row_start[1:]),
+            point_rows=np.flatnonzero(point_rows))
 
-    def _slot_counts(self) -> np.ndarray:
-        """Contact slots of each pair, from the shared narrow phase."""
-        slots = wp.zeros(self.pair_count, dtype=wp.int32, device=self.model.device)
+    def _slot_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """(contact slots of each pair: its contact points from the shared narrow phase times the
+        slots each takes, those slots per point (``soft_contact.contact_parts``)), host arrays."""
+        m = self.model
+        points = wp.zeros(self.pair_count, dtype=wp.int32, device=m.device)
+        parts = wp.zeros(self.pair_count, dtype=wp.int32, device=m.device)
         if self.pair_count:
             wp.launch(rigid_contact.pair_slot_counts, dim=self.pair_count,
-                      inputs=[self.model.contact_pair, self.model.shape_kind, self.model.shape_point_count,
-                              self.model.shape_hull_point_count],
-                      outputs=[slots], device=self.model.device, record_tape=False)
-        return slots.numpy().astype(np.int64)
+                      inputs=[m.contact_pair, m.shape_kind, m.shape_point_count, m.shape_hull_point_count],
+                      outputs=[points], device=m.device, record_tape=False)
+            wp.launch(soft_contact.soft_contact_pair_parts, dim=self.pair_count,
+                      inputs=[m.contact_pair, m.shape_condim, m.shape_priority], outputs=[parts], device=m.device,
+                      record_tape=False)
+        parts = parts.numpy().astype(np.int64)
+        return points.numpy().astype(np.int64) * parts, parts
 
     def active_contacts(self) -> int:
         """Contact points that penetrated in the latest step (reads back from the device)."""
         if self.pairs.row_count == 0 or self._last_in_contact is None:
             return 0
-        return int(round(float(self._last_in_contact.numpy().sum()))) // soft_contact.EDGES
+        return int(round(float(self._last_in_contact.numpy()[self.pairs.point_rows].sum())))
 
     # ------------------------------------------------------------------ arrays
     def _array(self, name: str, shape, grad: bool) -> wp.array:
@@ -461,7 +471,7 @@ class SoftContact:
         self._launch(
             soft_contact.soft_contact_rows, pairs.count,
             [m.shape_kind, m.shape_body, m.shape_transform, m.shape_size, m.shape_mu, m.shape_priority,
-             m.shape_point_start, m.shape_points, m.shape_hull_points, m.shape_hull_point_start,
+             m.shape_condim, m.shape_rotational_mu, m.shape_point_start, m.shape_points, m.shape_hull_points, m.shape_hull_point_start,
              m.shape_hull_point_count, m.shape_plane_normal, m.shape_plane_offset, m.shape_plane_start,
              m.shape_plane_count, m.shape_bound_centre, m.shape_bound_half, m.body_joint, m.body_origin,
              m.joint_articulation, m.joint_dfs_pos,
@@ -472,7 +482,7 @@ class SoftContact:
         )
         self._launch(soft_contact.soft_contact_slot_parameters, pairs.row_count // soft_contact.EDGES,
                      [m.shape_body, m.shape_mu, m.shape_solref, m.shape_solimp, m.shape_solmix, m.shape_priority,
-                      pairs.contact_pair, pairs.row_pair,
+                      m.shape_condim, pairs.contact_pair, pairs.row_pair,
                       *(rows[k] for k in ("velocity", "inverse_mass", "distance", "in_contact")),
                       self.inverse_weights[0], *self._params, *self._impedance_curve, self._mujoco_weights,
                       m.real(self.options.impratio), self._friction_mixing],
@@ -651,8 +661,8 @@ class SoftContact:
             self._newton_direction(scratch, state_in, pairs, rows, accel, islands, factor, None)
         result = wp.clone(accel, requires_grad=True)
         read = [scratch.mass_matrix, scratch.qdd, scratch.dof_motion, state_in.body_q, state_in.joint_q,
-                state_in.joint_qd, m.shape_transform, m.shape_size, m.shape_mu, m.shape_solref, m.shape_solimp,
-                m.shape_solmix, m.shape_points, m.shape_hull_points,
+                state_in.joint_qd, m.shape_transform, m.shape_size, m.shape_mu, m.shape_rotational_mu, m.shape_solref,
+                m.shape_solimp, m.shape_solmix, m.shape_points, m.shape_hull_points,
                 m.shape_plane_normal, m.shape_plane_offset, m.body_origin,
                 m.joint_limit_lower, m.joint_limit_upper, m.joint_friction]  # the backward writes their gradients
         tape.record_func(backward=lambda: self._adjoint(scratch, state_in, result, pairs, islands, factor),
