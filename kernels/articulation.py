@@ -81,6 +81,50 @@ def body_world_inertia(X: transform, m: wp.Float, com: vec3, inertia: mat33, ori
 
 
 @wp.func
+def fluid_wrench(X: transform, m: wp.Float, com: vec3, inertia: mat33, frame: quat, twist: vec6, origin: vec3,
+                 fluid: wp.array2d(dtype=wp.Float)):
+    """(torque, force at the centre of mass) in world axes of the medium ``fluid`` (density
+    kg/m^3, viscosity Pa s, wind m/s) on a body of mass m at pose X moving with ``twist`` about
+    ``origin``, MuJoCo's inertia-box model: the box with the body's principal moments (axes
+    ``frame`` in body axes) meets viscous drag as a sphere of its mean side d (torque -pi d^3
+    viscosity w, force -3 pi d viscosity v, v relative to the wind) and quadratic drag of
+    density on its faces, per principal axis; nothing below 1e-15 kg."""
+    zero = m * type(m)(0.0)
+    torque = wp.vector(zero, zero, zero)
+    force = torque
+    density = fluid[0, 0]
+    viscosity = fluid[0, 1]
+    if m >= type(m)(1.0e-15) and (density > zero or viscosity > zero):
+        axes = wp.quat_to_matrix(frame)
+        R = wp.quat_to_matrix(wp.transform_get_rotation(X)) * axes
+        principal = wp.transpose(axes) * inertia * axes
+        tiny = type(m)(1.0e-15)
+        six = type(m)(6.0)
+        box = wp.vector(wp.sqrt(wp.max(tiny, principal[1, 1] + principal[2, 2] - principal[0, 0]) / m * six),
+                   wp.sqrt(wp.max(tiny, principal[0, 0] + principal[2, 2] - principal[1, 1]) / m * six),
+                   wp.sqrt(wp.max(tiny, principal[0, 0] + principal[1, 1] - principal[2, 2]) / m * six))
+        w = wp.transpose(R) * top(twist)
+        v = wp.transpose(R) * (bottom(twist) + wp.cross(top(twist), wp.transform_point(X, com) - origin)
+                               - wp.vector(fluid[0, 2], fluid[0, 3], fluid[0, 4]))
+        diameter = (box[0] + box[1] + box[2]) / type(m)(3.0)
+        pi = type(m)(3.14159265358979323846)
+        torque = w * (-pi * diameter * diameter * diameter * viscosity)
+        force = v * (-type(m)(3.0) * pi * diameter * viscosity)
+        half = type(m)(0.5) * density
+        force = force - wp.vector(half * box[1] * box[2] * wp.abs(v[0]) * v[0], half * box[0] * box[2] * wp.abs(v[1]) * v[1],
+                             half * box[0] * box[1] * wp.abs(v[2]) * v[2])
+        quartic = wp.vector(box[0] * box[0] * box[0] * box[0], box[1] * box[1] * box[1] * box[1],
+                       box[2] * box[2] * box[2] * box[2])
+        spin = density / type(m)(64.0)
+        torque = torque - wp.vector(spin * box[0] * (quartic[1] + quartic[2]) * wp.abs(w[0]) * w[0],
+                               spin * box[1] * (quartic[0] + quartic[2]) * wp.abs(w[1]) * w[1],
+                               spin * box[2] * (quartic[0] + quartic[1]) * wp.abs(w[2]) * w[2])
+        torque = R * torque
+        force = R * force
+    return spatial(torque, force)
+
+
+@wp.func
 def dof_count(jtype: int):
     """Number of velocity coordinates of a joint type."""
     if jtype == JOINT_FREE:
@@ -251,6 +295,8 @@ def start_body_wrench(
     body_com: wp.array(dtype=vec3),
     body_inertia: wp.array(dtype=mat33),
     body_origin: wp.array(dtype=vec3),
+    body_fluid_frame: wp.array(dtype=quat),
+    fluid: wp.array2d(dtype=wp.Float),
     body_q_in: wp.array(dtype=transform),
     body_twist_in: wp.array(dtype=vec6),
     body_bias_acc_in: wp.array(dtype=vec6),
@@ -264,15 +310,15 @@ def start_body_wrench(
     """Start body ``b``'s wrench and damping blocks and fill its world inertia and inertial
     bias wrench (see ``init_body_wrenches``)."""
     X = body_q_in[b]
-    f = body_f_ext[b]
+    m = body_mass[b]
+    v = body_twist_in[b]
+    f = body_f_ext[b] + fluid_wrench(X, m, body_com[b], body_inertia[b], body_fluid_frame[b], v, body_origin[b], fluid)
     c = wp.transform_point(X, body_com[b]) - body_origin[b]
     body_f_out[b] = spatial(top(f) + wp.cross(c, bottom(f)), bottom(f))
     zero = wp.outer(c, c) * type(c[0])(0.0)
     for k in range(3):
         body_damping_out[b, k] = zero
-    m = body_mass[b]
     h, J = body_world_inertia(X, m, body_com[b], body_inertia[b], body_origin[b])
-    v = body_twist_in[b]
     body_h_out[b] = h
     body_J_out[b] = J
     body_inertial_bias_out[b] = inertia_times(m, h, J, body_bias_acc_in[b]) + force_cross(v, inertia_times(m, h, J, v))
@@ -284,6 +330,8 @@ def init_body_wrenches(
     body_com: wp.array(dtype=vec3),
     body_inertia: wp.array(dtype=mat33),
     body_origin: wp.array(dtype=vec3),
+    body_fluid_frame: wp.array(dtype=quat),
+    fluid: wp.array2d(dtype=wp.Float),
     body_q_in: wp.array(dtype=transform),
     body_twist_in: wp.array(dtype=vec6),
     body_bias_acc_in: wp.array(dtype=vec6),
@@ -295,11 +343,13 @@ def init_body_wrenches(
     body_inertial_bias_out: wp.array(dtype=vec6),
 ):
     """One thread per body: start its wrench (about its articulation origin) from the external
-    wrench given as (torque, force at the centre of mass), both in world axes, and its contact
+    wrench given as (torque, force at the centre of mass), both in world axes, plus the fluid's
+    (``fluid_wrench``), and its contact
     damping blocks from zero; and its first moment h and rotational inertia J about the origin
     and its inertial bias wrench I a + v x* I v (gravity through the base acceleration,
     velocity products), which the subtree sums add up."""
-    start_body_wrench(wp.tid(), body_mass, body_com, body_inertia, body_origin, body_q_in, body_twist_in,
+    start_body_wrench(wp.tid(), body_mass, body_com, body_inertia, body_origin, body_fluid_frame, fluid, body_q_in,
+        body_twist_in,
         body_bias_acc_in, body_f_ext, body_f_out, body_damping_out, body_h_out, body_J_out, body_inertial_bias_out)
 
 

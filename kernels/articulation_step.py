@@ -25,7 +25,7 @@ from .articulation import (
     vec6,
 )
 from .cholesky import factor_and_solve
-from .generic import kernel, mat33, transform, vec3
+from .generic import kernel, mat33, quat, transform, vec3
 from .rigid_contact import pair_contact_wrenches
 
 
@@ -73,6 +73,8 @@ def articulation_dynamics(
     body_inertia: wp.array(dtype=mat33),
     body_origin: wp.array(dtype=vec3),
     gravity: wp.array(dtype=vec3),
+    fluid: wp.array2d(dtype=wp.Float),
+    body_fluid_frame: wp.array(dtype=quat),
     shape_kind: wp.array(dtype=int),
     shape_body: wp.array(dtype=int),
     shape_transform: wp.array(dtype=transform),
@@ -132,7 +134,8 @@ def articulation_dynamics(
                     joint_axis, joint_q_start, joint_qd_start, body_origin, gravity, joint_q_in, joint_qd_in,
                     body_q_out, body_qd_out, body_twist_out, body_bias_acc_out, dof_motion_out)
     for pos in range(p0, p1):
-        start_body_wrench(joint_child[dfs_joint[pos]], body_mass, body_com, body_inertia, body_origin, body_q_out,
+        start_body_wrench(joint_child[dfs_joint[pos]], body_mass, body_com, body_inertia, body_origin,
+                          body_fluid_frame, fluid, body_q_out,
                           body_twist_out, body_bias_acc_out, body_f_ext, body_f_out, body_damping_out, body_h_out,
                           body_J_out, body_inertial_bias_out)
     for i in range(articulation_pair_start_in[a], articulation_pair_start_in[a + 1]):
@@ -201,6 +204,8 @@ def articulation_steps(
     body_inertia: wp.array(dtype=mat33),
     body_origin: wp.array(dtype=vec3),
     gravity: wp.array(dtype=vec3),
+    fluid: wp.array2d(dtype=wp.Float),
+    body_fluid_frame: wp.array(dtype=quat),
     shape_kind: wp.array(dtype=int),
     shape_body: wp.array(dtype=int),
     shape_transform: wp.array(dtype=transform),
@@ -280,7 +285,7 @@ def articulation_steps(
             joint_qd_start, joint_dfs_pos, joint_dfs_end, joint_armature, joint_damping, joint_friction,
             joint_stiffness, joint_spring_ref, joint_target_ke, joint_target_kd, joint_limit_lower, joint_limit_upper,
             joint_limit_ke, joint_limit_kd, joint_f_lower, joint_f_upper, joint_target_lower, joint_target_upper,
-            joint_drive_force_limit, joint_drive_implicit, joint_damping_implicit, body_joint, body_world, body_mass, body_com, body_inertia, body_origin, gravity,
+            joint_drive_force_limit, joint_drive_implicit, joint_damping_implicit, body_joint, body_world, body_mass, body_com, body_inertia, body_origin, gravity, fluid, body_fluid_frame,
             shape_kind, shape_body, shape_transform, shape_size, shape_ke, shape_kd, shape_mu, shape_point_start,
             shape_point_count, shape_points, shape_hull_points, shape_hull_point_start, shape_hull_point_count,
             shape_plane_normal, shape_plane_offset, shape_plane_start, shape_plane_count, articulation_pair_start_in,
@@ -368,6 +373,8 @@ def articulation_replay(
     body_inertia: wp.array(dtype=mat33),
     body_origin: wp.array(dtype=vec3),
     gravity: wp.array(dtype=vec3),
+    fluid: wp.array2d(dtype=wp.Float),
+    body_fluid_frame: wp.array(dtype=quat),
     shape_kind: wp.array(dtype=int),
     shape_body: wp.array(dtype=int),
     shape_transform: wp.array(dtype=transform),
@@ -446,7 +453,7 @@ def articulation_replay(
             joint_qd_start, joint_dfs_pos, joint_dfs_end, joint_armature, joint_damping, joint_friction,
             joint_stiffness, joint_spring_ref, joint_target_ke, joint_target_kd, joint_limit_lower, joint_limit_upper,
             joint_limit_ke, joint_limit_kd, joint_f_lower, joint_f_upper, joint_target_lower, joint_target_upper,
-            joint_drive_force_limit, joint_drive_implicit, joint_damping_implicit, body_joint, body_world, body_mass, body_com, body_inertia, body_origin, gravity,
+            joint_drive_force_limit, joint_drive_implicit, joint_damping_implicit, body_joint, body_world, body_mass, body_com, body_inertia, body_origin, gravity, fluid, body_fluid_frame,
             shape_kind, shape_body, shape_transform, shape_size, shape_ke, shape_kd, shape_mu, shape_point_start,
             shape_point_count, shape_points, shape_hull_points, shape_hull_point_start, shape_hull_point_count,
             shape_plane_normal, shape_plane_offset, shape_plane_start, shape_plane_count, articulation_pair_start_in,
@@ -507,6 +514,8 @@ def articulation_system(
     body_inertia: wp.array(dtype=mat33),
     body_origin: wp.array(dtype=vec3),
     gravity: wp.array(dtype=vec3),
+    fluid: wp.array2d(dtype=wp.Float),
+    body_fluid_frame: wp.array(dtype=quat),
     shape_kind: wp.array(dtype=int),
     shape_body: wp.array(dtype=int),
     shape_transform: wp.array(dtype=transform),
@@ -567,7 +576,7 @@ def articulation_system(
         joint_damping, joint_friction, joint_stiffness, joint_spring_ref, joint_target_ke, joint_target_kd,
         joint_limit_lower, joint_limit_upper, joint_limit_ke, joint_limit_kd, joint_f_lower, joint_f_upper,
         joint_target_lower, joint_target_upper, joint_drive_force_limit, joint_drive_implicit, joint_damping_implicit, body_joint, body_world, body_mass, body_com,
-        body_inertia, body_origin, gravity, shape_kind, shape_body, shape_transform, shape_size, shape_ke, shape_kd,
+        body_inertia, body_origin, gravity, fluid, body_fluid_frame, shape_kind, shape_body, shape_transform, shape_size, shape_ke, shape_kd,
         shape_mu, shape_point_start, shape_point_count, shape_points, shape_hull_points, shape_hull_point_start,
         shape_hull_point_count, shape_plane_normal, shape_plane_offset, shape_plane_start, shape_plane_count,
         articulation_pair_start_in, articulation_pair_in, articulation_pair_count_in, joint_q_in, joint_qd_in,

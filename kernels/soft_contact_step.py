@@ -16,7 +16,7 @@ import warp as wp
 from .articulation import articulation_fk, integrate_joint, vec6
 from .articulation_step import articulation_dynamics
 from .cholesky import factor_and_solve, triangular_solves
-from .generic import kernel, mat33, transform, vec3
+from .generic import kernel, mat33, quat, transform, vec3
 from .implicit_terms import implicit_term
 from .soft_contact import EDGES, pair_rows, slot_parameters, slot_times
 from .soft_contact_newton import (
@@ -230,6 +230,8 @@ def soft_contact_steps(
     body_inertia: wp.array(dtype=mat33),
     body_origin: wp.array(dtype=vec3),
     gravity: wp.array(dtype=vec3),
+    fluid: wp.array2d(dtype=wp.Float),
+    body_fluid_frame: wp.array(dtype=quat),
     shape_kind: wp.array(dtype=int),
     shape_body: wp.array(dtype=int),
     shape_transform: wp.array(dtype=transform),
@@ -386,7 +388,7 @@ def soft_contact_steps(
             joint_qd_start, joint_dfs_pos, joint_dfs_end, joint_armature, joint_damping, assembly_friction_in,
             joint_stiffness, joint_spring_ref, joint_target_ke, joint_target_kd, joint_limit_lower, joint_limit_upper,
             joint_limit_ke, joint_limit_kd, joint_f_lower, joint_f_upper, joint_target_lower, joint_target_upper,
-            joint_drive_force_limit, joint_drive_implicit, joint_damping_implicit, body_joint, body_world, body_mass, body_com, body_inertia, body_origin, gravity,
+            joint_drive_force_limit, joint_drive_implicit, joint_damping_implicit, body_joint, body_world, body_mass, body_com, body_inertia, body_origin, gravity, fluid, body_fluid_frame,
             shape_kind, shape_body, shape_transform, shape_size, shape_ke, shape_kd, shape_mu, shape_point_start,
             shape_point_count, shape_points, shape_hull_points, shape_hull_point_start, shape_hull_point_count,
             shape_plane_normal, shape_plane_offset, shape_plane_start, shape_plane_count, articulation_pair_start_in,

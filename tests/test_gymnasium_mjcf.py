@@ -1,6 +1,6 @@
 """Gymnasium's MuJoCo assets (the MJCF files users bring most often): every file imports, and
-every file whose simulated features are all honoured steps like MuJoCo (Euler, contact and
-joint limits off) to 1e-6 over 500 steps from a perturbed state; the others say why."""
+every file steps like MuJoCo (Euler, contact and joint limits off) to 1e-6 over 500 steps from
+a perturbed state (the swimmer since fluid forces are honoured)."""
 
 import warnings
 from pathlib import Path
@@ -14,10 +14,7 @@ gymnasium = pytest.importorskip("gymnasium")
 pytest.importorskip("mujoco")
 ASSETS = Path(gymnasium.__file__).parent / "envs" / "mujoco" / "assets"
 MATCHED = ["ant", "half_cheetah", "hopper", "humanoid", "humanoidstandup", "inverted_double_pendulum",
-           "inverted_pendulum", "point", "pusher", "pusher_v5", "reacher", "walker2d", "walker2d_v5"]
-NOT_HONOURED = {  # file -> the attribute that changes its passive motion and that wpsim does not honour
-    "swimmer": "viscosity",  # fluid forces
-}
+           "inverted_pendulum", "point", "pusher", "pusher_v5", "reacher", "swimmer", "walker2d", "walker2d_v5"]
 
 
 SILENT = {"half_cheetah"}  # every attribute honoured (its joints' solreflimit and solimplimit included)
@@ -29,7 +26,7 @@ def test_every_gymnasium_file_imports_and_the_list_is_complete():
     from wpsim.bench.mujoco_reference import load_mujoco
 
     names = sorted(p.stem for p in ASSETS.glob("*.xml"))
-    assert names == sorted(MATCHED + list(NOT_HONOURED))
+    assert names == sorted(MATCHED)
     for name in names:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -41,18 +38,12 @@ def test_every_gymnasium_file_imports_and_the_list_is_complete():
         assert builder.finalize().joint_dof_count > 0
         mj = load_mujoco(ASSETS / f"{name}.xml")
         assert abs(builder.bodies.array("body_mass").sum() - mj.body_mass.sum()) < 1e-9 * mj.body_mass.sum()
-        if name in NOT_HONOURED:
-            assert NOT_HONOURED[name] in {u.attribute for u in scene.unhonoured}
 
 
-@pytest.mark.parametrize("name", MATCHED + sorted(NOT_HONOURED))
+@pytest.mark.parametrize("name", MATCHED)
 def test_gymnasium_file_steps_like_mujoco(name):
     from wpsim.bench.mujoco_reference import rollouts
 
     ours, theirs, q0 = rollouts(ASSETS / f"{name}.xml", steps=500, seed=1)
     assert np.abs(theirs[-1] - q0).max() > 0.1  # it moved
-    error = np.abs(ours - theirs).max()
-    if name in NOT_HONOURED:
-        assert error > 1e-6, f"{name} now matches MuJoCo: move it to MATCHED"
-    else:
-        assert error < 1e-6
+    assert np.abs(ours - theirs).max() < 1e-6

@@ -308,7 +308,7 @@ def test_mjcf_include_is_relative_to_the_including_file_and_refuses_cycles(tmp_p
 
 
 UNHONOURED = """<mujoco>
-  <option integrator="RK4" viscosity="0.1"/>
+  <option integrator="RK4" noslip_iterations="2"/>
   <default><joint springdamper="0.1 0.5"/></default>
   <worldbody>
     <body name="b">
@@ -332,7 +332,7 @@ def test_mjcf_reports_every_unhonoured_feature_once_with_file_and_line(tmp_path)
     ours = [w for w in record if str(path) in str(w.message)]
     assert len(ours) == 1
     found = {(u.line, u.element, u.attribute) for u in scene.unhonoured}
-    assert found == {(2, "<option>", "integrator"), (2, "<option>", "viscosity"), (3, "<joint>", "springdamper"),
+    assert found == {(2, "<option>", "integrator"), (2, "<option>", "noslip_iterations"), (3, "<joint>", "springdamper"),
                      (6, "<joint>", "margin"), (7, "<geom>", "gap"), (11, "<spatial>", None),
                      (12, "<weld>", "torquescale"), (13, "<velocity>", "ctrlrange"),
                      (14, "<sensor>", None)}

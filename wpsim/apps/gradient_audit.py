@@ -317,6 +317,23 @@ def _spinning_ball_scene(spin: float) -> AuditScene:
     return AuditScene(b, 30, 1e-3)
 
 
+def _fluid_scene() -> AuditScene:
+    """A tilted plate (principal axes off its body axes) carrying a hinged rod, thrown tumbling
+    through a medium of density 900 kg/m^3 and viscosity 0.3 Pa s in a wind, no gravity: the
+    inertia-box drag on both bodies."""
+    b = ModelBuilder(gravity=0.0)
+    plate = b.add_body()
+    tilt = np.array([0.3, 0.2, 0.1, 0.9])
+    b.add_shape_box(plate, hx=0.1, hy=0.05, hz=0.02, rot=tilt / np.linalg.norm(tilt), density=300.0)
+    b.add_joint_free(plate, lin_vel=(0.5, -0.2, 1.0), ang_vel=(3.0, -2.0, 4.0))
+    rod = b.add_body()
+    b.add_shape_capsule(rod, radius=0.02, half_height=0.1, density=500.0)
+    b.add_joint_revolute(plate, rod, axis=(0.0, 1.0, 0.0), parent_pos=(0.2, 0.0, 0.0), child_pos=(-0.1, 0.0, 0.0),
+                         qd=1.0)
+    b.fluid_density, b.fluid_viscosity, b.wind = 900.0, 0.3, (0.4, -0.3, 0.2)
+    return AuditScene(b, 30, 2e-3)
+
+
 def _box_on_box_scene() -> AuditScene:
     """A box sliding at 0.4 m/s on another resting on the ground (mu 0.3), both settled into
     their contacts; stepped with soft-constraint contact (one island of two bodies)."""
@@ -513,6 +530,10 @@ RIGID_CASES = (
     AuditCase("rigid body", "inertia", _arm_scene, "model.body_inertia"),
     AuditCase("rigid body", "centre of mass", _arm_scene, "model.body_com"),
     AuditCase("rigid body", "gravity", _arm_scene, "model.gravity"),
+    *(AuditCase("fluid (inertia-box drag)", param, _fluid_scene, path, relative=relative)
+      for param, path, relative in (("medium (density, viscosity, wind)", "model.fluid", True),
+                                    ("body mass", "model.body_mass", True), ("inertia", "model.body_inertia", False),
+                                    ("initial velocities", "state.joint_qd", False))),
     AuditCase("rigid body", "external wrench (control)", _arm_scene, "control.body_f_ext"),
     AuditCase("joint", "initial coordinates", _arm_scene, "state.joint_q"),
     AuditCase("joint", "initial velocities", _arm_scene, "state.joint_qd"),

@@ -51,6 +51,13 @@ class ModelBuilder(RigidBodyBuilder):
         self.up_axis = _AXES[up_axis]
         self.up_vector = tuple(float(i == self.up_axis) for i in range(3))
         self.gravity = float(gravity) if np.ndim(gravity) == 0 else tuple(float(g) for g in gravity)
+        self.fluid_density = 0.0
+        """Density (kg/m^3) of the medium the bodies move in (MuJoCo's option density): quadratic
+        drag on each body's equivalent box (``kernels.articulation.fluid_wrench``)."""
+        self.fluid_viscosity = 0.0
+        """Viscosity (Pa s) of the medium (MuJoCo's option viscosity): linear drag."""
+        self.wind = (0.0, 0.0, 0.0)
+        """Velocity (m/s) of the medium."""
         self.friction_smoothing = 0.01
         """Speed (m/s) below which Coulomb friction is smoothed (force ~ speed)."""
         self.contact_damping_depth = 1.0e-3
@@ -576,6 +583,11 @@ class ModelBuilder(RigidBodyBuilder):
         if gravity.shape not in ((), (3,)) or not np.isfinite(gravity).all():
             raise ValueError(f"gravity must be a finite number (along the up axis) or 3-vector in m/s^2, got "
                              f"{self.gravity!r}")
+        medium = np.array([self.fluid_density, self.fluid_viscosity, *np.ravel(self.wind)], dtype=np.float64)
+        if medium.shape != (5,) or not (np.isfinite(medium).all() and (medium[:2] >= 0.0).all()):
+            raise ValueError(f"fluid_density (kg/m^3) and fluid_viscosity (Pa s) must be finite and >= 0 and wind a "
+                             f"finite 3-vector (m/s), got {self.fluid_density!r}, {self.fluid_viscosity!r}, "
+                             f"{self.wind!r}")
         if not 0.0 <= self.contact_damping_depth < np.inf:
             raise ValueError(f"contact_damping_depth must be a finite depth >= 0 m, got {self.contact_damping_depth}")
         p = self.particles
@@ -584,6 +596,7 @@ class ModelBuilder(RigidBodyBuilder):
             arrays.update(table.arrays())
         arrays.update(
             gravity=[np.array(self.up_vector) * gravity if gravity.ndim == 0 else gravity],
+            fluid=[medium],
             pair_ke=[self.pair_ke],
             pair_kd=[self.pair_kd],
             pair_mu=[self.pair_mu],

@@ -130,6 +130,9 @@ MODEL_FIELDS = (
         FieldSpec("particle_world", "int", "(P,)", "-", "world index of each particle", False),
     ),
     FieldSpec("gravity", "vec3", "(1,)", "m/s^2", "gravitational acceleration"),
+    FieldSpec("fluid", "real", "(1, 5)", "kg/m^3, Pa s, m/s",
+              "the medium the bodies move in (MuJoCo's option density, viscosity and wind): density, "
+              "viscosity, wind velocity x y z; zero density and viscosity: none"),
     *built_by(
         "spring",
         FieldSpec("spring_indices", "int", "(S, 2)", "-", "particle pair of each spring", False),
@@ -296,6 +299,9 @@ MODEL_FIELDS = (
     FieldSpec("body_origin", "vec3", "(B,)", "m", "reference point of spatial quantities: the world position of the "
               "body's articulation root joint (a constant)", False),
     FieldSpec("body_joint", "int", "(B,)", "-", "the joint whose child the body is", False),
+    FieldSpec("body_fluid_frame", "quat", "(B,)", "quat xyzw",
+              "principal axes of body_inertia in body axes, at finalize: the axes of the box the fluid forces "
+              "take for the body (identity where the inertia is diagonal)", False),
     *built_by(
         "joint",
         FieldSpec("joint_type", "int", "(J,)", "-", kind_list(JOINT_NAMES), False),

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from wpsim.core.geometry import quat_to_matrix
+from wpsim.core.geometry import quat_between, quat_to_matrix
 
 ORIGIN = np.zeros(3)
 
@@ -115,3 +115,28 @@ def balanced_inertia(inertia: np.ndarray) -> tuple:
     moments[:2] += raise_by
     return axes @ np.diag(moments) @ axes.T, float(raise_by)
 
+
+def principal_frames(inertia: np.ndarray) -> np.ndarray:
+    """(B, 4) quaternions xyzw of the principal axes of the (B, 3, 3) inertias (body axes), as
+    MuJoCo's compiler would frame them: the identity where an inertia is diagonal (to 1e-12) or
+    isotropic; where two moments are equal (an axisymmetric body), the shortest rotation of the
+    z axis onto the third one's axis (turned to z >= 0), the frame of a geom given by ``fromto``;
+    else the eigenvectors made right-handed."""
+    from scipy.spatial.transform import Rotation  # scipy loads on first use
+
+    frames = np.tile([0.0, 0.0, 0.0, 1.0], (len(inertia), 1))
+    for b, matrix in enumerate(np.asarray(inertia, dtype=np.float64).reshape(-1, 3, 3)):
+        scale = np.abs(matrix).max(initial=0.0)
+        if np.abs(matrix - np.diag(np.diag(matrix))).max() <= 1e-12 * scale:
+            continue
+        moments, axes = np.linalg.eigh(0.5 * (matrix + matrix.T))
+        equal = np.abs(np.diff(moments)) <= 1e-9 * scale
+        if equal.all():
+            continue
+        if equal.any():
+            axis = axes[:, 2] if equal[0] else axes[:, 0]
+            frames[b] = quat_between((0.0, 0.0, 1.0), axis * (1.0 if axis[2] >= 0.0 else -1.0))
+        else:
+            axes[:, 2] *= np.sign(np.linalg.det(axes))
+            frames[b] = Rotation.from_matrix(axes).as_quat()
+    return frames

@@ -9,6 +9,7 @@ import warp as wp
 from wpsim.core import geometry
 from wpsim.core import mass as mass_props
 from wpsim.core.limits import require_memory
+from wpsim.core.mass import principal_frames
 from wpsim.core.tables import Table
 from wpsim.core.validation import as_array, checked_solimp, checked_solref, require_finite, require_pose
 from wpsim.kernels.enums import (
@@ -340,6 +341,7 @@ class RigidBodyBuilder:
             **{name: column[d_order] for name, column in self.joint_dofs.arrays().items()},
             "body_joint": body_joint,
             "body_origin": joints.array("joint_X_p")[body_joint[self._body_roots()], :3],
+            "body_fluid_frame": principal_frames(bodies.array("body_inertia")),
             "joint_q_start": q_start,
             "joint_qd_start": d_start,
             "joint_articulation": art_of,

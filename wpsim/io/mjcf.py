@@ -345,6 +345,23 @@ class _Reader(ConstraintReader):
         except ValueError as error:
             self.fail(geom, str(error))
 
+    def medium(self, option) -> tuple:
+        """(density kg/m^3, viscosity Pa s, wind m/s) of ``<option>`` (MuJoCo's defaults 0), for
+        the fluid forces of MuJoCo's inertia-box model (``ModelBuilder.fluid_density``). Under
+        implicitfast MuJoCo also takes their velocity derivative into its implicit step; wpsim
+        applies them explicitly, which is listed."""
+        density, viscosity = (float(self.numbers(option, key, 1, (0.0,))[0]) for key in ("density", "viscosity"))
+        wind = tuple(float(w) for w in self.numbers(option, "wind", 3, (0.0, 0.0, 0.0)))
+        for key, value in (("density", density), ("viscosity", viscosity)):
+            if not (np.isfinite(value) and value >= 0.0):
+                self.fail(option, f"{key}=\"{option.get(key)}\" must be a number >= 0")
+        if option.get("integrator") in ("implicitfast", "implicit") and (density > 0.0 or viscosity > 0.0):
+            self.scene.unhonoured.append(self.tree.unhonoured_here(
+                option, "viscosity" if viscosity > 0.0 else "density", option.get("viscosity" if viscosity > 0.0
+                                                                                 else "density"),
+                "acts explicitly (MuJoCo's implicitfast takes the fluid forces' velocity derivative implicitly)"))
+        return density, viscosity, wind
+
     def set_condim(self, b: ModelBuilder, geom, shape: int, friction):
         """A colliding geom's ``condim`` and its torsional and rolling ``friction`` (MuJoCo's
         defaults, 3 and 0.005 0.0001 m, where the file gives none;
@@ -709,13 +726,14 @@ def import_mjcf(path, builder: ModelBuilder | None = None, ke: float = 1.0e4, kd
     builder = ModelBuilder() if builder is None else builder
     reader = _Reader(tree, ke, kd)
     option = root.find("option")
-    gravity = None
+    gravity = medium = None
     if option is not None:
         step = tree.numbers(option, "timestep", 1)
         if step is not None and not step[0] > 0.0:
             tree.fail(option, f"timestep=\"{option.get('timestep')}\" must be > 0 s")
         reader.scene.timestep = None if step is None else float(step[0])
         gravity = tree.numbers(option, "gravity", 3)
+        medium = reader.medium(option)
     world = root.find("worldbody")
     if world is None:
         raise SceneFileError(f"{path}: no <worldbody>")
@@ -742,6 +760,8 @@ def import_mjcf(path, builder: ModelBuilder | None = None, ke: float = 1.0e4, kd
             b.bodies.array("body_inertia")[first:] *= scale
 
     add_all_or_nothing(builder, build)
+    if medium is not None:
+        builder.fluid_density, builder.fluid_viscosity, builder.wind = medium
     if gravity is not None:  # along the up axis a number, else the vector (any direction)
         off_axis = np.delete(gravity, builder.up_axis)
         builder.gravity = float(gravity[builder.up_axis]) if not off_axis.any() else tuple(gravity.tolist())

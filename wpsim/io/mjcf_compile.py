@@ -32,7 +32,7 @@ HONOURED = {
     "compiler": {"angle": ANY, "eulerseq": ANY, "meshdir": ANY, "autolimits": ANY, "coordinate": ANY,
                  "inertiafromgeom": ANY, "settotalmass": ANY},
     "option": {"timestep": ANY, "gravity": ANY, "integrator": ("Euler", "implicitfast"), "cone": ("pyramidal",),
-               "impratio": ANY},
+               "impratio": ANY, "density": ANY, "viscosity": ANY, "wind": ANY},
     "option/flag": {"eulerdamp": ANY},
     "default": {"class": ANY},
     "asset": {},

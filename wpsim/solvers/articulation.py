@@ -100,7 +100,8 @@ class ArticulationStepper:
         model = self.model
         return KernelLaunch(
             for_precision(articulation.init_body_wrenches, model.dtype), model.body_count,
-            [model.body_mass, model.body_com, model.body_inertia, model.body_origin, state_in.body_q,
+            [model.body_mass, model.body_com, model.body_inertia, model.body_origin, model.body_fluid_frame,
+             model.fluid, state_in.body_q,
              scratch.body_twist, scratch.body_bias_acc, control.body_f_ext],
             [state_in.body_f, scratch.body_damping, scratch.body_h, scratch.body_J, scratch.body_inertial_bias],
         )

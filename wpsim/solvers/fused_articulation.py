@@ -144,7 +144,8 @@ class FusedArticulationStep:
             model.joint_limit_lower, model.joint_limit_upper, model.joint_limit_ke, model.joint_limit_kd,
             model.joint_f_lower, model.joint_f_upper, model.joint_target_lower, model.joint_target_upper,
             model.joint_drive_force_limit, model.joint_drive_implicit, model.joint_damping_implicit, model.body_joint, model.body_world, model.body_mass, model.body_com,
-            model.body_inertia, model.body_origin, model.gravity, *penalty_shape_fields(model),
+            model.body_inertia, model.body_origin, model.gravity, model.fluid, model.body_fluid_frame,
+            *penalty_shape_fields(model),
             self._pair_start, self._pairs, self._pair_count,
         ]
         """The model arrays of the launch, read once: change Model fields in place (``assign``),
@@ -283,14 +284,14 @@ class FusedArticulationStep:
         ``articulation_steps``) and the ``articulation_system`` adjoint (``system``: the first
         chunk's), the joint update's and the solve's; ``private``: {input index: one zeroed
         adjoint per extra chunk} of the model arrays with gradients that every chunk reads
-        (gravity, the shape fields), views into ``private_buffer``, added to the shared adjoint
+        (gravity, the fluid, the shape fields), views into ``private_buffer``, added to the shared adjoint
         after each step's backward (``private_sums``: numpy views, (shared, [private])) and then
         zeroed; ``model_arrays``: the model arrays with gradients (for ``tape.zero``)."""
         if self._launches is not None:
             return self._launches
         model = self.model
         device = model.device
-        shared = {id(a) for a in (model.gravity, *penalty_shape_fields(model))}
+        shared = {id(a) for a in (model.gravity, model.fluid, *penalty_shape_fields(model))}
         indices = [k for k, a in enumerate(system.inputs) if id(a) in shared and isinstance(a, wp.array) and a.grad]
         extra = len(self._chunks) - 1
         buffer, views = arrays_in_one_buffer([system.inputs[k].grad for k in indices for _ in range(extra)], device)
