@@ -106,16 +106,22 @@ def shape_bounds(
     shape_transform: wp.array(dtype=transform),
     shape_bound_centre: wp.array(dtype=vec3),
     shape_bound_half: wp.array(dtype=vec3),
+    shape_margin: wp.array(dtype=wp.Float),
     body_q_in: wp.array(dtype=transform),
     margin: float,
+    own_margins: int,
     lower_out: wp.array(dtype=wp.vec3),
     upper_out: wp.array(dtype=wp.vec3),
 ):
     """One thread per boxed shape (``contact_bvh_shape``, every shape but planes): its world
     axis-aligned box, the shape-frame box (centre, half extents, m) turned into the world,
-    grown by ``margin`` (m) and rounded outwards to float32."""
+    grown by ``margin`` (m), with ``own_margins`` also by the shape's ``shape_margin`` (two
+    shapes closer than the sum of theirs then overlap), and rounded outwards to float32."""
     k = wp.tid()
     s = contact_bvh_shape[k]
+    grow = margin
+    if own_margins != 0:
+        grow = margin + float(shape_margin[s])
     X = shape_transform[s]
     if shape_body[s] >= 0:
         X = body_q_in[shape_body[s]] * X
@@ -126,7 +132,7 @@ def shape_bounds(
     upper = wp.vec3()
     for i in range(3):
         reach = wp.abs(R[i, 0]) * h[0] + wp.abs(R[i, 1]) * h[1] + wp.abs(R[i, 2]) * h[2]
-        grown = float(reach) * 1.000001 + margin + 1.0e-6 * wp.abs(float(centre[i]))
+        grown = float(reach) * 1.000001 + grow + 1.0e-6 * wp.abs(float(centre[i]))
         lower[i] = float(centre[i]) - grown
         upper[i] = float(centre[i]) + grown
     lower_out[k] = lower

@@ -13,9 +13,10 @@ velocity, the second body's side subtracted), with condim 4 two more, n +- spin 
 relative angular velocity (torsional friction), with condim 6 four more, n +- roll t1 and
 n +- roll t2 on it (rolling friction), with condim 1 the normal n alone. A contact point
 takes ``contact_parts`` slots of EDGES rows; rows beyond its 2 (condim - 1) edges weigh
-nothing. The reference acceleration aref_r = -b J_r v - k d dist pushes
+nothing. A point counts within the pair's margin (``shape_margin``), and dist is its signed
+distance less the margin. The reference acceleration aref_r = -b J_r v - k d dist pushes
 penetrating points apart (k and b from the pair's solref as MuJoCo derives them,
-``reference_gains``; d its impedance at the penetration, ``impedance_at``), and
+``reference_gains``; d its impedance at |dist|, ``impedance_at``), and
 the weight D_r = d / (1 - d) / A uses the diagonal approximation
 A_rr ~ sum_k J_rk^2 / H_kk of a row's inverse effective mass, averaged over the slot's four
 edges (one weight per contact point, so that opposite edges balance). f is convex and piecewise
@@ -255,6 +256,7 @@ def pair_rows(
     shape_priority: wp.array(dtype=int),
     shape_condim: wp.array(dtype=int),
     shape_rotational_mu: wp.array2d(dtype=wp.Float),
+    shape_margin: wp.array(dtype=wp.Float),
     shape_point_start: wp.array(dtype=int),
     shape_points: wp.array(dtype=vec3),
     shape_hull_points: wp.array(dtype=vec3),
@@ -303,14 +305,15 @@ def pair_rows(
     parts = contact_parts(condim)
     zero = mu * type(mu)(0.0)
     one = type(mu)(1.0)
+    margin = shape_margin[a] + shape_margin[b]  # points closer (m) are in contact, pushed towards it
     gap = bound_gap(ka, kb, X_a, X_b, shape_bound_centre[a], shape_bound_half[a], shape_bound_centre[b],
                     shape_bound_half[b])
     plan = PLAN_NONE  # shapes apart (most pairs): no narrow phase, every slot out of contact at distance gap
     flip = False
     axis = int(0)
     side = zero
-    if gap <= zero:
-        plan, flip, axis, side = contact_plan(ka, kb, shape_size[a], shape_size[b], X_a, X_b, zero)
+    if gap <= margin:
+        plan, flip, axis, side = contact_plan(ka, kb, shape_size[a], shape_size[b], X_a, X_b, margin)
     sign_a = one  # +1 when a is the first shape (the normal points towards it)
     if flip:
         sign_a = -one
@@ -320,7 +323,7 @@ def pair_rows(
         pen = -gap
         n = wp.vector(zero, zero, one)
         x = n
-        if gap <= zero:
+        if gap <= margin:
             valid, pen, n, x = plan_contact(plan, flip, axis, side, slot // parts, a, b, ka, kb, shape_size[a],
                                             shape_size[b], X_a, X_b, shape_points, shape_point_start,
                                             shape_hull_points, shape_hull_point_start, shape_hull_point_count,
@@ -330,8 +333,9 @@ def pair_rows(
         velocity = touching
         inverse_mass = velocity
         r = first_row + slot * EDGES
-        if valid and pen > zero:  # rows of slots not in contact are never read but for their zero weight
+        if valid and pen > -margin:  # rows of slots not in contact are never read but for their zero weight
             t1, t2 = tangent_basis(n)
+            x = x + n * (pen * type(pen)(0.5))  # midway between the surfaces, where MuJoCo places a contact
             edge = (slot % parts) * EDGES
             direction_0, edge_0 = edge_direction(edge, condim, n, t1, t2, mu, spin, roll)
             direction_1, edge_1 = edge_direction(edge + 1, condim, n, t1, t2, mu, spin, roll)
@@ -357,7 +361,7 @@ def pair_rows(
         for e in range(EDGES):
             row_velocity_out[r + e] = velocity[e]
             row_inverse_mass_out[r + e] = inverse_mass[e]
-            row_distance_out[r + e] = -pen
+            row_distance_out[r + e] = -pen - margin
             row_in_contact_out[r + e] = touching[e]
 
 
@@ -371,6 +375,7 @@ def soft_contact_rows(
     shape_priority: wp.array(dtype=int),
     shape_condim: wp.array(dtype=int),
     shape_rotational_mu: wp.array2d(dtype=wp.Float),
+    shape_margin: wp.array(dtype=wp.Float),
     shape_point_start: wp.array(dtype=int),
     shape_points: wp.array(dtype=vec3),
     shape_hull_points: wp.array(dtype=vec3),
@@ -411,11 +416,12 @@ def soft_contact_rows(
     articulation, from ``side_column`` over b's), its velocity J_r v, the diagonal estimate
     sum_k J_rk^2 / H_kk of its inverse effective mass, the slot's signed distance (m; for
     shapes apart by their bounding spheres, ``bound_gap``, a lower bound, without a narrow
-    phase) and whether it is an edge of a penetrating point (1) or not (0). (Sums go
+    phase) less the pair's margin (``shape_margin``), and whether it is an edge of a point
+    within the margin (1) or not (0). (Sums go
     to arrays: a loop accumulator used nonlinearly after its loop would get a wrong adjoint
     from Warp.)"""
     pair_rows(wp.tid(), shape_kind, shape_body, shape_transform, shape_size, shape_mu, shape_priority, shape_condim,
-              shape_rotational_mu, shape_point_start,
+              shape_rotational_mu, shape_margin, shape_point_start,
               shape_points, shape_hull_points, shape_hull_point_start, shape_hull_point_count, shape_plane_normal,
               shape_plane_offset, shape_plane_start, shape_plane_count, shape_bound_centre, shape_bound_half,
               body_joint, body_origin, joint_articulation,
@@ -598,7 +604,7 @@ def slot_parameters(
         solref, solimp = pair_softness(a, b, shape_solref, shape_solimp, shape_solmix, shape_priority, time_constant,
                                        damping_ratio, impedance, impedance_min, impedance_width, impedance_midpoint,
                                        impedance_power)
-        d = impedance_at(-row_distance[first], solimp[1], solimp[0], solimp[2], solimp[3], solimp[4])
+        d = impedance_at(wp.abs(row_distance[first]), solimp[1], solimp[0], solimp[2], solimp[3], solimp[4])
         stiffness, damping = reference_gains(solref[0], solref[1], solimp[1])
         if mujoco_weights != 0:
             weight = d / (one - d) / pyramid_inverse_mass(a, b, condim, shape_body, shape_mu, shape_priority,
@@ -651,7 +657,8 @@ def soft_contact_slot_parameters(
     accelerations aref = -b J v - k d dist and one weight D = d / (1 - d) / A (both 0 for a
     slot not in contact, D 0 for its padding rows), from the pair's solref and solimp
     (``pair_softness``; the scalar settings stand for shapes without their own): k and b as
-    MuJoCo derives them (``reference_gains``), d the impedance at the slot's penetration
+    MuJoCo derives them (``reference_gains``), d the impedance at the slot's |distance| past
+    the margin
     (``impedance_at``), A the mean of A_rr over the slot's pyramid edges, or, with
     ``mujoco_weights``, MuJoCo's estimate from the bodies' inverse weights at the reference pose
     (``pyramid_inverse_mass``), times ``impratio`` but for a frictionless contact (MuJoCo's ratio

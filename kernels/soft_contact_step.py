@@ -257,6 +257,7 @@ def soft_contact_steps(
     shape_priority: wp.array(dtype=int),
     shape_condim: wp.array(dtype=int),
     shape_rotational_mu: wp.array2d(dtype=wp.Float),
+    shape_margin: wp.array(dtype=wp.Float),
     articulation_pair_start_in: wp.array(dtype=int),
     articulation_pair_in: wp.array2d(dtype=int),
     articulation_pair_count_in: wp.array(dtype=int),
@@ -420,7 +421,7 @@ def soft_contact_steps(
         for entry in range(articulation_contact_pair_start_in[a], articulation_contact_pair_start_in[a + 1]):
             pair = articulation_contact_pairs_in[entry]
             pair_rows(pair, shape_kind, shape_body, shape_transform, shape_size, shape_mu, shape_priority,
-                      shape_condim, shape_rotational_mu, shape_point_start,
+                      shape_condim, shape_rotational_mu, shape_margin, shape_point_start,
                       shape_points, shape_hull_points, shape_hull_point_start, shape_hull_point_count,
                       shape_plane_normal, shape_plane_offset, shape_plane_start, shape_plane_count, shape_bound_centre,
                       shape_bound_half, body_joint, body_origin, joint_articulation, joint_dfs_pos, joint_dfs_end,

@@ -23,17 +23,19 @@ friction="0.6 0.03 0.02"/></body>
 """
 
 
-def paired_runs(tmp_path, text: str, steps: int) -> tuple:
+def paired_runs(tmp_path, text: str, steps: int, **solver_options) -> tuple:
     """(wpsim's, MuJoCo's) ((steps, qpos), final qvel) of the MJCF ``text`` stepped from its
-    first keyframe at its time step with the file's settings (solve tolerance 1e-12), and
-    (wpsim's, MuJoCo's) contact points at the end."""
+    first keyframe at its time step with the file's settings (solve tolerance 1e-12; more
+    ``SemiImplicitSolver`` keywords in ``solver_options``), and (wpsim's, MuJoCo's) contact
+    points at the end."""
     mujoco = pytest.importorskip("mujoco")
     path = tmp_path / "paired.xml"
     path.write_text(text)
     builder, scene = import_mjcf(path)
     model = builder.finalize(dtype=wp.float64)
     solver = wpsim.SemiImplicitSolver(model, soft_contact=SoftContactOptions(**scene.contact_settings,
-                                                                             tolerance=1e-12))
+                                                                             tolerance=1e-12),
+                                       **solver_options)
     key = scene.keyframes[next(iter(scene.keyframes))]
     state, nxt = model.state(), model.state()
     state.joint_q.assign(np.concatenate([np.asarray(q, np.float64) for q in key["q"].values()]))
@@ -79,12 +81,12 @@ def test_a_resting_box_sinks_as_deep_as_in_mujoco(tmp_path, condim):
 def test_a_spinning_rolling_sphere_moves_as_in_mujoco(tmp_path, condim):
     """A sphere thrown along x while spinning about the vertical at 3 rad/s, for 0.4 s: torsional
     friction (condim 4) stops the spin, rolling friction (6) slows the roll; its centre follows
-    MuJoCo's within 1e-4 m (measured 6e-5, 4e-5, 2e-5: the pyramids' tangents differ) and its
-    final velocities within 5e-3 m/s and rad/s (measured 2.3e-3, 1.5e-3, 1e-4)."""
+    MuJoCo's within 1e-9 m (measured 1.4e-16 and below) and its final velocities within 1e-9 m/s
+    and rad/s (measured 4.4e-15 and below)."""
     (ours, ours_qd), (theirs, theirs_qd) = both_runs(tmp_path, 200, condim=condim, shape="sphere",
                                                      qpos="0 0 0.0999 1 0 0 0", qvel="0.5 0 0 0 0 3")
-    assert np.abs(ours[:, :3] - theirs[:, :3]).max() < 1e-4
-    np.testing.assert_allclose(ours_qd, theirs_qd, atol=5e-3)
+    assert np.abs(ours[:, :3] - theirs[:, :3]).max() < 1e-9
+    np.testing.assert_allclose(ours_qd, theirs_qd, atol=1e-9)
     spin, roll = theirs_qd[5], theirs_qd[0]
     assert (spin < 0.5) == (condim >= 4)  # torsional friction stopped the spin (condim 3: 3.0 rad/s)
     assert (roll < 0.2) == (condim == 6)  # rolling friction slowed the roll (condim 3: 0.357 m/s)
@@ -101,12 +103,12 @@ def test_the_higher_priority_geoms_condim_wins_as_in_mujoco(tmp_path):
 
 def test_a_sphere_rolling_on_a_free_box_moves_as_in_mujoco(tmp_path):
     """Body-body rows: a sphere (condim 6) rolling and spinning on a free box lying on the floor
-    (condim 4), 0.3 s: both bodies follow MuJoCo's within 1e-4 m (measured 2e-5)."""
+    (condim 4), 0.3 s: both bodies follow MuJoCo's within 1e-9 m (measured 3e-16)."""
     (ours, _), (theirs, _) = both_runs(
         tmp_path, 150, condim=6, floor_condim=4, extra=BOX_BELOW.format(condim=4), shape="sphere",
         qpos="0 0 0.0999 1 0 0 0 0.05 0 0.2998 1 0 0 0", qvel="0 0 0 0 0 0 0.5 0 0 0 0 3")
     centres = [0, 1, 2, 7, 8, 9]  # both free joints' positions (their quaternions are ordered apart)
-    assert np.abs(ours[:, centres] - theirs[:, centres]).max() < 1e-4
+    assert np.abs(ours[:, centres] - theirs[:, centres]).max() < 1e-9
     assert np.abs(theirs[-1, 7:9] - theirs[0, 7:9]).max() > 0.05  # the sphere rolled
 
 

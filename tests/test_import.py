@@ -313,7 +313,7 @@ UNHONOURED = """<mujoco>
   <worldbody>
     <body name="b">
       <joint name="j" margin="0.01"/>
-      <geom type="sphere" size="0.1" gap="0.01"/>
+      <geom type="sphere" size="0.1" fluidshape="ellipsoid"/>
       <site name="s"/>
     </body>
   </worldbody>
@@ -333,7 +333,7 @@ def test_mjcf_reports_every_unhonoured_feature_once_with_file_and_line(tmp_path)
     assert len(ours) == 1
     found = {(u.line, u.element, u.attribute) for u in scene.unhonoured}
     assert found == {(2, "<option>", "integrator"), (2, "<option>", "noslip_iterations"), (3, "<joint>", "springdamper"),
-                     (6, "<joint>", "margin"), (7, "<geom>", "gap"), (11, "<spatial>", None),
+                     (6, "<joint>", "margin"), (7, "<geom>", "fluidshape"), (11, "<spatial>", None),
                      (12, "<weld>", "torquescale"), (13, "<velocity>", "ctrlrange"),
                      (14, "<sensor>", None)}
     assert all(u.file == str(path) for u in scene.unhonoured)

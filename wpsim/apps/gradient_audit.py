@@ -303,6 +303,19 @@ def _softness_scene() -> AuditScene:
     return AuditScene(b, 30, 1e-3)
 
 
+def _margin_scene() -> AuditScene:
+    """A ball sliding 2.6 mm above the ground, inside the pair's 3 mm contact margin (2 mm on the
+    ball, 1 mm on the ground), so its rows push 0.4 mm past the margin as in ``_softness_scene``."""
+    b = ModelBuilder()
+    ground = b.add_ground_plane(mu=0.2)
+    ball = b.add_body()
+    sphere = b.add_shape_sphere(ball, radius=0.1, density=500.0, mu=0.2)
+    b.add_joint_free(ball, pos=(0.0, 0.0, 0.1026), lin_vel=(0.4, 0.1, -0.02))
+    b.set_shape_margin(sphere, 0.002)
+    b.set_shape_margin(ground, 0.001)
+    return AuditScene(b, 30, 1e-3)
+
+
 def _spinning_ball_scene(spin: float) -> AuditScene:
     """A ball pressed 0.4 mm into the ground, rolling while slipping at 0.05 m/s, spinning at ``spin``
     rad/s about the vertical, condim 6 (torsional and rolling friction 0.02 m on the ball): at
@@ -625,6 +638,8 @@ SOFT_CONTACT_CASES = (
                 solver="soft contact")
       for edge, spin in (("torsional", 6.0), ("rolling", 0.5))
       for param, path in (("rotational mu", "model.shape_rotational_mu"), ("initial velocities", "state.joint_qd"))),
+    *(AuditCase("soft contact within a margin", param, _margin_scene, path, solver="soft contact", eps=1e-6)
+      for param, path in (("margin", "model.shape_margin"), ("initial coordinates", "state.joint_q"))),
     AuditCase("soft mesh contact", "mu", _mesh_contact_scene, "model.shape_mu", solver="soft contact"),
     AuditCase("soft mesh contact", "contact points", _mesh_contact_scene, "model.shape_points", solver="soft contact",
               eps=1e-6),

@@ -342,7 +342,7 @@ class ModelBuilder(RigidBodyBuilder):
                 shape_size=[size], shape_ke=ke, shape_kd=kd, shape_mu=mu, shape_point_start=[self.shape_points.count],
                 shape_point_count=[len(points)], shape_collision_type=[1], shape_collision_mask=[1],
                 shape_solref=[(0.0, 0.0)], shape_solimp=[(0.0,) * 5], shape_solmix=[1.0], shape_priority=[0],
-                shape_condim=[3], shape_rotational_mu=[(0.0, 0.0)],
+                shape_condim=[3], shape_rotational_mu=[(0.0, 0.0)], shape_margin=[0.0],
             )
             if len(points):
                 self.shape_points.append(len(points), shape_points=points)

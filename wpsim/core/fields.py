@@ -215,6 +215,9 @@ MODEL_FIELDS = (
         FieldSpec("shape_rotational_mu", "real", "(C, 2)", "m, m",
                   "torsional and rolling friction coefficients (MuJoCo's friction[1:3]), read where a pair's "
                   "condim is 4 or 6", check="nonnegative"),
+        FieldSpec("shape_margin", "real", "(C,)", "m",
+                  "soft-constraint contact margin (MuJoCo's geom margin): a pair's points closer than the sum of "
+                  "its shapes' margins are in contact, pushed apart towards that distance", check="nonnegative"),
     ),
     *built_by(
         "shape contact point",

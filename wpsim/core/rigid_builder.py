@@ -647,6 +647,18 @@ class RigidBodyBuilder:
         self.shapes.array("shape_condim")[shape] = condim
         self.shapes.array("shape_rotational_mu")[shape] = (torsional, rolling)
 
+    def set_shape_margin(self, shape: int, margin: float):
+        """The shape's soft-constraint contact ``margin`` (m), as MuJoCo's geom margin: a pair of
+        shapes is in contact where its points are closer than the sum of the two margins, and its
+        rows push them towards that distance, so a body rests that far above a surface. Shapes
+        start at 0. The penalty contact does not read it."""
+        where = f"set_shape_margin: shape {shape}"
+        if not (isinstance(shape, (int, np.integer)) and 0 <= shape < self.shapes.count):
+            raise ValueError(f"{where} does not exist ({self.shapes.count} shapes)")
+        if not (np.isfinite(margin) and margin >= 0.0):
+            raise ValueError(f"{where}: margin must be finite and >= 0 m, got {margin}")
+        self.shapes.array("shape_margin")[shape] = margin
+
     def set_joint_softness(self, joint: int, solref_limit=(0.02, 1.0), solimp_limit=(0.9, 0.95, 0.001, 0.5, 2.0),
                            solref_friction=(0.02, 1.0), solimp_friction=(0.9, 0.95, 0.001, 0.5, 2.0)):
         """The soft-constraint settings of the joint's limit and friction-loss rows, as MuJoCo's

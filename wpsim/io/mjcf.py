@@ -32,7 +32,8 @@ orientation ``density mass friction contype conaffinity``):
 - ``solref solimp solmix priority`` set each geom's soft-constraint contact as MuJoCo combines
   them per pair (``ModelBuilder.set_shape_softness``; the file's most common setting is the
   solve's own, ``scene.contact_settings``); ``condim`` 1, 3, 4 and 6 with the torsional and
-  rolling ``friction`` (``ModelBuilder.set_shape_condim``).
+  rolling ``friction`` (``ModelBuilder.set_shape_condim``); ``margin``
+  (``ModelBuilder.set_shape_margin``; ``gap`` adds contacts without rows in MuJoCo, so no motion).
 
 Actuators: ``<motor joint gear>``, ``<position joint kp kv inheritrange>``, ``<velocity joint
 kv>`` and ``<general>`` ones whose fixed gain and affine bias make a motor, a position or a
@@ -324,7 +325,7 @@ class _Reader(ConstraintReader):
                 shape = b.add_shape_plane(pos=pos, rot=rot, **contact)
                 b.set_collision_bits(shape, *bits)
                 self.note_softness(geom, shape)
-                self.set_condim(b, geom, shape, friction)
+                self.set_contact_options(b, geom, shape, friction)
                 return
             shape_volume, properties, add = self.primitive(b, geom, gtype, size)
             if not collides:  # drawn, as the mesh geoms that do not collide
@@ -337,7 +338,7 @@ class _Reader(ConstraintReader):
                 shape = add(body, pos, rot, density, contact)
                 b.set_collision_bits(shape, *bits)
                 self.note_softness(geom, shape)
-                self.set_condim(b, geom, shape, friction)
+                self.set_contact_options(b, geom, shape, friction)
             elif density > 0.0:
                 b.add_body_mass(body, *properties(density), pos=pos, rot=rot)
         except SceneFileError:
@@ -362,14 +363,18 @@ class _Reader(ConstraintReader):
                 "acts explicitly (MuJoCo's implicitfast takes the fluid forces' velocity derivative implicitly)"))
         return density, viscosity, wind
 
-    def set_condim(self, b: ModelBuilder, geom, shape: int, friction):
+    def set_contact_options(self, b: ModelBuilder, geom, shape: int, friction):
         """A colliding geom's ``condim`` and its torsional and rolling ``friction`` (MuJoCo's
         defaults, 3 and 0.005 0.0001 m, where the file gives none;
-        ``ModelBuilder.set_shape_condim``)."""
+        ``ModelBuilder.set_shape_condim``) and its ``margin`` (default 0 m;
+        ``ModelBuilder.set_shape_margin``). Its ``gap`` only lists more contacts in MuJoCo (those
+        within margin + gap, without rows), so it changes no motion."""
         condim = self.integer(geom, "condim", 3)
         rotational = [*friction[1:3], *MUJOCO_ROTATIONAL_FRICTION[len(friction) - 1:]]
+        margin = float(self.numbers(geom, "margin", 1, (0.0,))[0])
         try:
             b.set_shape_condim(shape, condim, *rotational)
+            b.set_shape_margin(shape, margin)
         except ValueError as error:
             self.fail(geom, str(error).split(": ", 2)[-1])
 

@@ -50,16 +50,17 @@ class RigidBroadPhase:
         self._peak = wp.zeros(1, dtype=int, device=device)
         self._last_count = None
 
-    def find(self, state_in, margin: float, pairs_out: wp.array, count_out: wp.array):
-        """The near candidate pairs of ``state_in``'s poses, boxes grown by ``margin`` (m),
-        sorted by (a, b), into ``pairs_out`` (capacity, 2) and their number into
-        ``count_out`` (1,)."""
+    def find(self, state_in, margin: float, pairs_out: wp.array, count_out: wp.array, own_margins: bool = False):
+        """The near candidate pairs of ``state_in``'s poses, boxes grown by ``margin`` (m) and
+        with ``own_margins`` by each shape's ``shape_margin`` too, sorted by (a, b), into
+        ``pairs_out`` (capacity, 2) and their number into ``count_out`` (1,)."""
         model = self.model
         boxed = len(self._lower)
         if boxed:
             wp.launch(for_precision(broad_phase.shape_bounds, model.dtype), dim=boxed,
                       inputs=[model.contact_bvh_shape, model.shape_body, model.shape_transform,
-                              model.shape_bound_centre, model.shape_bound_half, state_in.body_q, float(margin)],
+                              model.shape_bound_centre, model.shape_bound_half, model.shape_margin, state_in.body_q,
+                              float(margin), int(own_margins)],
                       outputs=[self._lower, self._upper], device=model.device, record_tape=False)
             if self._bvh is None:
                 self._bvh = wp.Bvh(self._lower, self._upper)

@@ -52,7 +52,7 @@ class FusedSoftContactStep(FusedArticulationStep):
         after_shapes = next(k for k, a in enumerate(self._fields) if a is self._pair_start)
         self._fields[after_shapes:after_shapes] = [model.shape_bound_centre, model.shape_bound_half, model.shape_solref,
                                                    model.shape_solimp, model.shape_solmix, model.shape_priority,
-                                                   model.shape_condim, model.shape_rotational_mu]
+                                                   model.shape_condim, model.shape_rotational_mu, model.shape_margin]
         self._first_index = len(self._fields) + 7  # after the state's warm start too
         rows = contact._rows(pairs, False)
         rows["violation"] = contact._vector("violation", False, pairs.row_count)

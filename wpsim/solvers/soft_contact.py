@@ -274,7 +274,7 @@ class SoftContact:
         if self.broad_phase is None:
             return self._all_pairs
         near, count = self._near
-        self.broad_phase.find(state_in, 0.0, near, count)  # a row needs penetration: no margin
+        self.broad_phase.find(state_in, 0.0, near, count, own_margins=True)  # rows from the shapes' margins on
         found = near.numpy()[: min(int(count.numpy()[0]), self.broad_phase.capacity)].astype(np.int64)
         at = np.searchsorted(self._sorted_keys, found @ np.array([self.model.shape_count, 1]))
         chosen = self._key_order[at]
@@ -471,7 +471,7 @@ class SoftContact:
         self._launch(
             soft_contact.soft_contact_rows, pairs.count,
             [m.shape_kind, m.shape_body, m.shape_transform, m.shape_size, m.shape_mu, m.shape_priority,
-             m.shape_condim, m.shape_rotational_mu, m.shape_point_start, m.shape_points, m.shape_hull_points, m.shape_hull_point_start,
+             m.shape_condim, m.shape_rotational_mu, m.shape_margin, m.shape_point_start, m.shape_points, m.shape_hull_points, m.shape_hull_point_start,
              m.shape_hull_point_count, m.shape_plane_normal, m.shape_plane_offset, m.shape_plane_start,
              m.shape_plane_count, m.shape_bound_centre, m.shape_bound_half, m.body_joint, m.body_origin,
              m.joint_articulation, m.joint_dfs_pos,
@@ -661,8 +661,8 @@ class SoftContact:
             self._newton_direction(scratch, state_in, pairs, rows, accel, islands, factor, None)
         result = wp.clone(accel, requires_grad=True)
         read = [scratch.mass_matrix, scratch.qdd, scratch.dof_motion, state_in.body_q, state_in.joint_q,
-                state_in.joint_qd, m.shape_transform, m.shape_size, m.shape_mu, m.shape_rotational_mu, m.shape_solref,
-                m.shape_solimp, m.shape_solmix, m.shape_points, m.shape_hull_points,
+                state_in.joint_qd, m.shape_transform, m.shape_size, m.shape_mu, m.shape_rotational_mu, m.shape_margin,
+                m.shape_solref, m.shape_solimp, m.shape_solmix, m.shape_points, m.shape_hull_points,
                 m.shape_plane_normal, m.shape_plane_offset, m.body_origin,
                 m.joint_limit_lower, m.joint_limit_upper, m.joint_friction]  # the backward writes their gradients
         tape.record_func(backward=lambda: self._adjoint(scratch, state_in, result, pairs, islands, factor),
