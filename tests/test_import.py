@@ -314,10 +314,10 @@ UNHONOURED = """<mujoco>
     <body name="b">
       <joint name="j" margin="0.01"/>
       <geom type="sphere" size="0.1" fluidshape="ellipsoid"/>
-      <site name="s"/>
+      <site name="s"/><site name="s2" pos="0 0 0.1"/>
     </body>
   </worldbody>
-  <tendon><spatial name="t"><site site="s"/></spatial></tendon>
+  <tendon><spatial name="t" frictionloss="0.1"><site site="s"/><site site="s2"/></spatial></tendon>
   <equality><weld body1="b" torquescale="2"/></equality>
   <actuator><velocity joint="j" kv="1" ctrlrange="-1 1" ctrllimited="true"/></actuator>
   <sensor><jointpos joint="j"/></sensor>
@@ -333,7 +333,7 @@ def test_mjcf_reports_every_unhonoured_feature_once_with_file_and_line(tmp_path)
     assert len(ours) == 1
     found = {(u.line, u.element, u.attribute) for u in scene.unhonoured}
     assert found == {(2, "<option>", "integrator"), (2, "<option>", "noslip_iterations"), (3, "<joint>", "springdamper"),
-                     (6, "<joint>", "margin"), (7, "<geom>", "fluidshape"), (11, "<spatial>", None),
+                     (6, "<joint>", "margin"), (7, "<geom>", "fluidshape"), (11, "<spatial>", "frictionloss"),
                      (12, "<weld>", "torquescale"), (13, "<velocity>", "ctrlrange"),
                      (14, "<sensor>", None)}
     assert all(u.file == str(path) for u in scene.unhonoured)

@@ -18,6 +18,7 @@ import warp as wp
 
 from wpsim.core.builder import ModelBuilder
 from wpsim.core.geometry import grid_points
+from wpsim.core.tendon_builder import TendonWrap
 from wpsim.diff.checkpoint import Rollout
 from wpsim.diff.gradcheck import check_gradient, check_gradients
 from wpsim.diff.losses import joint_state_loss, joint_tracking_loss, linear_state_loss
@@ -434,6 +435,29 @@ def _tendon_drive_scene() -> AuditScene:
     return AuditScene(b, 30, 1e-3, setup)
 
 
+def _spatial_tendon_scene() -> AuditScene:
+    """A two-link pendulum whose spatial tendon runs from a world point around a cylinder on the
+    first link (passing on its side point's side) to the second link: a spring (40 N/m, damping
+    0.3 N s/m) and a drive (ke 60 N/m, kd 0.5 N s/m) pulling it towards a target length."""
+    b = ModelBuilder()
+    upper = b.add_body()
+    b.add_shape_capsule(upper, pos=(0.0, 0.0, -0.25), radius=0.04, half_height=0.2)
+    b.add_joint_revolute(-1, upper, axis=(1.0, 0.0, 0.0), parent_pos=(0.0, 0.0, 1.0), q=0.3, qd=0.4)
+    lower = b.add_body()
+    b.add_shape_capsule(lower, pos=(0.0, 0.0, -0.2), radius=0.03, half_height=0.15)
+    b.add_joint_revolute(upper, lower, axis=(1.0, 0.0, 0.0), parent_pos=(0.0, 0.0, -0.5), q=-0.5, qd=-0.3)
+    wrap = TendonWrap(upper, (0.0, 0.0, -0.5), (0.0, 0.70710678, 0.0, 0.70710678), 0.06, "cylinder",
+                      side=(upper, (0.0, 0.1, -0.5)))
+    tendon = b.add_spatial_tendon([(-1, (0.0, 0.25, 0.8)), wrap, (lower, (0.0, 0.03, -0.3))], stiffness=40.0,
+                                  damping=0.3, rest_length=0.7)
+    b.set_tendon_drive(tendon, ke=60.0, kd=0.5)
+
+    def setup(scene):
+        scene.control.tendon_target.assign([0.75])
+
+    return AuditScene(b, 30, 1e-3, setup)
+
+
 def _coupled_scene() -> AuditScene:
     """Two particles resting on a free box that slides on the ground (particle-body contact
     in both directions, box-ground contact; all contacts stay closed)."""
@@ -562,6 +586,12 @@ RIGID_CASES = (
     *(AuditCase("joint coupling drive (actuator on a fixed tendon)", param, _tendon_drive_scene, path)
       for param, path in (("target length (control)", "control.coupling_target"),
                           ("initial velocities", "state.joint_qd"))),
+    *(AuditCase("spatial tendon (wrapping a cylinder)", param, _spatial_tendon_scene, path)
+      for param, path in (("stiffness", "model.tendon_stiffness"), ("rest length", "model.tendon_spring_range"),
+                          ("damping", "model.tendon_damping"), ("drive ke", "model.tendon_drive_ke"),
+                          ("target length (control)", "control.tendon_target"),
+                          ("wrap radius", "model.segment_wrap_radius"), ("path points", "model.segment_point"),
+                          ("initial coordinates", "state.joint_q"))),
     AuditCase("joint, explicit damping (MuJoCo's eulerdamp disabled)", "damping",
               lambda: _arm_scene(explicit_damping=True), "model.joint_damping"),
     AuditCase("joint drive, explicit damping (MuJoCo's Euler)", "kd", lambda: _arm_scene(True),

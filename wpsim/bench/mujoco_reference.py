@@ -52,13 +52,15 @@ def load_mujoco(path):
 def rollouts(path, steps: int, seed: int = 0, limits: bool = False) -> tuple:
     """(wpsim qpos (steps, nq), MuJoCo qpos (steps, nq), initial qpos) of ``path`` from qpos0
     with hinges and slides moved by up to 0.1 and every velocity up to 0.5, contact off in
-    both (and joint limits unless ``limits``)."""
+    both (and joint limits unless ``limits``), MuJoCo's solver run to convergence (tolerance 1e-14,
+    at least 100 iterations whatever the file caps them at)."""
     import mujoco
 
     mj = load_mujoco(path)
     if mj.opt.integrator != mujoco.mjtIntegrator.mjINT_IMPLICITFAST:  # RK4 and implicit -> Euler
         mj.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
     mj.opt.tolerance = 1e-14  # both solves converged: what is compared is the model, not the stopping rule
+    mj.opt.iterations, mj.opt.ls_iterations = max(mj.opt.iterations, 100), max(mj.opt.ls_iterations, 50)  # nor its cap
     mj.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
     if not limits:
         mj.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_LIMIT

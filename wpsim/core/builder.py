@@ -12,6 +12,7 @@ from wpsim.core import mass as mass_props
 from wpsim.core.model import Model
 from wpsim.core.rigid_builder import RigidBodyBuilder
 from wpsim.core.tables import Table
+from wpsim.core.tendon_builder import SpatialTendonBuilder, shifted_tendon
 from wpsim.core.validation import (
     as_array,
     lame_parameters,
@@ -30,7 +31,7 @@ MAX_MESH_POINTS = 128
 """Contact points of a mesh shape at most (``add_shape_mesh``)."""
 
 
-class ModelBuilder(RigidBodyBuilder):
+class ModelBuilder(RigidBodyBuilder, SpatialTendonBuilder):
     """Host-side scene description: particles, springs, cloth, soft bodies, rigid bodies and
     joints, collision shapes.
 
@@ -211,13 +212,13 @@ class ModelBuilder(RigidBodyBuilder):
         tables = self._tables()
         marks = [t.mark() for t in tables]
         kept = (dict(self.shape_meshes), list(self.visual_meshes), list(self.joint_couplings),
-                list(self.body_connections))
+                list(self.body_connections), list(self.spatial_tendons))
         try:
             yield
         except BaseException:
             for table, mark in zip(tables, marks):
                 table.rollback(mark)
-            self.shape_meshes, self.visual_meshes, self.joint_couplings, self.body_connections = kept
+            self.shape_meshes, self.visual_meshes, self.joint_couplings, self.body_connections, self.spatial_tendons = kept
             raise
 
     def add_cloth_mesh(
@@ -522,6 +523,7 @@ class ModelBuilder(RigidBodyBuilder):
                                  for joints, *rest in other.joint_couplings]
         self.body_connections += [(a + body_shift, pa, b + body_shift if b >= 0 else -1, pb if b >= 0 else pb + offset,
                                    *rest) for a, pa, b, pb, *rest in other.body_connections]
+        self.spatial_tendons += [shifted_tendon(tendon, body_shift, offset) for tendon in other.spatial_tendons]
         for body, pose, vertices, faces in other.visual_meshes:
             placed = pose if body >= 0 else np.concatenate([pose[:3] + offset, pose[3:]])
             self.visual_meshes.append((body + body_shift if body >= 0 else -1, placed, vertices, faces))

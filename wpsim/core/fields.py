@@ -9,7 +9,7 @@ Shape letters: P particles, S springs, T triangles, H bending hinges, E tetrahed
 C collision shapes, V mesh-shape contact points, F face planes of their hulls, I hull points (V and points along the
 hulls' edges), N candidate rigid contact pairs (Y of them with planes, U shapes boxed by the broad phase,
 Z body pairs that never touch),
-L joint couplings, R their terms, X body connections,
+L joint couplings, R their terms, X body connections, O spatial tendons, o their path segments,
 W worlds, K particle-contact neighbours
 per particle (0 when particle-particle contact is off), B rigid bodies, J joints,
 Q joint coordinates, D joint dofs, A articulations, M mass-matrix entries (sum over
@@ -292,6 +292,32 @@ MODEL_FIELDS = (
               "a weld's held orientation of the first body in the second body's frame (the world's for -1)", False),
     FieldSpec("connection_holds_rotation", "int", "(X,)", "-", "1: a weld (orientation held too), 0: a point connection",
               False),
+    FieldSpec("tendon_segment_start", "int", "(O + 1,)", "-",
+              "spatial tendons (ModelBuilder.add_spatial_tendon): tendon t's path segments are start[t] .. "
+              "start[t + 1] - 1", False),
+    FieldSpec("tendon_articulation", "int", "(O,)", "-", "the articulation a tendon acts on (-1: none moves it)",
+              False),
+    FieldSpec("tendon_stiffness", "real", "(O,)", "N/m", "stiffness of the tendon's spring"),
+    FieldSpec("tendon_spring_range", "real", "(O, 2)", "m, m",
+              "rest lengths of the spring: no force between them, towards the nearer outside"),
+    FieldSpec("tendon_damping", "real", "(O,)", "N s/m", "damping of the tendon's length"),
+    FieldSpec("tendon_drive_ke", "real", "(O,)", "N/m",
+              "position gain of the tendon's drive (an actuator on it): ke (target - L) - kd dL/dt"),
+    FieldSpec("tendon_drive_kd", "real", "(O,)", "N s/m", "velocity gain of the tendon's drive"),
+    FieldSpec("tendon_drive_force_limit", "real", "(O,)", "N", "the drive's force is clamped to +-this", False),
+    FieldSpec("tendon_target_range", "real", "(O, 2)", "m, m", "the drive's target is clamped to this range",
+              False),
+    FieldSpec("segment_body", "int", "(o, 2)", "-", "the bodies of each path segment's two ends (-1: the world)",
+              False),
+    FieldSpec("segment_point", "vec3", "(o, 2)", "m", "the segment's ends in their bodies' frames"),
+    FieldSpec("segment_wrap_kind", "int", "(o,)", "-", "what the segment wraps around: 0 nothing, 1 a sphere, "
+              "2 a cylinder (axis z)", False),
+    FieldSpec("segment_wrap_body", "int", "(o,)", "-", "the body of the wrap (-1: the world)", False),
+    FieldSpec("segment_wrap_transform", "transform", "(o,)", "m, quat xyzw", "the wrap's frame in its body's frame"),
+    FieldSpec("segment_wrap_radius", "real", "(o,)", "m", "the wrap's radius"),
+    FieldSpec("segment_side_body", "int", "(o,)", "-",
+              "the body of the wrap's side point (MuJoCo's sidesite; -1: the world, -2: none)", False),
+    FieldSpec("segment_side_point", "vec3", "(o,)", "m", "the side point in its body's frame"),
     *built_by(
         "body",
         FieldSpec("body_mass", "real", "(B,)", "kg", "body mass", check="nonnegative"),
@@ -431,5 +457,6 @@ CONTROL_FIELDS = (
     FieldSpec("joint_target_q", "real", "(D,)", "rad or m", "PD drive position target (revolute, prismatic dofs)"),
     FieldSpec("joint_target_qd", "real", "(D,)", "rad/s or m/s", "PD drive velocity target"),
     FieldSpec("coupling_target", "real", "(L,)", "m or rad", "target length of each joint coupling's drive"),
+    FieldSpec("tendon_target", "real", "(O,)", "m", "target length of each spatial tendon's drive"),
     FieldSpec("body_f_ext", "spatial", "(B,)", "N m, N", "external (torque, force at the centre of mass), world axes"),
 )

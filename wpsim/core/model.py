@@ -71,6 +71,7 @@ def field_shape(model: Model, spec: FieldSpec) -> tuple:
     sizes = {
         "P": model.particle_count, "K": model.particle_max_neighbors, "S": model.spring_count, "E": model.tet_count,
         "Q": model.joint_coord_count, "D": model.joint_dof_count, "B": model.body_count, "L": model.coupling_count,
+        "O": model.tendon_count,
     }
     return tuple(sizes[letter] for letter in spec.shape.strip("(,)").replace(" ", "").split(","))
 
@@ -131,7 +132,8 @@ class Model:
     body_count, joint_count, joint_coord_count, joint_dof_count, articulation_count,
     max_articulation_dofs, articulation_H_size (entries of all dense joint-space matrices),
     coupling_count (joint couplings, ``ModelBuilder.add_joint_coupling``), connection_count
-    (body connections, ``ModelBuilder.add_body_connection``),
+    (body connections, ``ModelBuilder.add_body_connection``), tendon_count (spatial tendons,
+    ``ModelBuilder.add_spatial_tendon``),
     contact_pair_count, shape_meshes (shape index -> (vertices (V, 3) m, faces (F, 3)) of
     mesh shapes, host copies for export), visual_meshes (drawn-only meshes, see
     ``ModelBuilder.visual_meshes``),

@@ -123,6 +123,8 @@ class RigidBodyBuilder:
         self.body_connections: list[tuple] = []
         """(body a, point a, body b, point b, time constant, damping ratio, impedance) of each
         body connection; see ``add_body_connection``."""
+        self.spatial_tendons: list[dict] = []
+        """Segments, spring, damper and drive of each spatial tendon; see ``add_spatial_tendon``."""
         self.bodies = Table("body")
         self.joints = Table("joint")
         self.joint_coords = Table("joint coordinate")
@@ -354,6 +356,7 @@ class RigidBodyBuilder:
             "dof_joint": dof_joint,
             **self._coupling_arrays(d_start, art_of),
             **self._connection_arrays(art_of),
+            **self._tendon_arrays(art_of, body_joint),
         }
         scalars = {
             "body_count": nb,
@@ -365,6 +368,7 @@ class RigidBodyBuilder:
             "articulation_H_size": int(art_H_start[-1]),
             "coupling_count": len(self.joint_couplings),
             "connection_count": len(self.body_connections),
+            "tendon_count": len(self.spatial_tendons),
         }
         return arrays, scalars
 

@@ -94,6 +94,7 @@ from wpsim.core.mass import (
 )
 from wpsim.io.mjcf_compile import MjcfTree, load_mjcf
 from wpsim.io.mjcf_constraints import IDENTITY_QUAT, ConstraintReader
+from wpsim.io.mjcf_tendons import SpatialTendonReader, reference_rest_lengths
 from wpsim.io.scene_parsing import (
     MUJOCO_ROTATIONAL_FRICTION,
     MUJOCO_SOLIMP,
@@ -123,7 +124,7 @@ def ellipsoid_surface(radii):
                            process=False)
 
 
-class _Reader(ConstraintReader):
+class _Reader(ConstraintReader, SpatialTendonReader):
     """State of one import: the resolved tree, compiler settings, meshes, names."""
 
     def __init__(self, tree: MjcfTree, ke: float, kd: float):
@@ -158,6 +159,9 @@ class _Reader(ConstraintReader):
         self.world_pose = {}  # body -> (7,) world pose of its frame in the file's reference pose
         self.joint_elements = {}  # joint name -> its <joint> element
         self.tendon_couplings = {}  # fixed tendon name -> its joint coupling
+        self.spatial_tendons = {}  # spatial tendon name -> its index
+        self.sites = {}  # site name -> (body, position in its frame)
+        self.wrap_geoms = {}  # geom name -> (body, type, position, rotation, size) for tendons to wrap
         self.drawn_meshes = {}  # mesh name -> trimesh of a drawn-only mesh, or the error that kept it from loading
 
     # -------------------------------------------------------------- bodies
@@ -189,8 +193,19 @@ class _Reader(ConstraintReader):
         self.add_joints(b, element, body, parent, pos, rot)
         for geom in element.findall("geom"):
             self.add_geom(b, geom, body, use_density=inertial is None)
+        self.add_sites(element, body)
         for child in element.findall("body"):
             self.add_body(b, child, body)
+
+    def add_sites(self, element, body: int):
+        """Record the named ``<site>`` children of a body (or the worldbody, -1): their body and
+        position in its frame (m), where tendon paths pass."""
+        for site in element.findall("site"):
+            name = site.get("name")
+            if name is not None:
+                if name in self.sites:
+                    self.fail(site, f"a second site named \"{name}\"")
+                self.sites[name] = (body, tuple(float(v) for v in self.numbers(site, "pos", 3, (0.0, 0.0, 0.0))))
 
     def inertia(self, inertial) -> np.ndarray:
         """Inertia tensor (kg m^2) about the centre of mass in body axes."""
@@ -317,6 +332,8 @@ class _Reader(ConstraintReader):
             # capsules and cylinders: radius and half length; boxes: square cross-section
             size = np.array([size[0], 0.5 * length, size[0]]) if gtype != "box" else \
                 np.array([size[0], size[0], 0.5 * length])
+        if geom.get("name") is not None:
+            self.wrap_geoms[geom.get("name")] = (body, gtype, pos, rot, size)
         density = given_density if use_density else 0.0
         try:
             if gtype == "plane":
@@ -746,13 +763,17 @@ def import_mjcf(path, builder: ModelBuilder | None = None, ke: float = 1.0e4, kd
     compiler = root.find("compiler")
     total_mass = None if compiler is None else tree.numbers(compiler, "settotalmass", 1)
 
+    at_reference = []  # spatial tendons whose springs rest at their reference length
+
     def build(b):
         first = b.bodies.count
         for geom in world.findall("geom"):
             reader.add_geom(b, geom, -1, use_density=False)
+        reader.add_sites(world, -1)
         for body in world.findall("body"):
             reader.add_body(b, body, -1)
         reader.add_fixed_tendons(b, root)
+        at_reference.extend(reader.add_spatial_tendons(b, root))
         reader.add_actuators(b, root)
         reader.add_contact_excludes(b, root)
         reader.add_equalities(b, root)
@@ -765,6 +786,8 @@ def import_mjcf(path, builder: ModelBuilder | None = None, ke: float = 1.0e4, kd
             b.bodies.array("body_inertia")[first:] *= scale
 
     add_all_or_nothing(builder, build)
+    if at_reference:
+        reference_rest_lengths(builder, at_reference)
     if medium is not None:
         builder.fluid_density, builder.fluid_viscosity, builder.wind = medium
     if gravity is not None:  # along the up axis a number, else the vector (any direction)

@@ -70,6 +70,12 @@ HONOURED = {
     "tendon": {},
     "fixed": {"name": ANY, "class": ANY, "stiffness": ANY, "damping": ANY, "springlength": ANY},
     "fixed/joint": {"joint": ANY, "coef": ANY},
+    "spatial": {"name": ANY, "class": ANY, "stiffness": ANY, "damping": ANY, "springlength": ANY, "limited": ANY,
+                "range": ANY, "frictionloss": ANY, "armature": ANY, "width": ANY},
+    "default/tendon": {"stiffness": ANY, "damping": ANY, "springlength": ANY, "width": ANY},
+    "spatial/site": {"site": ANY},
+    "spatial/geom": {"geom": ANY, "sidesite": ANY},
+    "spatial/pulley": {"divisor": ANY},
     "keyframe": {},
     "key": {"name": ANY, "qpos": ANY, "qvel": ANY},
 }
@@ -226,11 +232,11 @@ class MjcfTree:
             collect(default, classes.get("main", {}), top=True)
         classes.setdefault("main", {})
 
-        def apply(element, active: str):
+        def apply(element, active: str, tag: str | None = None):
             name = element.get("class", active)
             if name not in classes:
                 self.fail(element, f"unknown default class \"{name}\"")
-            merged = dict(classes[name].get(element.tag, {}))
+            merged = dict(classes[name].get(tag or element.tag, {}))
             merged.update(element.attrib)
             element.attrib.clear()
             element.attrib.update(merged)
@@ -249,6 +255,10 @@ class MjcfTree:
                 for child in group:
                     if child.tag in DEFAULTABLE:
                         apply(child, "main")
+        for group in self.root.findall("tendon"):  # <default><tendon> sets both kinds of tendon
+            for child in group:
+                if child.tag in ("spatial", "fixed"):
+                    apply(child, "main", "tendon")
 
     # -------------------------------------------------------------- orientation and frames
     def angle(self, value: float) -> float:

@@ -165,8 +165,8 @@ class ConstraintReader:
         coupling = self.tendon_couplings.get(name)
         gear = float(self.numbers(actuator, "gear", (1, 6), (1.0,))[0])
         reason = None
-        if coupling is None:
-            reason = f"is dropped: tendon \"{name}\" is not a fixed tendon of the file"
+        if coupling is None and name not in self.spatial_tendons:
+            reason = f"is dropped: tendon \"{name}\" is not a fixed or spatial tendon of the file"
         elif not (bias[1] < 0.0 and bias[2] <= 0.0) or gear != 1.0:
             reason = (f"is dropped: only a position servo (biasprm b0 b1 b2 with b1 < 0, b2 <= 0) of gear 1 drives a "
                       f"tendon (biasprm {bias.tolist()}, gear {gear:g})")
@@ -180,6 +180,9 @@ class ConstraintReader:
         elif forces is not None:
             self.scene.unhonoured.append(self.tree.unhonoured_here(
                 actuator, "forcerange", actuator.get("forcerange"), "is not honoured: not symmetric"))
+        if coupling is None:
+            self.drive_spatial_tendon(b, actuator, self.spatial_tendons[name], gain, bias, limit)
+            return
         if self.bounded(actuator, "ctrl") is not None:
             self.scene.unhonoured.append(self.tree.unhonoured_here(
                 actuator, "ctrlrange", actuator.get("ctrlrange"),

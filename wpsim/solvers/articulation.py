@@ -13,6 +13,7 @@ from wpsim.solvers.broad_phase import RigidBroadPhase, contact_margin
 from wpsim.solvers.inverse_weights import reference_inverse_weights
 from wpsim.solvers.kinematics import ArticulationScratch, launch_kinematics
 from wpsim.solvers.prepared_launch import launch_unrecorded
+from wpsim.solvers.tendons import add_tendon_forces
 
 
 class ArticulationStepper:
@@ -249,6 +250,8 @@ class ArticulationStepper:
             )
         if model.connection_count:
             self._add_connections(scratch, state_in, dt)
+        if model.tendon_count:
+            add_tendon_forces(model, scratch, state_in, control)
         cholesky_solve(model, scratch.mass_matrix, scratch.rhs, scratch.qdd, scratch.factor, scratch.adjoint, tape)
         accel = scratch.qdd
         if self.soft_contact is not None:

@@ -47,6 +47,8 @@ def fused_step_unsuitable(model, broad_phase) -> str | None:
         return "a per-step broad phase lists the contact pairs"
     if model.coupling_count or model.connection_count:
         return "joint couplings or body connections join articulations' systems"
+    if model.tendon_count:
+        return "spatial tendons are stepped by the staged launches"
     if contact_pairs_by_articulation(model) is None:
         return "a contact pair joins two articulations"
     return None

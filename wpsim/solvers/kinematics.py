@@ -33,6 +33,8 @@ class ArticulationScratch:
         connection; connection_rate (X,) spatial, rad/s and m/s; connection_inverse_mass (X, 2)
         mat33, 1/(kg m^2) and 1/kg; connection_force (X,) spatial, N m and N; connection_slope
         (X, 2) mat33, N m s/rad and N s/m -- its implicit spring-dampers (see kernels.couplings)
+    tendon_length (O,) m, tendon_rate (O,) m/s, tendon_jacobian (O, max dofs) m -- each spatial
+        tendon's length, its rate and dL/dq (see kernels.tendons)
     adjoint (D,) -- scratch of the solve's backward
     with ``implicit_after_solve`` (MuJoCo's order of the implicit terms, ``kernels.implicit_terms``):
     damped_matrix, damped_factor (M,) -- the joint-space matrix with its implicit terms, its
@@ -81,6 +83,9 @@ class ArticulationScratch:
         self.connection_inverse_mass = zeros((nx, 2), mat33)
         self.connection_force = zeros(nx, spatial)
         self.connection_slope = zeros((nx, 2), mat33)
+        self.tendon_length = zeros(model.tendon_count, real)
+        self.tendon_rate = zeros(model.tendon_count, real)
+        self.tendon_jacobian = zeros((model.tendon_count, slots), real)
         self.qdd = zeros(nd, real)
         self.factor = zeros(entries, real, False)
         self.adjoint = zeros(nd, real, False)
@@ -127,11 +132,11 @@ def eval_fk(model, state):
     if isinstance(state, PosedState):
         state.body_q  # noqa: B018 -- computed once, when first read
     elif model.body_count:  # the motion scratch only: no dense joint-space matrices
-        launch_kinematics(model, state, _motion_scratch(model, state.joint_q.requires_grad))
+        launch_kinematics(model, state, motion_scratch(model, state.joint_q.requires_grad))
     return state
 
 
-def _motion_scratch(model, requires_grad: bool) -> SimpleNamespace:
+def motion_scratch(model, requires_grad: bool) -> SimpleNamespace:
     """The scratch arrays forward kinematics writes besides the poses: body twists, bias
     accelerations and dof motion columns."""
     spatial = wp.types.vector(6, model.dtype)
@@ -156,7 +161,7 @@ def body_poses(model, state) -> tuple:
     poses = SimpleNamespace(joint_q=state.joint_q, joint_qd=state.joint_qd,
                             body_q=zeros(nb, wp.types.transformation(model.dtype)), body_qd=zeros(nb, spatial))
     if nb:
-        kinematics_launch(model, poses, _motion_scratch(model, grad)).run(model.device)
+        kinematics_launch(model, poses, motion_scratch(model, grad)).run(model.device)
     return poses.body_q, poses.body_qd
 
 
