@@ -42,6 +42,9 @@ Conventions of real robot files:
 - Principal moments that break the triangle inequality (no rigid body has them; pybullet
   accepts them): the two smaller are raised by half the deficit each, the least change about
   the same axes, and the link is listed in ``ImportedScene.unhonoured``.
+- Numbers pybullet reads although they are malformed (commas between them, a trailing dot,
+  ``$(optenv NAME default)``, more numbers than the attribute takes) are read as pybullet
+  reads them (``wpsim.io.urdf_leniency``), each listed in ``ImportedScene.unhonoured``.
 - xacro files (``.xacro`` suffix, ``<xacro:...>`` or other xacro-namespace elements, ``${...}``
   with ``xmlns:xacro``) are refused with a hint to expand them with ``xacro`` first; macros
   are never evaluated here. A bare ``xmlns:xacro`` declaration (xacro keeps it in its output)
@@ -79,6 +82,7 @@ from wpsim.io.scene_parsing import (
     parse_xml,
     quat_from_euler,
 )
+from wpsim.io.urdf_leniency import pybullet_numbers
 
 JOINT_TYPES = ("revolute", "continuous", "prismatic", "fixed", "floating", "spherical")  # spherical: pybullet's
 PACKAGE_PATH_VARIABLE = "WPSIM_PACKAGE_PATH"
@@ -285,6 +289,7 @@ def import_urdf(path, builder: ModelBuilder | None = None, floating: bool = Fals
     lines: dict = {}
     root = parse_xml(path, "robot", lines)
     _refuse_xacro(path, root)
+    leniencies = pybullet_numbers(root, path, lines)
     roots = package_search_path(package_paths)
     links = {}
     for link in root.findall("link"):
@@ -320,7 +325,7 @@ def import_urdf(path, builder: ModelBuilder | None = None, floating: bool = Fals
         raise SceneFileError(f"{path}: the robot has no links")
     contact = {"ke": ke, "kd": kd, "mu": mu}
     builder = ModelBuilder() if builder is None else builder
-    scene = ImportedScene()
+    scene = ImportedScene(unhonoured=leniencies)
     meshes: dict = {}
 
     def note(element, note, attribute=None, value=None, label=None):
