@@ -107,7 +107,7 @@ def fluid_wrench(X: transform, m: wp.Float, com: vec3, inertia: mat33, frame: qu
         v = wp.transpose(R) * (bottom(twist) + wp.cross(top(twist), wp.transform_point(X, com) - origin)
                                - wp.vector(fluid[0, 2], fluid[0, 3], fluid[0, 4]))
         diameter = (box[0] + box[1] + box[2]) / type(m)(3.0)
-        pi = type(m)(3.14159265358979323846)
+        pi = type(m)(wp.pi)
         torque = w * (-pi * diameter * diameter * diameter * viscosity)
         force = v * (-type(m)(3.0) * pi * diameter * viscosity)
         half = type(m)(0.5) * density

@@ -222,6 +222,19 @@ def point_slope(dof: int, body: int, x: vec3, body_joint: wp.array(dtype=int), b
                                joint_dfs_end, dof_motion))
 
 
+@wp.func
+def leg_slope(dof: int, body_from: int, x_from: vec3, body_to: int, x_to: vec3, body_joint: wp.array(dtype=int),
+              body_origin: wp.array(dtype=vec3), joint_dfs_pos: wp.array(dtype=int), joint_dfs_end: wp.array(dtype=int),
+              dof_joint: wp.array(dtype=int), dof_motion: wp.array(dtype=vec6)):
+    """d|x_to - x_from| / dq_dof (m per unit dof) of a straight leg between points fixed on two
+    bodies (zero for a leg of no length)."""
+    u = safe_unit(x_to - x_from, x_from * type(x_from[0])(0.0))
+    return wp.dot(u, point_slope(dof, body_to, x_to, body_joint, body_origin, joint_dfs_pos, joint_dfs_end, dof_joint,
+                                 dof_motion)
+                  - point_slope(dof, body_from, x_from, body_joint, body_origin, joint_dfs_pos, joint_dfs_end, dof_joint,
+                                dof_motion))
+
+
 @kernel
 def spatial_tendon_jacobian(
     tendon_segment_start: wp.array(dtype=int),
@@ -247,19 +260,17 @@ def spatial_tendon_jacobian(
     rate_out: wp.array(dtype=wp.Float),
     jacobian_out: wp.array2d(dtype=wp.Float),
 ):
-    """One thread per (spatial tendon t, dof slot s of its articulation): t's length (m, added by
-    slot 0), the column dL/dq_k of its Jacobian for the slot's dof k (zero past the
-    articulation's dofs) and its share J_k qd_k of the rate (m/s), summed over the path's segments
-    (``wrap_points``; a wrap's side point on ``segment_side_body``, < -1 for none). Lengths
-    and rates are summed into zeroed arrays."""
-    t, slot = wp.tid()
+    """One thread per spatial tendon: its length (m), its Jacobian dL/dq_k over the dofs k of its
+    articulation (columns from 0; the path's geometry computed once per segment) and its rate
+    sum_k J_k qd_k (m/s), summed over the path's segments (``wrap_points``; a wrap's side point
+    on ``segment_side_body``, < -1 for none) into zeroed arrays."""
+    t = wp.tid()
     art = tendon_articulation[t]
     d0 = int(0)
     n = int(0)
     if art >= 0:
         d0 = articulation_dof_start[art]
         n = articulation_dof_start[art + 1] - d0
-    k = d0 + wp.max(wp.min(slot, n - 1), 0)
     for g in range(tendon_segment_start[t], tendon_segment_start[t + 1]):
         a = segment_body[g, 0]
         b = segment_body[g, 1]
@@ -268,42 +279,29 @@ def spatial_tendon_jacobian(
         zero = x0[0] * type(x0[0])(0.0)
         arc = -zero - type(zero)(1.0)
         w0 = x1
-        w1 = x0
+        w1 = x1
         kind = segment_wrap_kind[g]
-        wrap = segment_wrap_body[g]
+        via = segment_wrap_body[g]
         if kind != WRAP_NONE:
             side_body = segment_side_body[g]
             X_wrap = segment_wrap_transform[g]
-            if wrap >= 0:
-                X_wrap = body_q_in[wrap] * X_wrap
+            if via >= 0:
+                X_wrap = body_q_in[via] * X_wrap
             arc, w0, w1 = wrap_points(kind, x0, x1, X_wrap, segment_wrap_radius[g], wp.where(side_body >= -1, 1, 0),
                                       world_point(side_body, segment_side_point[g], body_q_in))
-        column = zero
-        length = zero
-        if arc < zero:  # straight from x0 on a to x1 on b
-            u = safe_unit(x1 - x0, x0 * zero)
-            length = wp.length(x1 - x0)
-            if slot < n:
-                column = wp.dot(u, point_slope(k, b, x1, body_joint, body_origin, joint_dfs_pos, joint_dfs_end,
-                                               dof_joint, dof_motion_in)
-                                - point_slope(k, a, x0, body_joint, body_origin, joint_dfs_pos, joint_dfs_end,
-                                              dof_joint, dof_motion_in))
+        if arc < zero:  # straight from x0 on a to x1 on b: the second leg has no length
+            w0 = x1
+            w1 = x1
+            via = b
+            wp.atomic_add(length_out, t, wp.length(x1 - x0))
         else:  # x0 on a to w0 on the wrap's body, along its surface, w1 to x1 on b
-            u0 = safe_unit(w0 - x0, x0 * zero)
-            u1 = safe_unit(x1 - w1, x0 * zero)
-            length = wp.length(w0 - x0) + arc + wp.length(x1 - w1)
-            if slot < n:
-                column = (wp.dot(u0, point_slope(k, wrap, w0, body_joint, body_origin, joint_dfs_pos, joint_dfs_end,
-                                                 dof_joint, dof_motion_in)
-                                 - point_slope(k, a, x0, body_joint, body_origin, joint_dfs_pos, joint_dfs_end,
-                                               dof_joint, dof_motion_in))
-                          + wp.dot(u1, point_slope(k, b, x1, body_joint, body_origin, joint_dfs_pos, joint_dfs_end,
-                                                   dof_joint, dof_motion_in)
-                                   - point_slope(k, wrap, w1, body_joint, body_origin, joint_dfs_pos, joint_dfs_end,
-                                                 dof_joint, dof_motion_in)))
-        if slot == 0:
-            wp.atomic_add(length_out, t, length)
-        if slot < n:
+            wp.atomic_add(length_out, t, wp.length(w0 - x0) + arc + wp.length(x1 - w1))
+        for slot in range(n):
+            k = d0 + slot
+            column = (leg_slope(k, a, x0, via, w0, body_joint, body_origin, joint_dfs_pos, joint_dfs_end, dof_joint,
+                                dof_motion_in)
+                      + leg_slope(k, via, w1, b, x1, body_joint, body_origin, joint_dfs_pos, joint_dfs_end, dof_joint,
+                                  dof_motion_in))
             wp.atomic_add(jacobian_out, t, slot, column)
             wp.atomic_add(rate_out, t, column * joint_qd_in[k])
 

@@ -152,17 +152,26 @@ def body_poses(model, state) -> tuple:
     """(body_q, body_qd) of ``state`` from its joint coordinates and velocities, by forward
     kinematics into fresh arrays (the state's own are untouched); recorded on an active tape,
     so gradients reach ``joint_q`` and ``joint_qd``."""
-    grad, spatial = state.joint_q.requires_grad, wp.types.vector(6, model.dtype)
+    poses, _ = posed(model, state, state.joint_q.requires_grad)
+    return poses.body_q, poses.body_qd
+
+
+def posed(model, state, requires_grad: bool) -> tuple:
+    """(poses, motion scratch) of ``state`` by forward kinematics into fresh arrays (recorded on
+    an active tape): poses holds its joint_q and joint_qd and the new body_q and body_qd, the
+    scratch its dof motion columns (``motion_scratch``)."""
+    spatial = wp.types.vector(6, model.dtype)
 
     def zeros(n, dtype):
-        return wp.zeros(n, dtype=dtype, device=model.device, requires_grad=grad)
+        return wp.zeros(n, dtype=dtype, device=model.device, requires_grad=requires_grad)
 
     nb = model.body_count
     poses = SimpleNamespace(joint_q=state.joint_q, joint_qd=state.joint_qd,
                             body_q=zeros(nb, wp.types.transformation(model.dtype)), body_qd=zeros(nb, spatial))
+    scratch = motion_scratch(model, requires_grad)
     if nb:
-        kinematics_launch(model, poses, motion_scratch(model, grad)).run(model.device)
-    return poses.body_q, poses.body_qd
+        kinematics_launch(model, poses, scratch).run(model.device)
+    return poses, scratch
 
 
 _POSE_FIELDS = ("body_q", "body_qd")

@@ -4,13 +4,11 @@ side; ``tendon_kinematics`` for any state."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import warp as wp
 
 from wpsim.kernels import tendons
 from wpsim.kernels.generic import for_precision
-from wpsim.solvers.kinematics import launch_kinematics, motion_scratch
+from wpsim.solvers.kinematics import posed
 
 
 def launch_tendon_jacobian(model, body_q, joint_qd, dof_motion, length, rate, jacobian):
@@ -20,7 +18,7 @@ def launch_tendon_jacobian(model, body_q, joint_qd, dof_motion, length, rate, ja
     for array in (length, rate, jacobian):
         array.zero_()
     wp.launch(for_precision(tendons.spatial_tendon_jacobian, model.dtype),
-              dim=(model.tendon_count, jacobian.shape[1]),
+              dim=model.tendon_count,
               inputs=[model.tendon_segment_start, model.tendon_articulation, model.segment_body, model.segment_point,
                       model.segment_wrap_kind, model.segment_wrap_body, model.segment_wrap_transform,
                       model.segment_wrap_radius, model.segment_side_body, model.segment_side_point, model.body_joint,
@@ -48,14 +46,9 @@ def tendon_kinematics(model, state) -> tuple:
     tendon's articulation, in its dof order) of the spatial tendons in ``state``, from its joint
     coordinates and velocities (MuJoCo's ten_length, ten_velocity, ten_J), as NumPy arrays."""
     real = model.dtype
-    scratch = motion_scratch(model, False)
-    posed = SimpleNamespace(joint_q=state.joint_q, joint_qd=state.joint_qd,
-                            body_q=wp.zeros(model.body_count, dtype=wp.types.transformation(real), device=model.device),
-                            body_qd=wp.zeros(model.body_count, dtype=wp.types.vector(6, real), device=model.device))
-    if model.body_count:
-        launch_kinematics(model, posed, scratch)
+    poses, scratch = posed(model, state, False)
     length = wp.zeros(model.tendon_count, dtype=real, device=model.device)
     rate = wp.zeros_like(length)
     jacobian = wp.zeros((model.tendon_count, max(model.max_articulation_dofs, 1)), dtype=real, device=model.device)
-    launch_tendon_jacobian(model, posed.body_q, state.joint_qd, scratch.dof_motion, length, rate, jacobian)
+    launch_tendon_jacobian(model, poses.body_q, state.joint_qd, scratch.dof_motion, length, rate, jacobian)
     return length.numpy(), rate.numpy(), jacobian.numpy()
