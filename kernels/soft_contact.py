@@ -115,17 +115,18 @@ def edge_direction(edge: int, condim: int, n: vec3, t1: vec3, t2: vec3, mu: wp.F
 @wp.func
 def side_jacobians(
     body: int, sign: wp.Float, direction_0: vec6, direction_1: vec6, direction_2: vec6, direction_3: vec6, x: vec3,
-    r: int, column: int, body_joint: wp.array(dtype=int), body_origin: wp.array(dtype=vec3),
+    r: int, pair: int, side: int, pair_dof: wp.array2d(dtype=int), pair_dof_count: wp.array2d(dtype=int),
+    side_column: int, body_joint: wp.array(dtype=int), body_origin: wp.array(dtype=vec3),
     joint_articulation: wp.array(dtype=int), joint_dfs_pos: wp.array(dtype=int), joint_dfs_end: wp.array(dtype=int),
     dof_joint: wp.array(dtype=int), articulation_dof_start: wp.array(dtype=int),
     articulation_H_start: wp.array(dtype=int), joint_qd: wp.array(dtype=wp.Float), dof_motion: wp.array(dtype=vec6),
     mass_matrix: wp.array(dtype=wp.Float), row_jacobian: wp.array2d(dtype=wp.Float),
 ):
     """Write sign * direction_e . (angular velocity of ``body`` and velocity of its point x per
-    unit rate of each dof of its articulation, ``point_motion``) into rows r + e (the slot's four
-    pyramid edges) from ``column`` on; returns (their parts of J_r v, their parts sum_k J_rk^2 /
-    H_kk of the inverse effective mass) as 4-vectors. Each dof's motion is computed once for
-    the four edges."""
+    unit rate of each dof of side ``side`` of the pair's columns, ``pair_dof``; ``point_motion``)
+    into rows r + e (the slot's four pyramid edges), columns from side * ``side_column`` on;
+    returns (their parts of J_r v, their parts sum_k J_rk^2 / H_kk of the inverse effective
+    mass) as 4-vectors. Each dof's motion is computed once for the four edges."""
     art = joint_articulation[body_joint[body]]
     d0 = articulation_dof_start[art]
     n_dofs = articulation_dof_start[art + 1] - d0
@@ -140,18 +141,20 @@ def side_jacobians(
     inverse_mass_1 = velocity_0
     inverse_mass_2 = velocity_0
     inverse_mass_3 = velocity_0
-    for i in range(n_dofs):
-        v = point_motion(d0 + i, pos_b, at, dof_joint, joint_dfs_pos, joint_dfs_end, dof_motion)
-        rate = joint_qd[d0 + i]
-        diagonal = mass_matrix[h0 + i * n_dofs + i]
+    column = side * side_column
+    for c in range(pair_dof_count[pair, side]):
+        dof = pair_dof[pair, column + c]
+        v = point_motion(dof, pos_b, at, dof_joint, joint_dfs_pos, joint_dfs_end, dof_motion)
+        rate = joint_qd[dof]
+        diagonal = mass_matrix[h0 + (dof - d0) * (n_dofs + 1)]
         value_0 = sign * wp.dot(direction_0, v)
         value_1 = sign * wp.dot(direction_1, v)
         value_2 = sign * wp.dot(direction_2, v)
         value_3 = sign * wp.dot(direction_3, v)
-        row_jacobian[r, column + i] = value_0
-        row_jacobian[r + 1, column + i] = value_1
-        row_jacobian[r + 2, column + i] = value_2
-        row_jacobian[r + 3, column + i] = value_3
+        row_jacobian[r, column + c] = value_0
+        row_jacobian[r + 1, column + c] = value_1
+        row_jacobian[r + 2, column + c] = value_2
+        row_jacobian[r + 3, column + c] = value_3
         velocity_0 += value_0 * rate
         velocity_1 += value_1 * rate
         velocity_2 += value_2 * rate
@@ -278,6 +281,8 @@ def pair_rows(
     articulation_H_start: wp.array(dtype=int),
     contact_pair_in: wp.array2d(dtype=int),
     pair_row_start_in: wp.array(dtype=int),
+    pair_dof_in: wp.array2d(dtype=int),
+    pair_dof_count_in: wp.array2d(dtype=int),
     body_q_in: wp.array(dtype=transform),
     joint_qd_in: wp.array(dtype=wp.Float),
     dof_motion_in: wp.array(dtype=vec6),
@@ -343,13 +348,13 @@ def pair_rows(
             direction_3, edge_3 = edge_direction(edge + 3, condim, n, t1, t2, mu, spin, roll)
             touching = wp.vector(edge_0, edge_1, edge_2, edge_3)
             velocity, inverse_mass = side_jacobians(
-                body_a, sign_a, direction_0, direction_1, direction_2, direction_3, x, r, 0, body_joint, body_origin,
-                joint_articulation, joint_dfs_pos, joint_dfs_end, dof_joint, articulation_dof_start,
+                body_a, sign_a, direction_0, direction_1, direction_2, direction_3, x, r, p, 0, pair_dof_in,
+                pair_dof_count_in, side_column, body_joint, body_origin, joint_articulation, joint_dfs_pos, joint_dfs_end, dof_joint, articulation_dof_start,
                 articulation_H_start, joint_qd_in, dof_motion_in, mass_matrix_in, row_jacobian_out)
             if body_b >= 0:
                 velocity_b, inverse_mass_b = side_jacobians(
-                    body_b, -sign_a, direction_0, direction_1, direction_2, direction_3, x, r, side_column, body_joint,
-                    body_origin, joint_articulation, joint_dfs_pos, joint_dfs_end, dof_joint, articulation_dof_start,
+                    body_b, -sign_a, direction_0, direction_1, direction_2, direction_3, x, r, p, 1, pair_dof_in,
+                    pair_dof_count_in, side_column, body_joint, body_origin, joint_articulation, joint_dfs_pos, joint_dfs_end, dof_joint, articulation_dof_start,
                     articulation_H_start, joint_qd_in, dof_motion_in, mass_matrix_in, row_jacobian_out)
                 velocity = velocity + velocity_b
                 inverse_mass = inverse_mass + inverse_mass_b
@@ -397,6 +402,8 @@ def soft_contact_rows(
     articulation_H_start: wp.array(dtype=int),
     contact_pair_in: wp.array2d(dtype=int),
     pair_row_start_in: wp.array(dtype=int),
+    pair_dof_in: wp.array2d(dtype=int),
+    pair_dof_count_in: wp.array2d(dtype=int),
     body_q_in: wp.array(dtype=transform),
     joint_qd_in: wp.array(dtype=wp.Float),
     dof_motion_in: wp.array(dtype=vec6),
@@ -412,8 +419,8 @@ def soft_contact_rows(
     """One thread per shape pair of the step (shape a on a body, b static or on a body): for
     every contact point of the pair (``rigid_contact.plan_contact``; ``contact_parts`` slots
     each, by the pair's condim) and pyramid edge, the row's Jacobian of the relative motion
-    along the edge direction (``edge_direction``; columns from 0 over the dofs of a's
-    articulation, from ``side_column`` over b's), its velocity J_r v, the diagonal estimate
+    along the edge direction (``edge_direction``; columns from 0 over the dofs that move a's
+    body, from ``side_column`` over b's: ``pair_dof_in``), its velocity J_r v, the diagonal estimate
     sum_k J_rk^2 / H_kk of its inverse effective mass, the slot's signed distance (m; for
     shapes apart by their bounding spheres, ``bound_gap``, a lower bound, without a narrow
     phase) less the pair's margin (``shape_margin``), and whether it is an edge of a point
@@ -426,7 +433,8 @@ def soft_contact_rows(
               shape_plane_offset, shape_plane_start, shape_plane_count, shape_bound_centre, shape_bound_half,
               body_joint, body_origin, joint_articulation,
               joint_dfs_pos, joint_dfs_end, dof_joint, articulation_dof_start, articulation_H_start,
-              contact_pair_in, pair_row_start_in, body_q_in, joint_qd_in, dof_motion_in, mass_matrix_in,
+              contact_pair_in, pair_row_start_in, pair_dof_in, pair_dof_count_in, body_q_in, joint_qd_in,
+              dof_motion_in, mass_matrix_in,
               side_column, friction_mixing, row_jacobian_out, row_velocity_out, row_inverse_mass_out,
               row_distance_out, row_in_contact_out)
 
@@ -677,13 +685,13 @@ def soft_contact_slot_parameters(
 @wp.func
 def row_times(r: int, pair: int, pair_dof: wp.array2d(dtype=int), pair_dof_count: wp.array2d(dtype=int),
               side_column: int, row_jacobian: wp.array2d(dtype=wp.Float), vector: wp.array(dtype=wp.Float)):
-    """J_r . vector over the dofs of both sides of row r's pair (side b's columns from
-    ``side_column`` on)."""
+    """J_r . vector over the columns of both sides of row r's pair (side b's from
+    ``side_column`` on; ``pair_dof``: each column's dof)."""
     x = vector[0] * type(vector[0])(0.0)
     for side in range(2):
-        d0 = pair_dof[pair, side]
         for i in range(pair_dof_count[pair, side]):
-            x += row_jacobian[r, side * side_column + i] * vector[d0 + i]
+            column = side * side_column + i
+            x += row_jacobian[r, column] * vector[pair_dof[pair, column]]
     return x
 
 
@@ -695,10 +703,9 @@ def slot_times(first: int, pair: int, pair_dof: wp.array2d(dtype=int), pair_dof_
     zero = vector[0] * type(vector[0])(0.0)
     x = wp.vector(zero, zero, zero, zero)
     for side in range(2):
-        d0 = pair_dof[pair, side]
         for i in range(pair_dof_count[pair, side]):
-            v = vector[d0 + i]
             column = side * side_column + i
+            v = vector[pair_dof[pair, column]]
             x = x + wp.vector(row_jacobian[first, column] * v, row_jacobian[first + 1, column] * v,
                               row_jacobian[first + 2, column] * v, row_jacobian[first + 3, column] * v)
     return x

@@ -135,7 +135,7 @@ def island_gradient(
         art = island_articulations[e]
         for entry in range(articulation_pair_start[art], articulation_pair_start[art] + touching_pair_count[art]):
             pair = touching_pairs[entry]  # each pair once, by the articulation of its shape a
-            shared = pair_dof_count[pair, 0] > 0 and pair_dof[pair, 1] == pair_dof[pair, 0]
+            shared = pair_dof_count[pair, 0] > 0 and pair_dof[pair, side_column] == pair_dof[pair, 0]
             sides = 2  # side b of a static shape has no dofs
             if shared:
                 sides = 1  # both sides on one articulation: each coefficient sums them
@@ -154,7 +154,7 @@ def island_gradient(
                         for i in range(pair_dof_count[pair, side_i]):
                             c = slot_coefficients(row_jacobian, first, side_i * side_column + i, side_column + i,
                                                   shared)
-                            wp.atomic_add(gradient_out, pair_dof[pair, side_i] + i, wp.dot(c, slot_force))
+                            wp.atomic_add(gradient_out, pair_dof[pair, side_i * side_column + i], wp.dot(c, slot_force))
     for e in range(e0, e1):
         art = island_articulations[e]
         d0 = articulation_dof_start[art]
@@ -223,7 +223,7 @@ def island_hessian(
         art = island_articulations[e]
         for entry in range(articulation_pair_start[art], articulation_pair_start[art] + touching_pair_count[art]):
             pair = touching_pairs[entry]  # each pair once, by the articulation of its shape a
-            shared = pair_dof_count[pair, 0] > 0 and pair_dof[pair, 1] == pair_dof[pair, 0]
+            shared = pair_dof_count[pair, 0] > 0 and pair_dof[pair, side_column] == pair_dof[pair, 0]
             sides = 2  # side b of a static shape has no dofs
             if shared:
                 sides = 1  # both sides on one articulation: each coefficient sums them
@@ -237,21 +237,19 @@ def island_hessian(
                             w = wp.cw_mul(active, slot_coefficients(row_jacobian, first, side_i * side_column + i,
                                                                     side_column + i, shared))
                             if w[0] != zero or w[1] != zero or w[2] != zero or w[3] != zero:
-                                own = dof_slot[pair_dof[pair, side_i] + i] - i0
+                                own = dof_slot[pair_dof[pair, side_i * side_column + i]] - i0
                                 base = h_island + own * n_island
                                 for side in range(2):
-                                    n_side = pair_dof_count[pair, side]
-                                    cs = int(0)
-                                    if n_side > 0:
-                                        cs = dof_slot[pair_dof[pair, side]] - i0
-                                    for k in range(wp.min(n_side, own - cs + 1)):
+                                    for k in range(pair_dof_count[pair, side]):
                                         column = side * side_column + k
-                                        entry_ik = (w[0] * row_jacobian[first, column]
-                                                    + w[1] * row_jacobian[first + 1, column]
-                                                    + w[2] * row_jacobian[first + 2, column]
-                                                    + w[3] * row_jacobian[first + 3, column])
-                                        if entry_ik != zero:
-                                            wp.atomic_add(hessian_out, base + cs + k, entry_ik)
+                                        at = dof_slot[pair_dof[pair, column]] - i0
+                                        if at <= own:  # the lower triangle and the diagonal
+                                            entry_ik = (w[0] * row_jacobian[first, column]
+                                                        + w[1] * row_jacobian[first + 1, column]
+                                                        + w[2] * row_jacobian[first + 2, column]
+                                                        + w[3] * row_jacobian[first + 3, column])
+                                            if entry_ik != zero:
+                                                wp.atomic_add(hessian_out, base + at, entry_ik)
     for e in range(e0, e1):
         art = island_articulations[e]
         d0 = articulation_dof_start[art]

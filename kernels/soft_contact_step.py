@@ -426,7 +426,7 @@ def soft_contact_steps(
                       shape_plane_normal, shape_plane_offset, shape_plane_start, shape_plane_count, shape_bound_centre,
                       shape_bound_half, body_joint, body_origin, joint_articulation, joint_dfs_pos, joint_dfs_end,
                       dof_joint, articulation_dof_start, articulation_H_start, contact_pair_in, pair_row_start_in,
-                      body_q_out, joint_qd_in, dof_motion_out, mass_matrix_out, side_column, friction_mixing,
+                      pair_dof_in, pair_dof_count_in, body_q_out, joint_qd_in, dof_motion_out, mass_matrix_out, side_column, friction_mixing,
                       row_jacobian_out,
                       row_velocity_out, row_inverse_mass_out, row_distance_out, row_in_contact_out)
             if any_slot(pair, pair_row_start_in, row_in_contact_out) != 0:  # the solve visits no pair apart

@@ -215,3 +215,43 @@ def test_candidate_pairs_are_the_rule_over_every_ordered_pair(monkeypatch):
     assert len(found) > 0 and np.array_equal(found, expected)
     worlds = np.repeat(np.arange(1000), 5)
     assert len(world_pairs(np.concatenate([worlds, [-1]]), np.arange(5001))) == 1000 * 25 + 2 * 5000 + 1
+
+
+def test_a_pairs_jacobian_columns_are_the_dofs_that_move_its_bodies():
+    """A free base with two hinged legs, each with a foot; the feet may touch the ground and
+    each other (self contact). A foot's rows have columns for the base's six dofs and its own
+    leg's hinges only; two feet of one articulation share the union of both lists on both
+    sides; the ground (static) has none."""
+    from wpsim.solvers.soft_contact import pair_columns
+
+    b = wpsim.ModelBuilder()
+    b.articulation_self_contact = True
+    b.add_shape_plane()
+    base = b.add_body()
+    b.add_shape_box(base, hx=HALF, hy=HALF, hz=HALF, density=500.0)
+    b.add_joint_free(base, pos=(0.0, 0.0, 1.0))
+    feet = []
+    for side in (-1.0, 1.0):
+        thigh = b.add_body()
+        b.add_joint_revolute(base, thigh, axis=(0.0, 1.0, 0.0), parent_pos=(side * 0.3, 0.0, 0.0))
+        foot = b.add_body()
+        b.add_joint_revolute(thigh, foot, axis=(0.0, 1.0, 0.0), parent_pos=(0.0, 0.0, -0.2))
+        b.add_shape_sphere(foot, pos=(0.0, 0.0, -0.2), radius=0.03, density=500.0)
+        feet.append(foot)
+    model = b.finalize(device="cpu")
+    pairs = model.contact_pair.numpy().reshape(-1, 2)
+    shape_body = model.shape_body.numpy()
+    columns, counts = pair_columns(model, pairs, shape_body)
+    assert columns.shape[2] == 10  # the self-contact union: 6 base dofs and both legs' two hinges
+    leg = {feet[0]: [6, 7], feet[1]: [8, 9]}
+    seen = set()
+    for (a, b_shape), cols, n in zip(pairs, columns, counts):
+        body_a, body_b = shape_body[a], shape_body[b_shape]
+        if body_a in leg and body_b < 0:
+            assert n.tolist() == [8, 0] and cols[0, :8].tolist() == [*range(6), *leg[body_a]]
+            assert (cols[1] == -1).all()
+            seen.add("ground")
+        if body_a in leg and body_b in leg:
+            assert n.tolist() == [10, 10] and cols[0].tolist() == cols[1].tolist() == list(range(10))
+            seen.add("feet")
+    assert seen == {"ground", "feet"}

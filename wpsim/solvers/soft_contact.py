@@ -63,6 +63,46 @@ class Islands:
     world: np.ndarray  # (islands,) world of each island (host)
 
 
+def pair_columns(model, pairs: np.ndarray, shape_body: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The Jacobian columns of each shape pair's rows: (columns (P, 2, W) int32, the dof of
+    column c of side s, ascending, -1 beyond the side's count; counts (P, 2) int32), W the most
+    columns of any side (at least 1). A side's columns are the dofs whose joint is its body's
+    joint or an ancestor of it (the only dofs that move the body's points); where both shapes
+    are on one articulation both sides take the union of their two lists, so that column c
+    is the same dof on both sides (``soft_contact_newton``'s shared pairs); a static shape b
+    has none."""
+    count = len(pairs)
+    lists = [[[], []] for _ in range(count)]
+    if model.body_count and count:
+        body_joint = model.body_joint.numpy()
+        dfs_pos, dfs_end = model.joint_dfs_pos.numpy(), model.joint_dfs_end.numpy()
+        articulation = model.joint_articulation.numpy()
+        dof_joint = model.dof_joint.numpy()
+        dof_start = model.articulation_dof_start.numpy()
+
+        def moving(body: int) -> np.ndarray:
+            joint = body_joint[body]
+            art = articulation[joint]
+            dofs = np.arange(dof_start[art], dof_start[art + 1])
+            owner = dof_joint[dofs]
+            return dofs[(dfs_pos[owner] <= dfs_pos[joint]) & (dfs_pos[joint] < dfs_end[owner])]
+
+        for i, (a, b) in enumerate(pairs):
+            body_a, body_b = shape_body[a], shape_body[b]
+            lists[i][0] = moving(body_a)
+            if body_b >= 0:
+                lists[i][1] = moving(body_b)
+                if articulation[body_joint[body_b]] == articulation[body_joint[body_a]]:
+                    lists[i][0] = lists[i][1] = np.union1d(lists[i][0], lists[i][1])
+    counts = np.array([[len(side) for side in sides] for sides in lists], np.int32).reshape(count, 2)
+    width = max(int(counts.max(initial=0)), 1)
+    columns = np.full((count, 2, width), -1, np.int32)
+    for i, sides in enumerate(lists):
+        for side, dofs in enumerate(sides):
+            columns[i, side, :len(dofs)] = dofs
+    return columns, counts
+
+
 @dataclass
 class PairRows:
     """The shape pairs a step builds rows for (every candidate pair, or the broad phase's near
@@ -74,8 +114,8 @@ class PairRows:
     contact_pair: wp.array  # (S, 2) int32 shapes (a on a body, b static or on a body)
     pair_row_start: wp.array  # (S + 1,) int32 first row of each pair (EDGES per contact slot)
     row_pair: wp.array  # (R,) int32 pair of each row
-    pair_dof: wp.array  # (S, 2) int32 first dof of each side's articulation (-1: static b)
-    pair_dof_count: wp.array  # (S, 2) int32 dofs of each side's articulation
+    pair_dof: wp.array  # (S, 2 side_column) int32 the dof of each Jacobian column (``pair_columns``; -1: none)
+    pair_dof_count: wp.array  # (S, 2) int32 columns of each side (0: static b)
     pair_articulation: wp.array  # (S,) int32 articulation of shape a: its island's line search counts the pair
     articulation_pair_start: wp.array  # (A + 1,) int32 into articulation_pairs
     articulation_pairs: wp.array  # (pairs per articulation,) int32 pairs involving each articulation (either side)
@@ -105,10 +145,13 @@ class SoftContact:
         self._dof_start = model.articulation_dof_start.numpy().copy()
         """Host copies the per-step layouts (``_pair_rows``, ``_islands``) read."""
         self._slots, self._parts = self._slot_counts()
-        self.side_column = max(model.max_articulation_dofs, 1)
+        self._columns = pair_columns(model, pairs, shape_body)
+        """(every candidate pair's columns (P, 2, side_column) int, their counts (P, 2)): host
+        arrays ``_pair_rows`` picks from."""
+        self.side_column = self._columns[0].shape[2]
         self.jacobian_width = self.side_column * (2 if (art_b >= 0).any() else 1)
-        """Columns of a row's Jacobian: the dofs of shape a's articulation, then (from
-        ``side_column``) of shape b's when some pair has b on a body."""
+        """Columns of a row's Jacobian: the dofs that move shape a's body (``pair_columns``),
+        then (from ``side_column``) those that move shape b's when some pair has b on a body."""
         self.broad_phase = broad_phase
         """The ``RigidBroadPhase`` choosing each step's pairs (those whose boxes overlap), or
         None: every candidate pair."""
@@ -359,16 +402,13 @@ class SoftContact:
     def _pair_rows(self, chosen: np.ndarray) -> PairRows:
         """``PairRows`` of the candidate pairs ``chosen`` (indices into ``contact_pair``)."""
         m = self.model
-        dof_start = self._dof_start
         art_a, art_b = (side[chosen] for side in self._candidate_articulations)
         count = len(chosen)
         rows_per_pair = self._slots[chosen] * soft_contact.EDGES
         pair_row_start = np.concatenate([[0], np.cumsum(rows_per_pair)]).astype(np.int64)
         in_pair = np.arange(pair_row_start[-1]) - np.repeat(pair_row_start[:-1], rows_per_pair)
         point_rows = in_pair % np.repeat(self._parts[chosen] * soft_contact.EDGES, rows_per_pair) == 0
-        has_b = art_b >= 0
-        b = np.maximum(art_b, 0)
-        other = has_b & (art_b != art_a)
+        other = (art_b >= 0) & (art_b != art_a)
         touching_art = np.concatenate([art_a, art_b[other]])
         touching_pair = np.concatenate([np.arange(count), np.flatnonzero(other)])
         order = np.lexsort((touching_pair, touching_art))
@@ -377,11 +417,8 @@ class SoftContact:
             contact_pair=self._ints(self._candidate_pairs[chosen].reshape(count, 2)),
             pair_row_start=self._ints(pair_row_start),
             row_pair=self._ints(np.repeat(np.arange(count), rows_per_pair)),
-            pair_dof=self._ints(np.stack([dof_start[art_a], np.where(has_b, dof_start[b], -1)],
-                                         axis=1).reshape(count, 2)),
-            pair_dof_count=self._ints(np.stack([dof_start[art_a + 1] - dof_start[art_a],
-                                                np.where(has_b, dof_start[b + 1] - dof_start[b], 0)],
-                                               axis=1).reshape(count, 2)),
+            pair_dof=self._ints(self._columns[0][chosen].reshape(count, 2 * self.side_column)),
+            pair_dof_count=self._ints(self._columns[1][chosen].reshape(count, 2)),
             pair_articulation=self._ints(art_a),
             articulation_pair_start=self._ints(np.searchsorted(touching_art[order],
                                                               np.arange(m.articulation_count + 1))),
@@ -476,7 +513,7 @@ class SoftContact:
              m.shape_plane_count, m.shape_bound_centre, m.shape_bound_half, m.body_joint, m.body_origin,
              m.joint_articulation, m.joint_dfs_pos,
              m.joint_dfs_end, m.dof_joint, m.articulation_dof_start, m.articulation_H_start, pairs.contact_pair,
-             pairs.pair_row_start, state_in.body_q, state_in.joint_qd, scratch.dof_motion, scratch.mass_matrix,
+             pairs.pair_row_start, pairs.pair_dof, pairs.pair_dof_count, state_in.body_q, state_in.joint_qd, scratch.dof_motion, scratch.mass_matrix,
              self.side_column, self._friction_mixing],
             [rows[k] for k in ("jacobian", "velocity", "inverse_mass", "distance", "in_contact")],
         )
