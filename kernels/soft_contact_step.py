@@ -14,7 +14,7 @@ are kept on the device.
 import warp as wp
 
 from .articulation import articulation_fk, integrate_joint, vec6
-from .articulation_step import articulation_dynamics
+from .articulation_step import articulation_dynamics, record_joint_state
 from .cholesky import factor_and_solve, triangular_solves
 from .generic import kernel, mat33, quat, transform, vec3
 from .implicit_terms import implicit_term
@@ -277,8 +277,8 @@ def soft_contact_steps(
     joint_q_in: wp.array(dtype=wp.Float),
     joint_qd_in: wp.array(dtype=wp.Float),
     joint_qdd_warm_start_in: wp.array(dtype=wp.Float),
+    joint_f_steps_in: wp.array2d(dtype=wp.Float),
     body_f_ext: wp.array(dtype=vec6),
-    joint_f: wp.array(dtype=wp.Float),
     joint_target_q: wp.array(dtype=wp.Float),
     joint_target_qd: wp.array(dtype=wp.Float),
     first_articulation: int,
@@ -310,6 +310,7 @@ def soft_contact_steps(
     fixed_iterations: int,
     warm_start: int,
     implicit_after_solve: int,
+    replay: int,
     body_q_out: wp.array(dtype=transform),
     body_qd_out: wp.array(dtype=vec6),
     body_f_out: wp.array(dtype=vec6),
@@ -362,10 +363,15 @@ def soft_contact_steps(
     implicit_force_out: wp.array(dtype=wp.Float),
     correction_out: wp.array(dtype=wp.Float),
     joint_qdd_warm_start_out: wp.array(dtype=wp.Float),
+    joint_q_steps_out: wp.array2d(dtype=wp.Float),
+    joint_qd_steps_out: wp.array2d(dtype=wp.Float),
 ):
     """One thread per articulation (``first_articulation + tid``): ``steps`` semi-implicit
-    steps of ``dt`` seconds with soft-constraint contact, numbered from ``step`` for the
-    fault flags and the contact health, from joint_q_in/joint_qd_in into
+    steps of ``dt`` seconds with soft-constraint contact, the joint forces of step s row
+    s * ``replay`` of ``joint_f_steps_in`` (``replay`` 0: row 0 at every step; 1: a row per step,
+    and the joint coordinates and rates before step 0 and after every step go to rows
+    0..steps of joint_q_steps_out / joint_qd_steps_out, as ``articulation_replay`` records
+    them), numbered from ``step`` for the fault flags and the contact health, from joint_q_in/joint_qd_in into
     joint_q_out/joint_qd_out (in place with ``steps`` > 1, as ``articulation_steps``). Per
     step: the joint-space system (``articulation_pair_in`` lists no penalty pairs; the limit
     gains and ``assembly_friction_in`` are zero where the solve has rows for them), its unconstrained
@@ -383,6 +389,9 @@ def soft_contact_steps(
     p0 = articulation_start[a]
     p1 = articulation_start[a + 1]
     world = body_world[joint_child[dfs_joint[p0]]]
+    if replay != 0:
+        record_joint_state(a, articulation_start, dfs_joint, joint_type, joint_q_start, joint_qd_start, joint_q_in,
+                           joint_qd_in, 0, joint_q_steps_out, joint_qd_steps_out)
     for s in range(steps):
         articulation_dynamics(a, articulation_start, articulation_dof_start, articulation_H_start, dfs_joint, dof_joint,
             joint_type, joint_parent, joint_child, joint_articulation, joint_X_p, joint_X_c, joint_axis, joint_q_start,
@@ -393,7 +402,7 @@ def soft_contact_steps(
             shape_kind, shape_body, shape_transform, shape_size, shape_ke, shape_kd, shape_mu, shape_point_start,
             shape_point_count, shape_points, shape_hull_points, shape_hull_point_start, shape_hull_point_count,
             shape_plane_normal, shape_plane_offset, shape_plane_start, shape_plane_count, articulation_pair_start_in,
-            articulation_pair_in, articulation_pair_count_in, joint_q_in, joint_qd_in, body_f_ext, joint_f,
+            articulation_pair_in, articulation_pair_count_in, joint_q_in, joint_qd_in, body_f_ext, joint_f_steps_in[s * replay],
             joint_target_q, joint_target_qd, friction_smoothing, damping_depth, gradient_width, dt, body_q_out,
             body_qd_out, body_f_out, body_twist_out, body_bias_acc_out, dof_motion_out, body_damping_out, body_h_out,
             body_J_out, body_inertial_bias_out, subtree_mass_out, subtree_h_out, subtree_J_out, subtree_bias_out,
@@ -463,6 +472,9 @@ def soft_contact_steps(
             integrate_joint(dfs_joint[pos], joint_type, joint_child, joint_q_start, joint_qd_start, body_world,
                             joint_q_in, joint_qd_in, accel_out, dt, step + s, max_coordinate, max_speed, joint_q_out,
                             joint_qd_out, world_fault_step_out)
+        if replay != 0:
+            record_joint_state(a, articulation_start, dfs_joint, joint_type, joint_q_start, joint_qd_start,
+                               joint_q_out, joint_qd_out, s + 1, joint_q_steps_out, joint_qd_steps_out)
     if final_kinematics != 0:
         articulation_fk(a, articulation_start, dfs_joint, joint_type, joint_parent, joint_child, joint_X_p, joint_X_c,
                         joint_axis, joint_q_start, joint_qd_start, body_origin, gravity, joint_q_in, joint_qd_in,

@@ -12,8 +12,8 @@ from wpsim import bench
 from wpsim.bench import vs_mujoco_sysid
 
 
-def _one(records, mode, metric, **params):
-    found = [r for r in records if r["params"].get("mode") == mode and r["metric"] == metric
+def _one(records, case, mode, metric, **params):
+    found = [r for r in records if r["case"] == case and r["params"].get("mode") == mode and r["metric"] == metric
              and all(r["params"].get(k) == v for k, v in params.items())]
     assert len(found) == 1, (mode, metric, params, found)
     return found[0]["value"]
@@ -27,15 +27,16 @@ def test_quick_run_compares_both_tools_on_the_same_problem():
     records = bench.run_suites(["vs_mujoco_sysid"], device="cpu", quick=True)
     assert json.loads(json.dumps(records)) == records
     assert all(r["suite"] == "vs_mujoco_sysid" and r["metric"] in bench.METRIC_UNITS for r in records)
-    for tool in ("wpsim", "mujoco"):
-        error = _one(records, tool, "error_percent", data="exact")
-        assert error < 1e-3, (tool, error)  # from masses x0.6, damping x0.3, armature 0
-        assert _one(records, tool, "count", data="exact") > 0
-        cpu = _one(records, tool, "wall_s", data="exact", clock="process")
-        assert math.isfinite(cpu) and cpu > 0
-    ratio = _one(records, "cpu wpsim/mujoco", "time_ratio", data="exact")
-    assert ratio == pytest.approx(_one(records, "wpsim", "wall_s", clock="process")
-                                  / _one(records, "mujoco", "wall_s", clock="process"))
+    for case, parameters in (("arm3_planar", 9), ("arm3_friction", 12)):  # the second with dry friction from 0
+        for tool in ("wpsim", "mujoco"):
+            error = _one(records, case, tool, "error_percent", data="exact", parameters=parameters)
+            assert error < 1e-3, (case, tool, error)  # from masses x0.6, damping x0.3, armature 0
+            assert _one(records, case, tool, "count", data="exact") > 0
+            cpu = _one(records, case, tool, "wall_s", data="exact", clock="process")
+            assert math.isfinite(cpu) and cpu > 0
+        ratio = _one(records, case, "cpu wpsim/mujoco", "time_ratio", data="exact")
+        assert ratio == pytest.approx(_one(records, case, "wpsim", "wall_s", clock="process")
+                                      / _one(records, case, "mujoco", "wall_s", clock="process"))
     contact = [r for r in records if r["case"] == "contact"]
     assert len(contact) == 1 and contact[0]["params"]["skipped"] and "contact" in contact[0]["params"]["reason"]
 

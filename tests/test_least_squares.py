@@ -93,3 +93,25 @@ def test_difference_residuals_step_inside_an_upper_bound_and_spread_over_simulat
         residuals = DifferenceResiduals(params, simulators, measured, 0.5)
         np.testing.assert_allclose(residuals.jacobian(x), 0.5 * slopes, rtol=1e-8)
         assert all(p[1] <= 2.0 for p in seen) and residuals.rollouts == 3
+
+
+def test_projected_lm_stops_on_a_bound_and_reaches_an_inner_minimum():
+    """``projected_lm`` on r(z) = (10 (z1 - z0^2), 1 - z0) (Rosenbrock, minimum at (1, 1)):
+    inside the box [-2, 2]^2 from (-1.2, 1) it reaches (1, 1); with z0 <= 0.5 it ends on that
+    bound, where the projected gradient vanishes (z1 = 0.25, the free variable's minimum)."""
+    from wpsim.opt.least_squares import projected_lm
+
+    def values(z):
+        return np.array([10.0 * (z[1] - z[0] ** 2), 1.0 - z[0]])
+
+    def jacobian(z):
+        return np.array([[-20.0 * z[0], 10.0], [-1.0, 0.0]])
+
+    for upper, expected in ((2.0, (1.0, 1.0)), (0.5, (0.5, 0.25))):
+        z, ok, message = projected_lm(values, jacobian, np.array([-1.2, 1.0]), np.array([-2.0, -2.0]),
+                                      np.array([upper, 2.0]), lambda: True, 1e-12)
+        assert ok, message
+        np.testing.assert_allclose(z, expected, atol=1e-6)
+    z, ok, message = projected_lm(values, jacobian, np.array([-1.2, 1.0]), np.array([-2.0, -2.0]),
+                                  np.array([2.0, 2.0]), lambda: False, 1e-12)
+    assert not ok and message == "iteration limit reached"

@@ -105,7 +105,7 @@ def bad_data(tmp_path, **change):
         (lambda t: [ROBOT, t / "missing.csv"], "missing.csv: no such data file"),
         (lambda t: [ROBOT, bad_data(t, **{"q:wrist": np.zeros(50)})],
          "column 'q:wrist' names an unknown 1-dof joint of the robot 'wrist'"),
-        (lambda t: [ROBOT, DATA, "--fit", "masses,friction"], r"unknown parameter family \['friction'\]"),
+        (lambda t: [ROBOT, DATA, "--fit", "masses,stiction"], r"unknown parameter family \['stiction'\]"),
         (lambda t: [ROBOT, DATA, "--duration", "5"], "duration 5 s is not within the data's 2 s"),
         (lambda t: [ROBOT, DATA, "--starts", "0"],
          r"--starts must be 1 to 1,024 \(the guesses are worlds of one model\), got 0$"),

@@ -423,7 +423,7 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--device", default=None, help="Warp device, e.g. cpu or cuda:0")
     render.set_defaults(func=cmd_render)
 
-    sysid = sub.add_parser("sysid", help="fit a robot's masses, damping, armature to a measured joint trajectory "
+    sysid = sub.add_parser("sysid", help="fit a robot's masses, damping, armature, friction to a measured joint trajectory "
                                          "with its applied torques (CSV or NPZ)")
     sysid.add_argument("robot", help="robot file (.urdf, .xml MJCF, .usd UsdPhysics)")
     sysid.add_argument("data", help="measured run: time, q:<joint>, qd:<joint>, tau:<joint> columns (.csv, .npz)")
@@ -432,7 +432,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "body with mass, its inertia scaled alike, log-space), inertia (mass, centre of mass and "
                             "rotational inertia of every body with mass: ten log-Cholesky coordinates each, every value "
                             "a physically realisable body; not with masses), damping (N m s/rad or N s/m) and "
-                            "armature (kg m^2 or kg) of every measured 1-dof joint, initial_state (the measured joints' starting "
+                            "armature (kg m^2 or kg) of every measured 1-dof joint, friction (N m or N: dry friction, "
+                            "MuJoCo's frictionloss, as friction-loss rows of the soft-constraint solve, which then "
+                            "steps the fit; also wherever the file has dry friction), initial_state (the measured "
+                            "joints' starting "
                             "angles and rates, to absorb noise in the first sample) (default: %(default)s)")
     sysid.add_argument("--method", choices=(*METHODS, "least-squares"), default=None,
                        help="optimiser (default: least-squares, or lbfgsb with --starts > 1); least-squares: "

@@ -6,7 +6,9 @@ parameters (the three link masses, their inertias scaled with them; the three jo
 the three armatures), 2.5 s at 2 ms (1,250 steps) driven by sums of sines. The data come from
 MuJoCo with the true values (``TRUTH``); both tools start from the same wrong file (masses x0.6,
 damping x0.3, armature 0, ``start_xml``), fit the three joint angles and start from the true
-initial state. Two data sets: ``exact`` and ``noise_1pct`` (Gaussian noise of 1 % of each
+initial state. Case ``arm3_friction``: the same arm with dry friction in its hinges
+(``FRICTION``, MuJoCo's frictionloss), 12 parameters (the nine and the three frictions), the
+frictions started at 0. Two data sets: ``exact`` and ``noise_1pct`` (Gaussian noise of 1 % of each
 angle channel's standard deviation on every sample after the first, the same draws for both
 tools, seed ``NOISE_SEED``). The full run also fits with wpsim's L-BFGS-B (``wpsim_lbfgsb``,
 tape gradients) for the choice of ``identify``'s default method, and case
@@ -14,11 +16,13 @@ tape gradients) for the choice of ``identify``'s default method, and case
 arm, judged by how well each tool's fitted model predicts data it was not fitted to.
 
 - wpsim: ``identify(..., method="least-squares")`` from the files (robot MJCF, data CSV), the
-  Jacobian by forward differences over the 10 worlds of one rollout (``TrackingResiduals``),
-  its verdict included, as ``wpsim sysid`` runs it less the output files;
+  Jacobian by forward differences over the n + 1 worlds of one rollout (``TrackingResiduals``),
+  its verdict included, as ``wpsim sysid`` runs it less the output files (with dry friction
+  the run steps with the soft-constraint solve's friction-loss rows);
 - MuJoCo: ``mujoco.sysid.optimize`` with its default optimiser (``mujoco.minimize``
   Levenberg-Marquardt, forward-difference Jacobians by ``mujoco.rollout`` on every core), the
-  parameters as spec modifiers (mass with the inertia scaled alike, damping, armature), the
+  parameters as spec modifiers (mass with the inertia scaled alike, damping, armature,
+  frictionloss), the
   residual of the three ``jointpos`` sensors.
 
 Per case and tool: the worst parameter error (%), rollouts (wpsim: one per batched Jacobian
@@ -49,8 +53,10 @@ JOINTS = ("j1", "j2", "j3")
 BODIES = ("link1", "link2", "link3")
 TRUTH = {"mass": (1.2, 0.8, 0.5), "damping": (0.2, 0.15, 0.1), "armature": (0.01, 0.008, 0.005)}
 """The true values: kg, N m s/rad, kg m^2 per link / hinge."""
-START = {"mass": 0.6, "damping": 0.3, "armature": 0.0}
+START = {"mass": 0.6, "damping": 0.3, "armature": 0.0, "friction": 0.0}
 """The wrong start: factors of the true values."""
+FRICTION = (0.3, 0.2, 0.1)
+"""The true dry friction (MuJoCo's frictionloss, N m) of the hinges in case ``arm3_friction``."""
 INERTIA = ((0.01, 0.01, 0.001), (0.0045, 0.0045, 0.0006), (0.0018, 0.0018, 0.0003))
 """Diagonal inertias (kg m^2) of the links at the true masses."""
 DT, DURATION, NOISE, NOISE_SEED = 0.002, 2.5, 0.01, 3
@@ -65,9 +71,10 @@ CONTACT_SKIPPED = (
     "the same parameters; and MuJoCo-made contact data are not exactly wpsim's contact physics")
 
 
-def arm_xml(mass, damping, armature, sensors: bool = True) -> str:
+def arm_xml(mass, damping, armature, sensors: bool = True, friction=(0.0, 0.0, 0.0)) -> str:
     """The planar arm's MJCF with these link masses (inertias scaled with them), joint
-    dampings and armatures (and ``jointpos`` sensors of the hinges, which MuJoCo's fit reads)."""
+    dampings, armatures and dry frictions (frictionloss, N m) (and ``jointpos`` sensors of the
+    hinges, which MuJoCo's fit reads)."""
     links, close = [], []
     lengths = (0.3, 0.25, 0.2)
     for i, (body, joint) in enumerate(zip(BODIES, JOINTS)):
@@ -75,7 +82,7 @@ def arm_xml(mass, damping, armature, sensors: bool = True) -> str:
         inertia = " ".join(f"{v * scale:.17g}" for v in INERTIA[i])
         pos = "0 0 1" if i == 0 else f"0 0 -{lengths[i - 1]}"
         links.append(f'<body name="{body}" pos="{pos}"><joint name="{joint}" type="hinge" axis="0 1 0" '
-                     f'damping="{damping[i]:.17g}" armature="{armature[i]:.17g}"/>'
+                     f'damping="{damping[i]:.17g}" armature="{armature[i]:.17g}" frictionloss="{friction[i]:.17g}"/>'
                      f'<inertial pos="0 0 -{lengths[i] / 2}" mass="{mass[i]:.17g}" diaginertia="{inertia}"/>'
                      f'<geom type="capsule" size="0.02" fromto="0 0 0 0 0 -{lengths[i]}" contype="0" '
                      f'conaffinity="0"/>')
@@ -87,14 +94,16 @@ def arm_xml(mass, damping, armature, sensors: bool = True) -> str:
             f'<sensor>{sensors}</sensor></mujoco>')
 
 
-def start_xml(sensors: bool = True) -> str:
-    """The arm's MJCF at the wrong start (``START``)."""
-    return arm_xml(*(tuple(v * START[k] for v in TRUTH[k]) for k in ("mass", "damping", "armature")), sensors)
+def start_xml(sensors: bool = True, friction: bool = False) -> str:
+    """The arm's MJCF at the wrong start (``START``); ``friction``: with dry friction (from
+    START's factor of ``FRICTION``)."""
+    return arm_xml(*(tuple(v * START[k] for v in TRUTH[k]) for k in ("mass", "damping", "armature")), sensors,
+                   tuple(v * START["friction"] for v in FRICTION) if friction else (0.0, 0.0, 0.0))
 
 
-def truth_vector() -> np.ndarray:
-    """The 9 true values in the order masses, dampings, armatures."""
-    return np.array([*TRUTH["mass"], *TRUTH["damping"], *TRUTH["armature"]])
+def truth_vector(friction: bool = False) -> np.ndarray:
+    """The 9 true values in the order masses, dampings, armatures (and the 3 frictions)."""
+    return np.array([*TRUTH["mass"], *TRUTH["damping"], *TRUTH["armature"], *(FRICTION if friction else ())])
 
 
 def worst_error_percent(fitted, truth=None) -> float:
@@ -102,10 +111,12 @@ def worst_error_percent(fitted, truth=None) -> float:
     return float(np.max(np.abs(np.asarray(fitted) - truth) / np.abs(truth)) * 100.0)
 
 
-def make_data(mujoco, noisy: bool) -> dict:
-    """The true arm's run: times, torques (steps + 1, 3) (the last row unused), angles and
-    rates (steps + 1, 3) and the angles as measured (with noise after the first sample)."""
-    model = mujoco.MjModel.from_xml_string(arm_xml(TRUTH["mass"], TRUTH["damping"], TRUTH["armature"]))
+def make_data(mujoco, noisy: bool, friction: bool = False) -> dict:
+    """The true arm's run (``friction``: with ``FRICTION``): times, torques (steps + 1, 3) (the
+    last row unused), angles and rates (steps + 1, 3) and the angles as measured (with noise
+    after the first sample)."""
+    model = mujoco.MjModel.from_xml_string(arm_xml(TRUTH["mass"], TRUTH["damping"], TRUTH["armature"],
+                                                   friction=FRICTION if friction else (0.0, 0.0, 0.0)))
     data = mujoco.MjData(model)
     steps = int(round(DURATION / DT))
     time_s = np.arange(steps + 1) * DT
@@ -123,28 +134,30 @@ def make_data(mujoco, noisy: bool) -> dict:
     return {"time": time_s, "torque": torque, "q": q, "qd": qd, "measured": measured}
 
 
-def run_wpsim(run: dict, folder: Path, device, method: str = "least-squares") -> dict:
-    """``identify`` (by ``method``) of the 9 parameters from the start file; errors, costs."""
+def run_wpsim(run: dict, folder: Path, device, method: str = "least-squares", friction: bool = False) -> dict:
+    """``identify`` (by ``method``) of the 9 parameters (and with ``friction`` the hinges' dry
+    friction) from the start file; errors, costs."""
     from wpsim.opt.sysid import identify
 
     robot, csv = folder / "arm3_start.xml", folder / "arm3_data.csv"
-    robot.write_text(start_xml(sensors=False))
+    robot.write_text(start_xml(sensors=False, friction=friction))
     write_run_csv(csv, run, JOINTS)
+    families = ("damping", "armature", *(("friction",) if friction else ()))
     cpu, wall = time.process_time(), time.perf_counter()
-    result = identify(robot, csv, ["masses", "damping", "armature"], method=method, iterations=60,
-                      progress=False, device=device)
+    result = identify(robot, csv, ["masses", *families], method=method, iterations=60, progress=False, device=device)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     values = result.fit.values()
-    fitted = [values[f"{b}.mass"] for b in BODIES] + [values[f"{j}.{family}"] for family in ("damping", "armature")
-                                                      for j in JOINTS]
-    return {"error": worst_error_percent(fitted), "rollouts": result.fit.rollouts, "gradients": result.fit.gradients,
+    fitted = [values[f"{b}.mass"] for b in BODIES] + [values[f"{j}.{family}"] for family in families for j in JOINTS]
+    return {"error": worst_error_percent(fitted, truth_vector(friction)), "rollouts": result.fit.rollouts,
+            "gradients": result.fit.gradients,
             "iterations": len(result.fit.history) - 1,
             "cpu": cpu, "wall": wall, "message": str(result.fit.message), "verdict_ok": bool(result.verdict.ok)}
 
 
-def run_mujoco(mujoco, sysid, run: dict) -> dict:
-    """``mujoco.sysid.optimize`` of the 9 parameters from the start file; errors, costs."""
-    spec = mujoco.MjSpec.from_string(start_xml())
+def run_mujoco(mujoco, sysid, run: dict, friction: bool = False) -> dict:
+    """``mujoco.sysid.optimize`` of the 9 parameters (and with ``friction`` the hinges'
+    frictionloss) from the start file; errors, costs."""
+    spec = mujoco.MjSpec.from_string(start_xml(friction=friction))
     start_mass = [spec.body(b).mass for b in BODIES]
     start_inertia = [np.array(spec.body(b).inertia) for b in BODIES]
     params = sysid.ParameterDict()
@@ -165,15 +178,16 @@ def run_mujoco(mujoco, sysid, run: dict) -> dict:
     for i, body in enumerate(BODIES):
         params.add(sysid.Parameter(f"{body}.mass", start_mass[i], 0.1 * start_mass[i], 10.0 * start_mass[i],
                                    modifier=mass_modifier(i)))
-    for attribute, upper in (("damping", 5.0), ("armature", 1.0)):
+    attributes = (("damping", 5.0), ("armature", 1.0), *((("frictionloss", 5.0),) if friction else ()))
+    for attribute, upper in attributes:
         for joint in JOINTS:
             value = float(np.atleast_1d(getattr(spec.joint(joint), attribute))[0])
             params.add(sysid.Parameter(f"{joint}.{attribute}", value, 0.0, upper,
                                        modifier=joint_modifier(joint, attribute)))
     fitted, out = mujoco_fit(mujoco, sysid, spec, params, run, "arm3_planar")
     values = [fitted[f"{b}.mass"].value[0] for b in BODIES] + [fitted[f"{j}.{a}"].value[0]
-                                                               for a in ("damping", "armature") for j in JOINTS]
-    return {**out, "error": worst_error_percent(values)}
+                                                               for a, _ in attributes for j in JOINTS]
+    return {**out, "error": worst_error_percent(values, truth_vector(friction))}
 
 
 def vs_mujoco_sysid_suite(device=None, quick: bool = False) -> list[dict]:
@@ -195,36 +209,49 @@ def vs_mujoco_sysid_suite(device=None, quick: bool = False) -> list[dict]:
             "mujoco_optimizer": "mujoco.minimize (LM, forward differences)"}
     records = []
     with tempfile.TemporaryDirectory() as folder:
-        for case in ("exact",) if quick else ("exact", "noise_1pct"):
-            data = make_data(mujoco, noisy=case != "exact")
-            sides = {"mujoco": run_mujoco(mujoco, sysid, data), "wpsim": run_wpsim(data, Path(folder), device)}
-            if not quick:  # wpsim's other method, for its default: L-BFGS-B on tape gradients
-                sides["wpsim_lbfgsb"] = run_wpsim(data, Path(folder), device, "lbfgsb")
-            for tool, out in sides.items():
-                params = {**base, "mode": tool, "data": case, "iterations": out["iterations"],
-                          **({"message": out["message"], "verdict_ok": out["verdict_ok"], "gradients": out["gradients"]}
-                             if tool.startswith("wpsim") else {})}
-                records += [record(SUITE, "arm3_planar", params, "error_percent", out["error"]),
-                            record(SUITE, "arm3_planar", params, "count", out["rollouts"]),
-                            record(SUITE, "arm3_planar", {**params, "clock": "process"}, "wall_s", out["cpu"]),
-                            record(SUITE, "arm3_planar", {**params, "clock": "wall"}, "wall_s", out["wall"])]
-            ratio = sides["wpsim"]["cpu"] / sides["mujoco"]["cpu"]
-            records.append(record(SUITE, "arm3_planar", {**base, "mode": "cpu wpsim/mujoco", "data": case},
-                                  "time_ratio", ratio))
-            if "wpsim_lbfgsb" in sides:
-                records.append(record(SUITE, "arm3_planar", {**base, "mode": "cpu wpsim_lbfgsb/wpsim", "data": case},
-                                      "time_ratio", sides["wpsim_lbfgsb"]["cpu"] / sides["wpsim"]["cpu"]))
-                other = sides["wpsim_lbfgsb"]
-                progress(f"{SUITE} arm3_planar {case}: wpsim L-BFGS-B worst error {other['error']:.2g} %, "
-                         f"CPU s {other['cpu']:.3f}, iterations {other['iterations']}")
-            progress(f"{SUITE} arm3_planar {case}: worst error wpsim {sides['wpsim']['error']:.2g} % / mujoco "
-                     f"{sides['mujoco']['error']:.2g} %, CPU s {sides['wpsim']['cpu']:.3f} / "
-                     f"{sides['mujoco']['cpu']:.3f} (x{ratio:.2f}), rollouts {sides['wpsim']['rollouts']} / "
-                     f"{sides['mujoco']['rollouts']}, iterations {sides['wpsim']['iterations']} / "
-                     f"{sides['mujoco']['iterations']}")
+        for name, friction in (("arm3_planar", False), ("arm3_friction", True)):
+            records += _arm3_records(mujoco, sysid, Path(folder), device, base, name, friction, quick)
         if not quick:
             records += _full_inertia_records(mujoco, sysid, Path(folder), device, base)
     records.append(record(SUITE, "contact", {**base, "skipped": True, "reason": CONTACT_SKIPPED}, "flag", 0.0))
+    return records
+
+
+def _arm3_records(mujoco, sysid, folder: Path, device, base: dict, name: str, friction: bool, quick: bool) -> list:
+    """Case ``name``: the 3-hinge arm's fit by both tools (``friction``: with the hinges' dry
+    friction in the data and fitted, 12 parameters), exact data (and with noise unless
+    ``quick``); errors, rollouts, iterations, CPU and wall seconds, the CPU ratio (and without
+    friction, unless ``quick``, wpsim's L-BFGS-B)."""
+    records = []
+    base = {**base, "parameters": 12 if friction else 9, "wpsim_jacobian": f"forward differences, "
+            f"{13 if friction else 10} worlds", **({"start": base["start"] + ", friction 0"} if friction else {})}
+    for case in ("exact",) if quick else ("exact", "noise_1pct"):
+        data = make_data(mujoco, noisy=case != "exact", friction=friction)
+        sides = {"mujoco": run_mujoco(mujoco, sysid, data, friction),
+                 "wpsim": run_wpsim(data, folder, device, friction=friction)}
+        if not quick and not friction:  # wpsim's other method, for its default: L-BFGS-B on tape gradients
+            sides["wpsim_lbfgsb"] = run_wpsim(data, folder, device, "lbfgsb")
+        for tool, out in sides.items():
+            params = {**base, "mode": tool, "data": case, "iterations": out["iterations"],
+                      **({"message": out["message"], "verdict_ok": out["verdict_ok"], "gradients": out["gradients"]}
+                         if tool.startswith("wpsim") else {})}
+            records += [record(SUITE, name, params, "error_percent", out["error"]),
+                        record(SUITE, name, params, "count", out["rollouts"]),
+                        record(SUITE, name, {**params, "clock": "process"}, "wall_s", out["cpu"]),
+                        record(SUITE, name, {**params, "clock": "wall"}, "wall_s", out["wall"])]
+        ratio = sides["wpsim"]["cpu"] / sides["mujoco"]["cpu"]
+        records.append(record(SUITE, name, {**base, "mode": "cpu wpsim/mujoco", "data": case}, "time_ratio", ratio))
+        if "wpsim_lbfgsb" in sides:
+            other = sides["wpsim_lbfgsb"]
+            records.append(record(SUITE, name, {**base, "mode": "cpu wpsim_lbfgsb/wpsim", "data": case},
+                                  "time_ratio", other["cpu"] / sides["wpsim"]["cpu"]))
+            progress(f"{SUITE} {name} {case}: wpsim L-BFGS-B worst error {other['error']:.2g} %, "
+                     f"CPU s {other['cpu']:.3f}, iterations {other['iterations']}")
+        progress(f"{SUITE} {name} {case}: worst error wpsim {sides['wpsim']['error']:.2g} % / mujoco "
+                 f"{sides['mujoco']['error']:.2g} %, CPU s {sides['wpsim']['cpu']:.3f} / "
+                 f"{sides['mujoco']['cpu']:.3f} (x{ratio:.2f}), rollouts {sides['wpsim']['rollouts']} / "
+                 f"{sides['mujoco']['rollouts']}, iterations {sides['wpsim']['iterations']} / "
+                 f"{sides['mujoco']['iterations']}")
     return records
 
 

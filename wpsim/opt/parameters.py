@@ -308,6 +308,10 @@ class ParameterSet:
                 else:
                     raise ValueError(f"expected Parameter or DerivedParameter, got {type(p).__name__}")
         self.labels = [label for part in self.parts for label in part.labels]
+        self.writes_model = any(target.startswith("model.") for target in self._bindings) or any(
+            isinstance(p, DerivedParameter) for p in parameters)
+        """Whether ``write`` may change the Model (a derived parameter's targets are known only
+        when it builds them: counted as the Model's)."""
         self._check_overlap()
         self.units = [unit for part in self.parts for unit in part.units]
         cat = lambda name: np.concatenate([getattr(part, name) for part in self.parts])  # noqa: E731

@@ -74,6 +74,9 @@ class Problem:
 
     def _forward(self, x: np.ndarray) -> float:
         self.params.write(x)
+        refresh = getattr(self.rollout.solver, "refresh_inverse_weights", None)
+        if refresh is not None and self.params.writes_model:
+            refresh()  # derived from the model's masses and armature (SemiImplicitSolver.refresh_inverse_weights)
         self.rollouts += 1
         loss = self.rollout.forward(self.state0)
         if not math.isfinite(loss):

@@ -7,8 +7,6 @@ from __future__ import annotations
 import numpy as np
 import warp as wp
 
-from wpsim.solvers import SemiImplicitSolver
-
 DIFFERENCE_STEPS = {"forward": 1.5e-8, "central": 1e-5}
 """Steps of the "differences" Jacobian, in units of each parameter's scale (relative for
 log-space parameters): forward (n + 1 worlds) about sqrt(eps), an error of about 1e-8
@@ -24,7 +22,7 @@ class MeasuredReplay:
     def __init__(self, run, threads: int | None = None):
         self.run = run
         model = run.model
-        self.solver = SemiImplicitSolver(model, threads=threads)
+        self.solver = run.solver(threads)
         self.forces = wp.array(run.joint_f, dtype=model.dtype, device=model.device)
         self.state = model.state(requires_grad=False)
         self.columns = run.world_rows(run.coords, model.joint_coord_count).reshape(run.worlds, -1)
@@ -32,5 +30,6 @@ class MeasuredReplay:
     def angles(self) -> np.ndarray:
         """(steps + 1, worlds, joints) the measured joints' simulated angles (rad or m)."""
         self.state.assign(self.run.state0)
+        self.solver.refresh_inverse_weights()  # the parameters just written may change them
         q = self.solver.replay(self.state, self.forces, self.run.dt)[0].numpy()
         return q[:, self.columns]

@@ -14,6 +14,9 @@ measured joint and step. Families of parameters (``FAMILIES``):
   rotational inertia: ten per body) as log-Cholesky coordinates (``wpsim.opt.inertia``), so
   that every value the optimiser tries is a physically realisable body; not with "masses";
 - "damping", "armature": of every 1-dof joint (N m s/rad, kg m^2 for hinges), >= 0;
+- "friction": the dry friction (MuJoCo's frictionloss) of every measured 1-dof joint (N m for
+  hinges, N for sliders), >= 0, as the friction-loss rows of the soft-constraint solve (the
+  run then steps with it: ``prepare_run``);
 - "initial_state": the measured joints' starting angles and rates (to absorb noise in the
   first sample).
 
@@ -50,19 +53,20 @@ from wpsim.opt.parameters import DerivedParameter, Parameter, ParameterSet
 from wpsim.opt.problem import Problem
 from wpsim.opt.replays import DIFFERENCE_STEPS, MeasuredReplay
 from wpsim.opt.shooting import ShootingResiduals, shooting_window
-from wpsim.solvers import SemiImplicitSolver, eval_fk
+from wpsim.solvers import SemiImplicitSolver, SoftContactOptions, eval_fk
 
-FAMILIES = ("masses", "inertia", "damping", "armature", "initial_state")
+FAMILIES = ("masses", "inertia", "damping", "armature", "friction", "initial_state")
 JACOBIANS = ("differences", "adjoint")
 """How ``TrackingResiduals`` computes its Jacobian (see there)."""
 THREADED_WORLDS = 64
 """Worlds from which the differences Jacobian's rollout runs on every core (fewer: one thread;
 its launch costs less wall time split, but more CPU time)."""
 DIFFERENCES = ("forward", "central")
-TYPICAL = {"joint_damping": 0.1, "joint_armature": 0.01}
+TYPICAL = {"joint_damping": 0.1, "joint_armature": 0.01, "joint_friction": 0.1}
 """Scale (physical size of one optimiser unit) of joint parameters whose initial value is
 smaller: N m s/rad and kg m^2 for hinges."""
 UNITS = {"damping": {True: "N m s/rad", False: "N s/m"}, "armature": {True: "kg m^2", False: "kg"},
+         "friction": {True: "N m", False: "N"},
          "q0": {True: "rad", False: "m"}, "qd0": {True: "rad/s", False: "m/s"}}
 """Units of the joint families for a hinge (True) or a slider (False)."""
 
@@ -78,7 +82,8 @@ class RobotRun:
     measured: (steps + 1, joints) angles on the grid (rad or m); joint_f: (steps, joint dofs)
     the measured torques of each step; controls: one Control per step with them (made at first
     use: only recorded rollouts need them); state0: the initial State; body_names /
-    joint_names: body / joint index -> name in the robot file.
+    joint_names: body / joint index -> name in the robot file; soft_contact: the
+    ``SoftContactOptions`` of its steps (``solver``), or None for the penalty step.
     """
 
     model: object
@@ -94,7 +99,12 @@ class RobotRun:
     body_names: dict
     worlds: int = 1
     joint_names: dict = field(default_factory=dict)
+    soft_contact: object = None
     _controls: list | None = None
+
+    def solver(self, threads: int | None = None) -> SemiImplicitSolver:
+        """A solver stepping the run's model as the fit does (``soft_contact``)."""
+        return SemiImplicitSolver(self.model, soft_contact=self.soft_contact, threads=threads)
 
     @property
     def controls(self) -> list:
@@ -125,9 +135,14 @@ class RobotRun:
 
 
 def prepare_run(builder, scene, data: Trajectory, dt: float | None = None, duration: float | None = None,
-                device=None, worlds: int = 1) -> RobotRun:
+                device=None, worlds: int = 1, friction_rows: bool = False) -> RobotRun:
     """A ``RobotRun`` of the imported robot (``builder``, ``scene``) replaying ``data``, in
-    ``worlds`` identical copies (for a multi-start fit, ``wpsim.opt.multistart``)."""
+    ``worlds`` identical copies (for a multi-start fit, ``wpsim.opt.multistart``). Where a
+    joint has dry friction, or ``friction_rows`` asks (the "friction" family is fitted), the
+    run steps with the soft-constraint solve of the file's settings (``scene.contact_settings``):
+    dry friction as friction-loss rows, which stick below the friction and slide at it as
+    MuJoCo's frictionloss does (the penalty step's smooth law creeps), joint limits as rows;
+    otherwise with the penalty step."""
     if dt is None and not scene.timestep:
         raise ValueError("no time step: the robot file gives none; pass dt")
     dt = require_dt(scene.timestep if dt is None else dt)
@@ -135,6 +150,9 @@ def prepare_run(builder, scene, data: Trajectory, dt: float | None = None, durat
         raise ValueError(f"worlds must be an integer >= 1, got {worlds}")
     builder = builder.replicated(worlds) if worlds > 1 else builder
     model = builder.finalize(device=device, requires_grad=True, dtype=wp.float64)
+    soft_contact = None
+    if friction_rows or (model.joint_friction.numpy() > 0.0).any():
+        soft_contact = SoftContactOptions(**scene.contact_settings)
     types, q_start, qd_start = (a.numpy() for a in (model.joint_type, model.joint_q_start, model.joint_qd_start))
     one_dof = {name: j for name, j in scene.joints.items() if JOINT_DOF_COUNT[int(types[j])] == 1}
     for kind in ("q", "qd", "tau"):
@@ -156,7 +174,8 @@ def prepare_run(builder, scene, data: Trajectory, dt: float | None = None, durat
     measured = np.stack([grid.channel("q", j) for j in joints], axis=1)
     body_names = {index: name for name, index in scene.bodies.items()}
     run = RobotRun(model, joints, coords, dofs, hinges, dt, steps, measured, np.zeros((steps, model.joint_dof_count)),
-                   model.state(), body_names, worlds, {index: name for name, index in scene.joints.items()})
+                   model.state(), body_names, worlds, {index: name for name, index in scene.joints.items()},
+                   soft_contact)
     q, qd = run.state0.joint_q.numpy(), run.state0.joint_qd.numpy()
     q[run.world_rows(coords, len(q))] = np.tile(measured[0], worlds)
     measured_rates = data.names("qd")
@@ -191,7 +210,7 @@ def tracking_rollout(run: RobotRun, mode: str = "checkpoint") -> Rollout:
         if k > 0:
             joint_tracking_loss(state, targets[k], weights, loss=loss, slots=slots)
 
-    return Rollout(SemiImplicitSolver(model), run.steps, run.dt, loss_fn, control=run.controls, mode=mode,
+    return Rollout(run.solver(), run.steps, run.dt, loss_fn, control=run.controls, mode=mode,
                    loss_size=run.worlds)
 
 
@@ -261,7 +280,7 @@ def robot_parameters(run: RobotRun, families) -> list:
             params.append(_mass_parameter(run))
         elif family == "inertia":
             params.append(_inertia_parameter(run))
-        elif family in ("damping", "armature"):
+        elif family in ("damping", "armature", "friction"):
             field = f"joint_{family}"
             values = getattr(run.model, field).numpy()
             for joint, dof, hinge in zip(run.joints, run.dofs, run.hinges):
@@ -345,7 +364,7 @@ class TrackingResiduals:
             if k > 0 and k % every == 0:
                 joint_state_loss(state, self._seeds[k // every - 1], None, loss, slots_q=slots)
 
-        rollout = Rollout(SemiImplicitSolver(model), run.steps, run.dt, loss_fn, control=run.controls, mode=mode,
+        rollout = Rollout(run.solver(), run.steps, run.dt, loss_fn, control=run.controls, mode=mode,
                           loss_size=run.worlds)
         self._batch_problem = Problem(rollout, run.state0, robot_parameters(run, self.families),
                                       adjoint_growth_limit=None, worlds=run.worlds)
@@ -421,7 +440,7 @@ def replay(run: RobotRun) -> tuple:
     state = model.state(requires_grad=False)  # an unrecorded replay needs no gradient arrays
     state.assign(run.state0)
     forces = wp.array(run.joint_f, dtype=model.dtype, device=model.device)
-    q, qd = (a.numpy() for a in SemiImplicitSolver(model, threads=1).replay(state, forces, run.dt))
+    q, qd = (a.numpy() for a in run.solver(threads=1).replay(state, forces, run.dt))
     every = max(int(round(1.0 / (FRAME_RATE * run.dt))), 1)
     return q[:, run.coords], FrameStates(model, q[::every], qd[::every])
 
@@ -540,7 +559,7 @@ def identify(robot_file, data_file, families=("masses", "damping", "armature"), 
              window: float | None = None) -> SysidResult:
     """Fit ``families`` of the robot in ``robot_file`` to the run in ``data_file`` (see the
     module docstring) with ``method``: "least-squares" (the default with one start:
-    Gauss-Newton / Levenberg-Marquardt, ``wpsim.opt.least_squares``, on the residuals every
+    Levenberg-Marquardt within the bounds, ``wpsim.opt.least_squares.projected_lm``, on the residuals every
     ``residual_every`` steps, their Jacobian by ``jacobian``: "differences", one batched
     rollout of n + 1 worlds, or "adjoint", rows ``batch`` at a time; see
     ``TrackingResiduals``) or one of ``wpsim.opt.minimize``'s (the default with several starts:
@@ -574,7 +593,7 @@ def identify(robot_file, data_file, families=("masses", "damping", "armature"), 
 
     def make_run(worlds: int = 1) -> RobotRun:
         builder, scene = import_robot(robot_file)
-        return prepare_run(builder, scene, data, dt, duration, device, worlds)
+        return prepare_run(builder, scene, data, dt, duration, device, worlds, friction_rows="friction" in families)
 
     if jacobian not in JACOBIANS:
         raise ValueError(f"unknown jacobian {jacobian!r}; expected one of {JACOBIANS}")
@@ -588,7 +607,7 @@ def identify(robot_file, data_file, families=("masses", "damping", "armature"), 
     run = make_run() if residuals is None else residuals.run
     before, frames_before = replay(run)
     if residuals is not None:
-        fit = least_squares(residuals, iterations=iterations, progress=progress)
+        fit = least_squares(residuals, iterations=iterations, progress=progress, method="lm")
     elif starts > 1:
         fit = multistart(robot_problem(make_run(starts), families, mode), method=method, iterations=iterations,
                          progress=progress).best_fit()

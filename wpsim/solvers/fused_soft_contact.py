@@ -6,6 +6,8 @@ adjoint differentiates the same solution."""
 
 from __future__ import annotations
 
+import warp as wp
+
 from wpsim.core.tape import active_tape
 from wpsim.kernels import soft_contact_step
 from wpsim.kernels.generic import for_precision
@@ -54,6 +56,8 @@ class FusedSoftContactStep(FusedArticulationStep):
                                                    model.shape_solimp, model.shape_solmix, model.shape_priority,
                                                    model.shape_condim, model.shape_rotational_mu, model.shape_margin]
         self._first_index = len(self._fields) + 7  # after the state's warm start too
+        self._no_steps = [wp.zeros((1, 1), dtype=model.dtype, device=model.device) for _ in range(2)]
+        """The joint-state tables of a launch that records none (``replay`` 0)."""
         rows = contact._rows(pairs, False)
         rows["violation"] = contact._vector("violation", False, pairs.row_count)
         rows["row_step"] = contact._array("row_step", max(pairs.row_count, 1), False)
@@ -117,7 +121,22 @@ class FusedSoftContactStep(FusedArticulationStep):
         inputs, outputs = super()._arguments(solver, state_in, state_out, control, scratch, dt, steps,
                                              final_kinematics)
         inputs.insert(len(self._fields) + 2, state_in.joint_qdd_warm_start)  # after joint_q, joint_qd
-        return [*inputs, *self._settings], [*outputs, *self._outputs, state_out.joint_qdd_warm_start]
+        forces = self._first_index - 4  # the joint forces' table, before the applied wrenches (state inputs first)
+        inputs[forces:forces + 2] = [control.joint_f.reshape((1, -1)), control.body_f_ext]  # one row, every step
+        return ([*inputs, *self._settings, 0],
+                [*outputs, *self._outputs, state_out.joint_qdd_warm_start, *self._no_steps])
+
+    def replay(self, solver, state, control, joint_f_steps, dt: float, joint_q_steps, joint_qd_steps):
+        """``FusedArticulationStep.replay`` with soft-constraint contact: one unrecorded launch
+        (per thread) of ``len(joint_f_steps)`` steps in place on ``state``, row s of
+        ``joint_f_steps`` the joint forces of step s, the joint state before the first step and
+        after each into the rows of ``joint_q_steps`` and ``joint_qd_steps``."""
+        steps = joint_f_steps.shape[0]
+        inputs, outputs = self._arguments(solver, state, state, control, self.stepper._scratch, dt, steps, 0)
+        inputs[self._first_index - 4], inputs[-1] = joint_f_steps, 1
+        outputs[-2:] = [joint_q_steps, joint_qd_steps]
+        self._run_chunks(self._chunk_launches(self._kernel(), inputs, outputs))
+        self._mark_rows()
 
     @staticmethod
     def _launch_arrays(state_in, state_out, control) -> tuple:

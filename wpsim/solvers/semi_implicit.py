@@ -96,8 +96,7 @@ class SemiImplicitSolver(SolverBase):
                                   reads_back=soft_contact is None or not soft_contact.fixed_iterations)
         self.soft_contact = None if soft_contact is None else SoftContact(model, soft_contact, phase)
         self._articulations = ArticulationStepper(model, self.soft_contact, phase) if model.body_count else None
-        if self._articulations is not None and soft_contact is not None and soft_contact.regularisation == "mujoco":
-            self.soft_contact.set_inverse_weights(*self._articulations.reference_inverse_weights(self))
+        self.refresh_inverse_weights()
         self.broad_phase = phase
         self.fused = self._fused_step(fused, threads)
         """The ``FusedArticulationStep`` stepping the rigid bodies, or None (staged launches)."""
@@ -118,6 +117,16 @@ class SemiImplicitSolver(SolverBase):
                 raise ValueError(f"neighbor_skin must be >= 0 m, got {neighbor_skin}")
             self.neighbors = ParticleNeighborLists(model, self._neighbor_margin(), neighbor_skin,
                                                    self.neighbor_overflow)
+
+    def refresh_inverse_weights(self):
+        """Recompute the reference inverse weights of the soft-constraint rows (regularisation
+        "mujoco": from the model's masses, inertias and armature at its initial joint state)
+        after those changed, as MuJoCo's compiler derives them for every model it builds
+        (system identification rewrites them between rollouts); nothing to do otherwise. The
+        weights are constants of a step: no gradient flows through them."""
+        contact = self.soft_contact
+        if self._articulations is not None and contact is not None and contact.options.regularisation == "mujoco":
+            contact.set_inverse_weights(*self._articulations.reference_inverse_weights(self))
 
     def _fused_step(self, fused: bool | None, threads: int | None):
         """The fused step the options ask for, or None."""
@@ -199,8 +208,9 @@ class SemiImplicitSolver(SolverBase):
         ((steps, joint dofs) array of the model's dtype, N m or N: the joint forces of each step;
         the other inputs from ``control``); returns (joint_q, joint_qd) arrays of (steps + 1,
         coordinates) and (steps + 1, dofs): the state before the first step and after each.
-        With the fused articulation step (penalty contact) one launch (per thread) runs them all;
-        otherwise ``step`` into a second state and back, a control per step. For replaying
+        With the fused articulation step (penalty or soft-constraint contact) one launch (per
+        thread) runs them all; otherwise ``step`` into a second state and back, a control per
+        step. For replaying
         measured inputs many times (system identification); ``state``'s body arrays are not
         brought up to date."""
         model = self.model
