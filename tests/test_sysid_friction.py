@@ -1,7 +1,7 @@
 """System identification of joint dry friction (the "friction" family): a run with dry
 friction steps with the soft-constraint solve's friction-loss rows (MuJoCo's frictionloss),
 its replays follow the parameters the fit writes (the rows' reference weights included), and a
-fit from a wrong start recovers MuJoCo's values."""
+fit from a wrong start recovers MuJoCo's values; and of joint springs (the "stiffness" family)."""
 
 import numpy as np
 import pytest
@@ -105,3 +105,23 @@ def test_least_squares_recovers_dry_friction_from_zero(friction_run):
     assert arm.worst_error_percent(fitted, arm.truth_vector(friction=True)) < 1e-5
     assert result.verdict.ok
     assert [f"{j}.friction" for j in arm.JOINTS] == result.fit.labels[-3:]
+
+
+def test_least_squares_recovers_joint_springs(tmp_path):
+    """The "stiffness" family: the arm with joint springs (MuJoCo's stiffness about 0 rad) in
+    MuJoCo's data, fitted with the masses and damping from springs at half their value."""
+    stiffness = (4.0, 2.0, 1.0)
+    xml = arm.arm_xml(arm.TRUTH["mass"], arm.TRUTH["damping"], arm.TRUTH["armature"], sensors=False,
+                      stiffness=stiffness)
+    data = arm.make_data(mujoco, noisy=False, xml=xml)
+    robot, data_file = tmp_path / "start.xml", tmp_path / "data.csv"
+    robot.write_text(arm.arm_xml(np.array(arm.TRUTH["mass"]) * 0.8, np.array(arm.TRUTH["damping"]) * 0.5,
+                                 arm.TRUTH["armature"], sensors=False, stiffness=np.array(stiffness) * 0.5))
+    write_run_csv(data_file, data, arm.JOINTS)
+    families = ["masses", "damping", "stiffness"]
+    result = identify(robot, data_file, families, duration=1.0, progress=False, device="cpu")
+    values = result.fit.values()
+    fitted = [values[f"{b}.mass"] for b in arm.BODIES] + [values[f"{j}.{f}"] for f in families[1:] for j in arm.JOINTS]
+    truth = [*arm.TRUTH["mass"], *arm.TRUTH["damping"], *stiffness]
+    assert arm.worst_error_percent(fitted, np.array(truth)) < 1e-5
+    assert result.fit.units[-1] == "N m/rad" and result.verdict.ok

@@ -71,10 +71,10 @@ CONTACT_SKIPPED = (
     "the same parameters; and MuJoCo-made contact data are not exactly wpsim's contact physics")
 
 
-def arm_xml(mass, damping, armature, sensors: bool = True, friction=(0.0, 0.0, 0.0)) -> str:
+def arm_xml(mass, damping, armature, sensors: bool = True, friction=(0.0, 0.0, 0.0), stiffness=(0.0, 0.0, 0.0)) -> str:
     """The planar arm's MJCF with these link masses (inertias scaled with them), joint
-    dampings, armatures and dry frictions (frictionloss, N m) (and ``jointpos`` sensors of the
-    hinges, which MuJoCo's fit reads)."""
+    dampings, armatures, dry frictions (frictionloss, N m) and spring stiffnesses (N m/rad,
+    about 0 rad) (and ``jointpos`` sensors of the hinges, which MuJoCo's fit reads)."""
     links, close = [], []
     lengths = (0.3, 0.25, 0.2)
     for i, (body, joint) in enumerate(zip(BODIES, JOINTS)):
@@ -82,7 +82,8 @@ def arm_xml(mass, damping, armature, sensors: bool = True, friction=(0.0, 0.0, 0
         inertia = " ".join(f"{v * scale:.17g}" for v in INERTIA[i])
         pos = "0 0 1" if i == 0 else f"0 0 -{lengths[i - 1]}"
         links.append(f'<body name="{body}" pos="{pos}"><joint name="{joint}" type="hinge" axis="0 1 0" '
-                     f'damping="{damping[i]:.17g}" armature="{armature[i]:.17g}" frictionloss="{friction[i]:.17g}"/>'
+                     f'damping="{damping[i]:.17g}" armature="{armature[i]:.17g}" frictionloss="{friction[i]:.17g}" '
+                     f'stiffness="{stiffness[i]:.17g}"/>'
                      f'<inertial pos="0 0 -{lengths[i] / 2}" mass="{mass[i]:.17g}" diaginertia="{inertia}"/>'
                      f'<geom type="capsule" size="0.02" fromto="0 0 0 0 0 -{lengths[i]}" contype="0" '
                      f'conaffinity="0"/>')
@@ -111,12 +112,14 @@ def worst_error_percent(fitted, truth=None) -> float:
     return float(np.max(np.abs(np.asarray(fitted) - truth) / np.abs(truth)) * 100.0)
 
 
-def make_data(mujoco, noisy: bool, friction: bool = False) -> dict:
-    """The true arm's run (``friction``: with ``FRICTION``): times, torques (steps + 1, 3) (the
-    last row unused), angles and rates (steps + 1, 3) and the angles as measured (with noise
-    after the first sample)."""
-    model = mujoco.MjModel.from_xml_string(arm_xml(TRUTH["mass"], TRUTH["damping"], TRUTH["armature"],
-                                                   friction=FRICTION if friction else (0.0, 0.0, 0.0)))
+def make_data(mujoco, noisy: bool, friction: bool = False, xml: str | None = None) -> dict:
+    """The true arm's run (``friction``: with ``FRICTION``; ``xml``: this arm's file instead):
+    times, torques (steps + 1, 3) (the last row unused), angles and rates (steps + 1, 3) and the
+    angles as measured (with noise after the first sample)."""
+    if xml is None:
+        xml = arm_xml(TRUTH["mass"], TRUTH["damping"], TRUTH["armature"],
+                      friction=FRICTION if friction else (0.0, 0.0, 0.0))
+    model = mujoco.MjModel.from_xml_string(xml)
     data = mujoco.MjData(model)
     steps = int(round(DURATION / DT))
     time_s = np.arange(steps + 1) * DT

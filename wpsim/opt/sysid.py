@@ -17,6 +17,8 @@ measured joint and step. Families of parameters (``FAMILIES``):
 - "friction": the dry friction (MuJoCo's frictionloss) of every measured 1-dof joint (N m for
   hinges, N for sliders), >= 0, as the friction-loss rows of the soft-constraint solve (the
   run then steps with it: ``prepare_run``);
+- "stiffness": the spring stiffness of every measured 1-dof joint (N m/rad or N/m, MuJoCo's
+  joint ``stiffness``, about the file's ``springref``), >= 0;
 - "initial_state": the measured joints' starting angles and rates (to absorb noise in the
   first sample).
 
@@ -55,18 +57,18 @@ from wpsim.opt.replays import DIFFERENCE_STEPS, MeasuredReplay
 from wpsim.opt.shooting import ShootingResiduals, shooting_window
 from wpsim.solvers import SemiImplicitSolver, SoftContactOptions, eval_fk
 
-FAMILIES = ("masses", "inertia", "damping", "armature", "friction", "initial_state")
+FAMILIES = ("masses", "inertia", "damping", "armature", "friction", "stiffness", "initial_state")
 JACOBIANS = ("differences", "adjoint")
 """How ``TrackingResiduals`` computes its Jacobian (see there)."""
 THREADED_WORLDS = 64
 """Worlds from which the differences Jacobian's rollout runs on every core (fewer: one thread;
 its launch costs less wall time split, but more CPU time)."""
 DIFFERENCES = ("forward", "central")
-TYPICAL = {"joint_damping": 0.1, "joint_armature": 0.01, "joint_friction": 0.1}
+TYPICAL = {"joint_damping": 0.1, "joint_armature": 0.01, "joint_friction": 0.1, "joint_stiffness": 1.0}
 """Scale (physical size of one optimiser unit) of joint parameters whose initial value is
 smaller: N m s/rad and kg m^2 for hinges."""
 UNITS = {"damping": {True: "N m s/rad", False: "N s/m"}, "armature": {True: "kg m^2", False: "kg"},
-         "friction": {True: "N m", False: "N"},
+         "friction": {True: "N m", False: "N"}, "stiffness": {True: "N m/rad", False: "N/m"},
          "q0": {True: "rad", False: "m"}, "qd0": {True: "rad/s", False: "m/s"}}
 """Units of the joint families for a hinge (True) or a slider (False)."""
 
@@ -280,7 +282,7 @@ def robot_parameters(run: RobotRun, families) -> list:
             params.append(_mass_parameter(run))
         elif family == "inertia":
             params.append(_inertia_parameter(run))
-        elif family in ("damping", "armature", "friction"):
+        elif family in ("damping", "armature", "friction", "stiffness"):
             field = f"joint_{family}"
             values = getattr(run.model, field).numpy()
             for joint, dof, hinge in zip(run.joints, run.dofs, run.hinges):
