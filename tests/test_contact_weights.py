@@ -40,6 +40,41 @@ def test_inverse_weights_are_mujocos(name):
                                    rtol=1e-9, atol=1e-12)
 
 
+SLIDERS = """<mujoco><worldbody><geom type="plane" size="2 2 0.1"/>
+<body name="puck" pos="0 0 0.05"><joint type="slide" axis="1 0 0"/><joint type="slide" axis="0 0 1"/>
+<geom type="sphere" size="0.05" mass="1.3"/></body>
+<body name="offset" pos="1 0 0.05"><joint type="slide" axis="1 0 0"/><joint type="slide" axis="0 0 1"/>
+<geom type="sphere" size="0.05" pos="0.02 0 0" mass="0.7"/></body>
+<body name="carriage" pos="0 1 0.3"><joint type="slide" axis="1 0 0"/><geom type="box" size="0.1 0.1 0.02" mass="2"/>
+<body name="slider" pos="0 0 -0.1"><joint type="slide" axis="0 0 1"/><geom type="sphere" size="0.04" mass="0.5"/></body>
+</body>
+<body name="turning" pos="-1 0 0.05"><joint type="slide" axis="1 0 0"/><joint type="hinge" axis="0 1 0"/>
+<geom type="sphere" size="0.05" mass="0.9"/></body>
+<body name="wheel" pos="0 -1 0.1"><joint type="hinge" axis="0 1 0"/><geom type="sphere" size="0.1" mass="2"/></body>
+</worldbody></mujoco>"""
+
+
+def test_sliding_bodies_weigh_as_in_mujoco(tmp_path):
+    """MuJoCo gives a body that only slides along world axes from its own joints (a "simple"
+    body: centre of mass at its origin, nothing hanging from it) the inverse weights 1 / mass
+    and 0, every other body the means of J M^-1 J^T: the puck sliding in x and z (1 / m, where
+    the means would give 2 / (3 m)), the same with its centre of mass off its origin, a slider
+    on a moving carriage and a body that slides and turns take the means; a mean that is zero
+    stays zero (the sliders' rotation, a wheel turning about its centre of mass)."""
+    mujoco = pytest.importorskip("mujoco")
+    path = tmp_path / "sliders.xml"
+    path.write_text(SLIDERS)
+    builder, scene = import_mjcf(path)
+    model = builder.finalize(dtype=wp.float64)
+    solver = wpsim.SemiImplicitSolver(model, soft_contact=SoftContactOptions(regularisation="mujoco"))
+    bodies = solver.soft_contact.inverse_weights[0].numpy()
+    mj = mujoco.MjModel.from_xml_path(str(path))
+    assert mj.body_simple[mj.body("puck").id] == 2 and mj.body_simple[mj.body("slider").id] == 0
+    for name in ("puck", "offset", "carriage", "slider", "turning", "wheel"):
+        np.testing.assert_allclose(bodies[scene.bodies[name]], mj.body_invweight0[mj.body(name).id], rtol=1e-9,
+                                   atol=1e-12)
+
+
 @pytest.mark.parametrize("setting", range(len(SETTINGS)))
 def test_a_resting_sphere_sinks_as_deep_as_in_mujoco(tmp_path, setting):
     ball, floor = SETTINGS[setting]

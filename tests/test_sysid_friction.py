@@ -34,9 +34,9 @@ def friction_run(tmp_path_factory):
     return data, files
 
 
-def make_run(robot, data_file, duration=None, worlds=1, friction_rows=False):
+def make_run(robot, data_file, duration=None, worlds=1, soft_constraints=False):
     builder, scene = import_robot(robot)
-    return prepare_run(builder, scene, load_trajectory(data_file), None, duration, "cpu", worlds, friction_rows)
+    return prepare_run(builder, scene, load_trajectory(data_file), None, duration, "cpu", worlds, soft_constraints)
 
 
 def test_a_run_with_dry_friction_replays_mujocos_path(friction_run):
@@ -47,7 +47,7 @@ def test_a_run_with_dry_friction_replays_mujocos_path(friction_run):
     assert run.soft_contact is not None and run.soft_contact.joint_friction
     simulated, _ = replay(run)
     assert np.abs(simulated - data["q"]).max() < 1e-11
-    assert make_run(files["start"], files["data"], 0.1, friction_rows=True).soft_contact is not None  # friction 0
+    assert make_run(files["start"], files["data"], 0.1, soft_constraints=True).soft_contact is not None  # friction 0
     assert make_run(files["start"], files["data"], 0.1).soft_contact is None
 
 
@@ -80,7 +80,7 @@ def test_replays_follow_the_masses_and_armature_the_fit_writes(friction_run):
     masses and the armature at the reference pose) and follows MuJoCo's path; a solver that
     keeps the weights it was built with leaves the path 1e-5 rad or more away."""
     data, files = friction_run
-    run = make_run(files["start"], files["data"], 1.0, friction_rows=True)
+    run = make_run(files["start"], files["data"], 1.0, soft_constraints=True)
     fitted, kept = MeasuredReplay(run, threads=1), run.solver(threads=1)
     ParameterSet(robot_parameters(run, FAMILIES), {"model": run.model, "state": run.state0}).write(
         arm.truth_vector(friction=True))
@@ -125,3 +125,24 @@ def test_least_squares_recovers_joint_springs(tmp_path):
     truth = [*arm.TRUTH["mass"], *arm.TRUTH["damping"], *stiffness]
     assert arm.worst_error_percent(fitted, np.array(truth)) < 1e-5
     assert result.fit.units[-1] == "N m/rad" and result.verdict.ok
+
+
+def test_a_sliding_puck_follows_mujoco_and_its_friction_is_fitted(tmp_path):
+    """The "contact_friction" family on ``vs_mujoco_sysid``'s puck (two slides, a sphere on the
+    floor, pushed back and forth): the run steps with soft-constraint contact and replays
+    MuJoCo's path to round-off (MuJoCo weighs a body that only slides by 1 / mass:
+    ``inverse_weights.slides_only``), and the puck's friction comes back from half its value."""
+    from wpsim.bench import sysid_contact as puck
+
+    data = puck.make_puck_data(mujoco, noisy=False, noise=0.0, seed=0)
+    robot, data_file = tmp_path / "puck.xml", tmp_path / "data.csv"
+    write_run_csv(data_file, data, (puck.JOINT,))
+    robot.write_text(puck.puck_xml(*puck.truth_vector(), sensors=False))
+    run = make_run(robot, data_file)
+    assert run.soft_contact is not None  # the puck and the floor are a contact pair
+    simulated, _ = replay(run)
+    assert np.abs(simulated[:, 0] - data["q"][:, 0]).max() < 1e-12
+    mass, damping, mu = puck.truth_vector()
+    robot.write_text(puck.puck_xml(mass, damping, 0.5 * mu, sensors=False))
+    result = identify(robot, data_file, ["contact_friction"], progress=False, device="cpu")
+    assert result.fit.labels == ["puck.mu"] and result.fit.values()["puck.mu"] == pytest.approx(mu, rel=1e-7)

@@ -435,7 +435,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "armature (kg m^2 or kg) of every measured 1-dof joint, friction (N m or N: dry friction, "
                             "MuJoCo's frictionloss, as friction-loss rows of the soft-constraint solve, which then "
                             "steps the fit; also wherever the file has dry friction), stiffness (N m/rad or N/m: the "
-                            "joint spring about the file's springref), initial_state (the measured "
+                            "joint spring about the file's springref), contact_friction (the sliding friction "
+                            "coefficient of every robot shape that has a contact pair), initial_state (the measured "
                             "joints' starting "
                             "angles and rates, to absorb noise in the first sample) (default: %(default)s)")
     sysid.add_argument("--method", choices=(*METHODS, "least-squares"), default=None,

@@ -1,6 +1,6 @@
 """What the ``vs_mujoco_sysid`` suite's cases share: a run written as the measured-data file
-``wpsim sysid`` reads, and one timed fit by MuJoCo's system-identification toolbox
-(``mujoco.sysid``) on a run of joint angles."""
+``wpsim sysid`` reads, the spec modifiers of MuJoCo's parameters, and one timed fit by
+MuJoCo's system-identification toolbox (``mujoco.sysid``) on a run of joint angles."""
 
 from __future__ import annotations
 
@@ -49,3 +49,24 @@ def mujoco_fit(mujoco, sysid, spec, params, run: dict, name: str, steps: int | N
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     return fitted, {"rollouts": counted["rollouts"], "cpu": cpu, "wall": wall,
                     "iterations": len(result.extras.get("objective", [])) or counted["calls"]}
+
+
+def mass_modifier(body: str, start_mass: float, start_inertia: np.ndarray):
+    """A ``mujoco.sysid`` modifier setting ``body``'s mass, its inertia scaled alike from the
+    start's (``start_mass`` kg, ``start_inertia`` the diagonal, kg m^2)."""
+    def modify(spec, param):
+        spec.body(body).mass = param.value[0]
+        spec.body(body).inertia = start_inertia * (param.value[0] / start_mass)
+    return modify
+
+
+def first_entry_modifier(element: str, name: str, attribute: str):
+    """A ``mujoco.sysid`` modifier setting the first entry of an ``attribute`` of the spec's
+    ``element`` ("joint" or "geom") ``name`` (MuJoCo 4's joint damping is a vector whose first
+    entry is the linear one; a geom's friction's first is the sliding one)."""
+    def modify(spec, param):
+        target = getattr(spec, element)(name)
+        value = np.array(getattr(target, attribute), dtype=np.float64, ndmin=1)
+        value[0] = param.value[0]
+        setattr(target, attribute, value if value.size > 1 else float(value[0]))
+    return modify

@@ -31,8 +31,9 @@ CPU seconds (``time.process_time``, every thread of the process) and wall second
 ratio of CPU seconds wpsim / MuJoCo, all from one run. Both fits run with numpy's BLAS on one
 thread (``wpsim.opt.least_squares.one_blas_thread``, as wpsim's least squares always does):
 idle BLAS threads spin and would count as CPU time on either side; MuJoCo's rollouts keep
-their own threads (every core). The contact case is recorded as
-skipped with the reason (see ``CONTACT_SKIPPED``). Without ``mujoco.sysid`` (an optional part
+their own threads (every core). The contact case is ``puck_contact``
+(``wpsim.bench.sysid_contact``: a puck sliding on the floor, its mass, damping and friction
+coefficient). Without ``mujoco.sysid`` (an optional part
 of ``mujoco``: ``absl-py``, ``colorama``, ``tabulate``) the suite returns one record saying why.
 """
 
@@ -45,7 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wpsim.bench.mujoco_sysid import mujoco_fit, write_run_csv
+from wpsim.bench.mujoco_sysid import first_entry_modifier, mass_modifier, mujoco_fit, write_run_csv
 from wpsim.bench.records import progress, record, skipped_record
 
 SUITE = "vs_mujoco_sysid"
@@ -64,12 +65,6 @@ Q0 = (0.2, -0.3, 0.4)
 EXCITATION = (((3.0, 0.7, 0.0), (1.5, 2.3, 0.4)), ((1.5, 1.1, 1.0), (0.7, 3.1, 0.0)),
               ((0.6, 1.7, 2.0), (0.3, 4.3, 0.5)))
 """Per hinge, (amplitude N m, frequency Hz, phase rad) of each sine of its torque."""
-CONTACT_SKIPPED = (
-    "no contact case yet: wpsim sysid fits masses, damping, armature and the initial state of "
-    "1-dof joints from joint angles (no contact friction or solref/solimp family, no sensor or "
-    "site measurements, no floating base), so a contact run cannot be fitted by both tools on "
-    "the same parameters; and MuJoCo-made contact data are not exactly wpsim's contact physics")
-
 
 def arm_xml(mass, damping, armature, sensors: bool = True, friction=(0.0, 0.0, 0.0), stiffness=(0.0, 0.0, 0.0)) -> str:
     """The planar arm's MJCF with these link masses (inertias scaled with them), joint
@@ -164,29 +159,15 @@ def run_mujoco(mujoco, sysid, run: dict, friction: bool = False) -> dict:
     start_mass = [spec.body(b).mass for b in BODIES]
     start_inertia = [np.array(spec.body(b).inertia) for b in BODIES]
     params = sysid.ParameterDict()
-
-    def mass_modifier(i):
-        def modify(s, p):
-            s.body(BODIES[i]).mass = p.value[0]
-            s.body(BODIES[i]).inertia = start_inertia[i] * (p.value[0] / start_mass[i])
-        return modify
-
-    def joint_modifier(joint, attribute):
-        def modify(s, p):
-            value = np.array(getattr(s.joint(joint), attribute), dtype=np.float64, ndmin=1)
-            value[0] = p.value[0]  # MuJoCo 4's joint damping is a vector whose first entry is the linear one
-            setattr(s.joint(joint), attribute, value if value.size > 1 else float(value[0]))
-        return modify
-
     for i, body in enumerate(BODIES):
         params.add(sysid.Parameter(f"{body}.mass", start_mass[i], 0.1 * start_mass[i], 10.0 * start_mass[i],
-                                   modifier=mass_modifier(i)))
+                                   modifier=mass_modifier(body, start_mass[i], start_inertia[i])))
     attributes = (("damping", 5.0), ("armature", 1.0), *((("frictionloss", 5.0),) if friction else ()))
     for attribute, upper in attributes:
         for joint in JOINTS:
             value = float(np.atleast_1d(getattr(spec.joint(joint), attribute))[0])
             params.add(sysid.Parameter(f"{joint}.{attribute}", value, 0.0, upper,
-                                       modifier=joint_modifier(joint, attribute)))
+                                       modifier=first_entry_modifier("joint", joint, attribute)))
     fitted, out = mujoco_fit(mujoco, sysid, spec, params, run, "arm3_planar")
     values = [fitted[f"{b}.mass"].value[0] for b in BODIES] + [fitted[f"{j}.{a}"].value[0]
                                                                for a, _ in attributes for j in JOINTS]
@@ -216,7 +197,7 @@ def vs_mujoco_sysid_suite(device=None, quick: bool = False) -> list[dict]:
             records += _arm3_records(mujoco, sysid, Path(folder), device, base, name, friction, quick)
         if not quick:
             records += _full_inertia_records(mujoco, sysid, Path(folder), device, base)
-    records.append(record(SUITE, "contact", {**base, "skipped": True, "reason": CONTACT_SKIPPED}, "flag", 0.0))
+        records += _contact_records(mujoco, sysid, Path(folder), device, base, quick)
     return records
 
 
@@ -255,6 +236,34 @@ def _arm3_records(mujoco, sysid, folder: Path, device, base: dict, name: str, fr
                  f"{sides['mujoco']['cpu']:.3f} (x{ratio:.2f}), rollouts {sides['wpsim']['rollouts']} / "
                  f"{sides['mujoco']['rollouts']}, iterations {sides['wpsim']['iterations']} / "
                  f"{sides['mujoco']['iterations']}")
+    return records
+
+
+def _contact_records(mujoco, sysid, folder: Path, device, base: dict, quick: bool) -> list:
+    """Case ``puck_contact`` (``wpsim.bench.sysid_contact``): both tools' worst error, rollouts,
+    iterations, CPU and wall seconds and the CPU ratio, exact data (and with noise unless
+    ``quick``)."""
+    from wpsim.bench import sysid_contact as puck
+
+    records, name = [], "puck_contact"
+    base = {**base, "parameters": 3, "steps": int(round(puck.DURATION / puck.DT)), "dt": puck.DT,
+            "start": "mass x0.6, damping x0.3, friction x0.5", "wpsim_jacobian": "forward differences, 4 worlds"}
+    for case in ("exact",) if quick else ("exact", "noise_1pct"):
+        data = puck.make_puck_data(mujoco, case != "exact", NOISE, NOISE_SEED)
+        sides = {"mujoco": puck.fit_puck_mujoco(mujoco, sysid, data), "wpsim": puck.fit_puck_wpsim(data, folder, device)}
+        common = {**base, "data": case, "sliding_fraction": data["sliding_fraction"]}
+        for tool, out in sides.items():
+            params = {**common, "mode": tool, "iterations": out["iterations"],
+                      **({"message": out["message"], "verdict_ok": out["verdict_ok"]} if tool == "wpsim" else {})}
+            records += [record(SUITE, name, params, "error_percent", out["error"]),
+                        record(SUITE, name, params, "count", out["rollouts"]),
+                        record(SUITE, name, {**params, "clock": "process"}, "wall_s", out["cpu"]),
+                        record(SUITE, name, {**params, "clock": "wall"}, "wall_s", out["wall"])]
+        ratio = sides["wpsim"]["cpu"] / sides["mujoco"]["cpu"]
+        records.append(record(SUITE, name, {**common, "mode": "cpu wpsim/mujoco"}, "time_ratio", ratio))
+        progress(f"{SUITE} {name} {case}: worst error wpsim {sides['wpsim']['error']:.2g} % / mujoco "
+                 f"{sides['mujoco']['error']:.2g} %, CPU s {sides['wpsim']['cpu']:.3f} / {sides['mujoco']['cpu']:.3f} "
+                 f"(x{ratio:.2f}), iterations {sides['wpsim']['iterations']} / {sides['mujoco']['iterations']}")
     return records
 
 

@@ -19,6 +19,10 @@ measured joint and step. Families of parameters (``FAMILIES``):
   run then steps with it: ``prepare_run``);
 - "stiffness": the spring stiffness of every measured 1-dof joint (N m/rad or N/m, MuJoCo's
   joint ``stiffness``, about the file's ``springref``), >= 0;
+- "contact_friction": the sliding friction coefficient (MuJoCo's geom ``friction[0]``) of
+  every shape on the robot that has a contact pair, >= 0; a pair takes its shapes' mix
+  (MuJoCo's: the larger, or the higher priority's), so a shape's value counts only where it is
+  its pairs' (the verdict names a value the data leave free);
 - "initial_state": the measured joints' starting angles and rates (to absorb noise in the
   first sample).
 
@@ -57,7 +61,9 @@ from wpsim.opt.replays import DIFFERENCE_STEPS, MeasuredReplay
 from wpsim.opt.shooting import ShootingResiduals, shooting_window
 from wpsim.solvers import SemiImplicitSolver, SoftContactOptions, eval_fk
 
-FAMILIES = ("masses", "inertia", "damping", "armature", "friction", "stiffness", "initial_state")
+FAMILIES = ("masses", "inertia", "damping", "armature", "friction", "stiffness", "contact_friction", "initial_state")
+SOFT_FAMILIES = ("friction", "contact_friction")
+"""Families a run steps with the soft-constraint solve to fit (``prepare_run``)."""
 JACOBIANS = ("differences", "adjoint")
 """How ``TrackingResiduals`` computes its Jacobian (see there)."""
 THREADED_WORLDS = 64
@@ -137,14 +143,15 @@ class RobotRun:
 
 
 def prepare_run(builder, scene, data: Trajectory, dt: float | None = None, duration: float | None = None,
-                device=None, worlds: int = 1, friction_rows: bool = False) -> RobotRun:
+                device=None, worlds: int = 1, soft_constraints: bool = False) -> RobotRun:
     """A ``RobotRun`` of the imported robot (``builder``, ``scene``) replaying ``data``, in
     ``worlds`` identical copies (for a multi-start fit, ``wpsim.opt.multistart``). Where a
-    joint has dry friction, or ``friction_rows`` asks (the "friction" family is fitted), the
-    run steps with the soft-constraint solve of the file's settings (``scene.contact_settings``):
-    dry friction as friction-loss rows, which stick below the friction and slide at it as
-    MuJoCo's frictionloss does (the penalty step's smooth law creeps), joint limits as rows;
-    otherwise with the penalty step."""
+    joint has dry friction, shapes can touch (contact pairs), or ``soft_constraints`` asks (a
+    family of ``SOFT_FAMILIES`` is fitted), the run steps with the soft-constraint solve of the
+    file's settings (``scene.contact_settings``), as ``wpsim run`` steps robots: contact, joint
+    limits and dry friction as its rows (friction-loss rows stick below the friction and slide
+    at it as MuJoCo's frictionloss does, where the penalty step's smooth law creeps); otherwise
+    with the penalty step."""
     if dt is None and not scene.timestep:
         raise ValueError("no time step: the robot file gives none; pass dt")
     dt = require_dt(scene.timestep if dt is None else dt)
@@ -153,7 +160,7 @@ def prepare_run(builder, scene, data: Trajectory, dt: float | None = None, durat
     builder = builder.replicated(worlds) if worlds > 1 else builder
     model = builder.finalize(device=device, requires_grad=True, dtype=wp.float64)
     soft_contact = None
-    if friction_rows or (model.joint_friction.numpy() > 0.0).any():
+    if soft_constraints or model.contact_pair_count or (model.joint_friction.numpy() > 0.0).any():
         soft_contact = SoftContactOptions(**scene.contact_settings)
     types, q_start, qd_start = (a.numpy() for a in (model.joint_type, model.joint_q_start, model.joint_qd_start))
     one_dof = {name: j for name, j in scene.joints.items() if JOINT_DOF_COUNT[int(types[j])] == 1}
@@ -267,6 +274,22 @@ def body_inertials(run: RobotRun) -> dict:
             for b in np.flatnonzero(mass > 0.0)}
 
 
+def _contact_friction_parameters(run: RobotRun) -> list:
+    """The sliding friction of every shape of world 0 on a body that has a contact pair, named
+    after its body (and numbered where a body has several)."""
+    model = run.model
+    pairs = model.contact_pair.numpy().reshape(-1, 2)
+    shape_body, mu = model.shape_body.numpy(), model.shape_mu.numpy()
+    per_world = model.body_count // run.worlds
+    shapes = [int(s) for s in np.unique(pairs) if 0 <= shape_body[s] < per_world]
+    if not shapes:
+        raise ValueError("contact_friction: no shape of the robot has a contact pair (none can touch anything)")
+    bodies = [run.body_names.get(int(shape_body[s]), f"body{shape_body[s]}") for s in shapes]
+    names = [f"{b}.mu" if bodies.count(b) == 1 else f"{b}.mu{bodies[:k].count(b)}" for k, b in enumerate(bodies)]
+    return [Parameter("model.shape_mu", index=s, lower=0.0, name=name, unit="", scale=max(float(mu[s]), 0.1))
+            for s, name in zip(shapes, names)]
+
+
 def robot_parameters(run: RobotRun, families) -> list:
     """The declared parameters of ``families`` (see ``FAMILIES``) for ``run``."""
     unknown = [f for f in families if f not in FAMILIES]
@@ -282,6 +305,8 @@ def robot_parameters(run: RobotRun, families) -> list:
             params.append(_mass_parameter(run))
         elif family == "inertia":
             params.append(_inertia_parameter(run))
+        elif family == "contact_friction":
+            params += _contact_friction_parameters(run)
         elif family in ("damping", "armature", "friction", "stiffness"):
             field = f"joint_{family}"
             values = getattr(run.model, field).numpy()
@@ -595,7 +620,8 @@ def identify(robot_file, data_file, families=("masses", "damping", "armature"), 
 
     def make_run(worlds: int = 1) -> RobotRun:
         builder, scene = import_robot(robot_file)
-        return prepare_run(builder, scene, data, dt, duration, device, worlds, friction_rows="friction" in families)
+        return prepare_run(builder, scene, data, dt, duration, device, worlds,
+                           soft_constraints=bool(set(SOFT_FAMILIES) & set(families)))
 
     if jacobian not in JACOBIANS:
         raise ValueError(f"unknown jacobian {jacobian!r}; expected one of {JACOBIANS}")
