@@ -6,6 +6,7 @@ fit from a wrong start recovers MuJoCo's values; and of joint springs (the "stif
 import numpy as np
 import pytest
 import warp as wp
+from test_sysid_jacobian import replayed_and_stepped
 
 from wpsim.bench import vs_mujoco_sysid as arm
 from wpsim.bench.mujoco_sysid import write_run_csv
@@ -57,21 +58,9 @@ def test_replay_equals_stepping_with_dry_friction(friction_run, rows):
     one-launch replay is the penalty step's: taken, it would apply the smooth friction law)."""
     _, files = friction_run
     run = make_run(files["truth"], files["data"], 0.1, 2)
-    model = run.model
     options = SoftContactOptions(regularisation="mujoco") if rows else None
-    stepped = SemiImplicitSolver(model, soft_contact=options)
-    a, b = model.state(requires_grad=False), model.state(requires_grad=False)
-    a.assign(run.state0)
-    expected = [a.joint_q.numpy().copy()]
-    for k in range(run.steps):
-        stepped.step(a, b, run.controls[k], run.dt)
-        expected.append(b.joint_q.numpy().copy())
-        a, b = b, a
-    state = model.state(requires_grad=False)
-    state.assign(run.state0)
-    forces = wp.array(run.joint_f, dtype=model.dtype, device=model.device)
-    q, _ = SemiImplicitSolver(model, soft_contact=options).replay(state, forces, run.dt)
-    np.testing.assert_array_equal(q.numpy(), np.stack(expected))
+    q, _, _, expected = replayed_and_stepped(run, lambda model: SemiImplicitSolver(model, soft_contact=options))
+    np.testing.assert_array_equal(q, expected)
 
 
 def test_replays_follow_the_masses_and_armature_the_fit_writes(friction_run):

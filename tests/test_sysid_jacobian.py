@@ -81,11 +81,12 @@ def test_differences_step_inwards_at_a_bound(residual_sets):
         assert (np.linalg.norm(jac - tape, axis=0) / np.linalg.norm(tape, axis=0)).max() < bound, kind
 
 
-@pytest.mark.parametrize("fused", [True, False])
-def test_replay_equals_stepping_with_a_control_per_step(fused):
-    run = make_run_of(ROBOT, DATA, 0.05)(2)
+def replayed_and_stepped(run, make_solver) -> tuple:
+    """(the joint coordinates (steps + 1, coordinates) and rates of one ``replay`` of ``run``'s
+    forces by a solver of ``make_solver(model)``, the state it leaves, the coordinates of the
+    same steps by another such solver's ``step``, one control at a time)."""
     model = run.model
-    stepped = SemiImplicitSolver(model, fused=fused)
+    stepped = make_solver(model)
     a, b = model.state(requires_grad=False), model.state(requires_grad=False)
     a.assign(run.state0)
     expected = [a.joint_q.numpy().copy()]
@@ -96,8 +97,16 @@ def test_replay_equals_stepping_with_a_control_per_step(fused):
     state = model.state(requires_grad=False)
     state.assign(run.state0)
     forces = wp.array(run.joint_f, dtype=model.dtype, device=model.device)
-    q, qd = SemiImplicitSolver(model, fused=fused).replay(state, forces, run.dt)
-    np.testing.assert_array_equal(q.numpy(), np.stack(expected))
+    q, qd = make_solver(model).replay(state, forces, run.dt)
+    return q.numpy(), qd.numpy(), state, np.stack(expected)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_replay_equals_stepping_with_a_control_per_step(fused):
+    run = make_run_of(ROBOT, DATA, 0.05)(2)
+    model = run.model
+    q, qd, state, expected = replayed_and_stepped(run, lambda m: SemiImplicitSolver(m, fused=fused))
+    np.testing.assert_array_equal(q, expected)
     np.testing.assert_array_equal(state.joint_q.numpy(), expected[-1])
     assert qd.shape == (run.steps + 1, model.joint_dof_count)
     with pytest.raises(ValueError, match="joint_f_steps must be"):
