@@ -57,7 +57,11 @@ TOLERANCE = {"trf": 1e-10, "lm": 1e-8}
 MU_FACTOR = 10.0 ** 0.1
 """``projected_lm``'s factor of one increase of its damping mu (after a rejected step)."""
 MU_MIN = 1e-6
-"""``projected_lm``'s smallest nonzero damping; a decrease below it returns to mu = 0."""
+"""``projected_lm``'s smallest nonzero damping; a decrease below it returns to mu = 0. Absolute,
+as ``mujoco.minimize`` has it: relative to J^T J's largest diagonal entry (1e-6, 1e-9, 1e-12
+of it) the friction arm of ``vs_mujoco_sysid`` took fewer rejected steps (71 rollouts
+against 122 at 1e-6) but the 60-parameter arm6 stopped 0.07 to 1.8 rad from its prediction
+(2.9e-9 rad here), measured with throwaway runs."""
 
 
 def projected_lm(values, jacobian, z0: np.ndarray, lower: np.ndarray, upper: np.ndarray, more, tolerance: float):
