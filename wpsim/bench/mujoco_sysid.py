@@ -70,3 +70,9 @@ def first_entry_modifier(element: str, name: str, attribute: str):
         value[0] = param.value[0]
         setattr(target, attribute, value if value.size > 1 else float(value[0]))
     return modify
+
+
+def worst_error_percent(fitted, truth) -> float:
+    """The largest relative error (%) of ``fitted`` against ``truth``, entry by entry."""
+    fitted, truth = np.asarray(fitted, dtype=np.float64), np.asarray(truth, dtype=np.float64)
+    return float(np.max(np.abs(fitted - truth) / np.abs(truth)) * 100.0)

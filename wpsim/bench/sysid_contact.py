@@ -107,6 +107,6 @@ def fit_puck_mujoco(mujoco, sysid, run: dict) -> dict:
 
 
 def _worst_error(fitted) -> float:
-    from wpsim.bench.vs_mujoco_sysid import worst_error_percent
+    from wpsim.bench.mujoco_sysid import worst_error_percent
 
     return worst_error_percent(fitted, truth_vector())

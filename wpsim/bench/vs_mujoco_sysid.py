@@ -47,6 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from wpsim.bench.mujoco_sysid import first_entry_modifier, mass_modifier, mujoco_fit, write_run_csv
+from wpsim.bench.mujoco_sysid import worst_error_percent as relative_error
 from wpsim.bench.records import progress, record, skipped_record
 
 SUITE = "vs_mujoco_sysid"
@@ -103,8 +104,8 @@ def truth_vector(friction: bool = False) -> np.ndarray:
 
 
 def worst_error_percent(fitted, truth=None) -> float:
-    truth = truth_vector() if truth is None else truth
-    return float(np.max(np.abs(np.asarray(fitted) - truth) / np.abs(truth)) * 100.0)
+    """The worst relative error (%) of ``fitted`` against ``truth`` (default the 9 true values)."""
+    return relative_error(fitted, truth_vector() if truth is None else truth)
 
 
 def make_data(mujoco, noisy: bool, friction: bool = False, xml: str | None = None) -> dict:
