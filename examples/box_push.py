@@ -28,7 +28,7 @@ import warp as wp
 wp.config.log_level = wp.LOG_WARNING
 
 from wpsim.apps.console import example_main
-from wpsim.apps.plan_report import compare_planners, comparison_failure, method_summary
+from wpsim.apps.plan_report import compare_planners, comparison_failure, method_summary, path_panel
 from wpsim.opt.ilqr import ilqr
 from wpsim.opt.trajopt import cem, shoot_adam
 from wpsim.tasks.box_push import BOX_XY, box_errors, initial_states, make_problem, succeeded
@@ -50,15 +50,9 @@ def summary(result, goals: np.ndarray) -> dict:
 def run(test: bool, out, device) -> dict:
     count, budget = (6, 60) if test else (12, 200)
     x0, goals = initial_states(count, seed=1)
-
-    def panel(ax, results):
-        for name, result in results.items():
-            ax.plot(*result.states[0, :, BOX_XY].T, label=name)
-        ax.plot(*goals[0, :2], "k*", markersize=12, label="goal")
-        ax.set(xlabel="x (m)", ylabel="y (m)", title="world 0: the box's centre under each plan", aspect="equal")
-
     return compare_planners(make_problem(x0, goals, STEPS, device=device), METHODS, budget,
-                            lambda r: summary(r, goals), out, "plans", panel, (0.0, 0.7, 0.0), goals=goals.tolist())
+                            lambda r: summary(r, goals), out, "plans", path_panel(BOX_XY, goals[0], "box"),
+                            (0.0, 0.7, 0.0), goals=goals.tolist())
 
 
 def main(argv=None) -> int:

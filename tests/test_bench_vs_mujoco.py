@@ -153,7 +153,7 @@ def test_go1_stance_starts_from_its_keyframe_or_says_why_not(quick_records):
 
 
 def test_missing_stance_files_give_skipped_records(monkeypatch):
-    from wpsim.bench import packages
+    from wpsim.io import packages
 
     robots = {"nowhere": ("menagerie", "no_such_robot/scene.xml", None)}
     base = {"cores": os.cpu_count(), "device": "cpu", "precision": "float32", "mujoco": "x"}

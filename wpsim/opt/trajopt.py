@@ -41,6 +41,7 @@ import warp as wp
 from wpsim.core.model import State
 from wpsim.core.tape import tape_paused
 from wpsim.kernels import losses
+from wpsim.kernels.enums import JOINT_PRISMATIC, JOINT_REVOLUTE
 from wpsim.kernels.generic import for_precision
 from wpsim.opt.optimisers import Adam
 from wpsim.solvers import SemiImplicitSolver
@@ -51,10 +52,11 @@ from wpsim.solvers import SemiImplicitSolver
 class StateLayout:
     """Where a plan's state and controls live in the State and Control of a model.
 
-    kind: "joints" (x = joint_q, joint_qd; controls on joint_f) or "particles" (x =
-    particle_q, particle_qd flattened x, y, z per particle; controls on particle_f_ext);
-    nq, nd: position and velocity entries of one copy of the scene; forces: entries of its
-    control array (dofs, or 3 per particle); vector: whether the arrays hold vec3."""
+    kind: "joints" (x = joint_q, joint_qd; controls on joint_f, or with ``control="targets"``
+    on the drives' joint_target_q) or "particles" (x = particle_q, particle_qd flattened
+    x, y, z per particle; controls on particle_f_ext); nq, nd: position and velocity entries
+    of one copy of the scene; forces: entries of its control array (dofs, or 3 per
+    particle); vector: whether the arrays hold vec3."""
 
     kind: str
     position: str
@@ -66,11 +68,16 @@ class StateLayout:
     vector: bool
 
     @staticmethod
-    def of(model, kind: str) -> StateLayout:
-        """The layout of ``kind`` for one copy of the scene ``model``."""
+    def of(model, kind: str, control: str = "forces") -> StateLayout:
+        """The layout of ``kind`` for one copy of the scene ``model``, its controls "forces"
+        or (joints only) "targets", the position targets of the joint drives."""
+        if control not in ("forces", "targets") or (control == "targets" and kind != "joints"):
+            raise ValueError(f"control must be 'forces' or, for state 'joints', 'targets'; got {control!r} for "
+                             f"state {kind!r}")
         if kind == "joints":
             nq, nd = model.joint_coord_count, model.joint_dof_count
-            return StateLayout(kind, "joint_q", "joint_qd", "joint_f", nq, nd, nd, False)
+            field_name = "joint_f" if control == "forces" else "joint_target_q"
+            return StateLayout(kind, "joint_q", "joint_qd", field_name, nq, nd, nd, False)
         if kind == "particles":
             n = 3 * model.particle_count
             return StateLayout(kind, "particle_q", "particle_qd", "particle_f_ext", n, n, n, True)
@@ -97,8 +104,11 @@ class TrajectoryCost:
         trajectory); rad, m, rad/s, m/s.
     running: (nx,) weights of states 1..T-1 (cost per unit^2 per step);
     terminal: (nx,) weights of state T;
-    effort: (nu,) weights of u_t^2 (cost per (N m)^2 or N^2);
-    smoothness: (nu,) weights of (u_t - u_{t-1})^2 for t = 1..T-1.
+    effort: (nu,) weights of (u_t - nominal)^2 (cost per (N m)^2 or N^2, or per rad^2 or
+        m^2 for position targets);
+    smoothness: (nu,) weights of (u_t - u_{t-1})^2 for t = 1..T-1;
+    nominal: the controls effort is measured from, broadcastable to (W, nu) (default 0; a
+        robot's holding pose for position targets).
     Every entry must be finite, weights >= 0.
     """
 
@@ -107,6 +117,7 @@ class TrajectoryCost:
     terminal: np.ndarray
     effort: np.ndarray
     smoothness: np.ndarray | None = None
+    nominal: np.ndarray | None = None
 
     def checked(self, worlds: int, steps: int, nx: int, nu: int) -> TrajectoryCost:
         """The cost with arrays of full shape, or ValueError naming the bad entry."""
@@ -130,7 +141,16 @@ class TrajectoryCost:
         if bad.size:
             w, k, i = bad[0]
             raise ValueError(f"TrajectoryCost.target is not finite in world {w}, state {k}, entry {i}")
-        return TrajectoryCost(target, **out)
+        nominal = 0.0 if self.nominal is None else np.asarray(self.nominal, dtype=np.float64)
+        try:
+            nominal = np.broadcast_to(nominal, (worlds, nu)).copy()
+        except ValueError:
+            raise ValueError(f"TrajectoryCost.nominal of shape {np.shape(self.nominal)} does not broadcast to "
+                             f"(worlds, nu) = {(worlds, nu)}") from None
+        bad = np.argwhere(~np.isfinite(nominal))
+        if bad.size:
+            raise ValueError(f"TrajectoryCost.nominal is not finite in world {bad[0][0]}, control {bad[0][1]}")
+        return TrajectoryCost(target, nominal=nominal, **out)
 
     def state_weights(self, steps: int) -> np.ndarray:
         """(T + 1, nx) weight of every state entry: 0 at state 0, running, terminal at T."""
@@ -168,7 +188,9 @@ class WorldBatch:
         effort, smooth = np.zeros(layout.forces), np.zeros(layout.forces)
         effort[p.actuated], smooth[p.actuated] = p.cost.effort, p.cost.smoothness
         self._effort, self._smooth = self.field(np.tile(effort, n)), self.field(np.tile(smooth, n))
-        self._zero_f = self.field(np.zeros(n * layout.forces))
+        nominal = np.zeros((n, layout.forces))
+        nominal[:, p.actuated] = p.cost.nominal[self.plays]
+        self._nominal = self.field(nominal.ravel())
 
     def field(self, values) -> wp.array:
         """A device array of the layout's kind (scalars, or vec3 for particles) from flat values."""
@@ -195,7 +217,7 @@ class WorldBatch:
 
     def fill_control(self, control, u: np.ndarray):
         """Write the (n, nu) controls ``u`` on the actuated dofs of a Control of this batch's
-        layout (n copies of the scene; the other dofs get zero force), not recorded."""
+        layout (n copies of the scene; the other dofs get zero force or target), not recorded."""
         self._forces[:, self.problem.actuated] = u
         with tape_paused():
             layout = self.problem.layout
@@ -219,7 +241,7 @@ class WorldBatch:
         self._squared_error(getattr(state, layout.position), rq, wq, self._slots[0], loss)
         self._squared_error(getattr(state, layout.velocity), rqd, wqd, self._slots[1], loss)
         f = getattr(self.controls[t], layout.control)
-        self._squared_error(f, self._zero_f, self._effort, self._slots[2], loss)
+        self._squared_error(f, self._nominal, self._effort, self._slots[2], loss)
         if t > 0:
             self._squared_error(f, getattr(self.controls[t - 1], layout.control), self._smooth, self._slots[2], loss)
 
@@ -272,6 +294,21 @@ class WorldBatch:
 
 
 # ------------------------------------------------------------------ the problem
+def target_coordinates(model, dofs: np.ndarray) -> np.ndarray:
+    """The joint coordinate of each of ``dofs`` of a one-world model whose position targets
+    are planned, or ValueError naming a dof that is not a hinge or slider with a drive."""
+    types, q_start, qd_start = (a.numpy() for a in (model.joint_type, model.joint_q_start, model.joint_qd_start))
+    gains = model.joint_target_ke.numpy() + model.joint_target_kd.numpy()
+    coords = []
+    for dof in dofs:
+        joint = int(np.searchsorted(qd_start, dof, side="right")) - 1
+        if int(types[joint]) not in (JOINT_REVOLUTE, JOINT_PRISMATIC) or not gains[dof] > 0.0:
+            raise ValueError(f"control='targets': dof {dof} (joint {joint}) is not a hinge or slider with a drive "
+                             "(joint_target_ke or joint_target_kd > 0)")
+        coords.append(q_start[joint])
+    return np.array(coords, dtype=np.int64)
+
+
 class TrajectoryProblem:
     """Plans of W worlds of one scene (see the module docstring).
 
@@ -282,7 +319,7 @@ class TrajectoryProblem:
     steps: T plan steps; substeps: simulator steps per plan step; dt: simulator step (s).
     actuated: the nu controlled entries of one copy's control array (dofs of joint_f, or
         3 i + axis of particle i's particle_f_ext); lower, upper: (nu,)
-        finite bounds of their torques or forces (N m or N).
+        finite bounds of their torques or forces (N m or N), or targets (rad or m).
     cost: a ``TrajectoryCost``.
     make_solver: model -> solver (default ``SemiImplicitSolver(model)``; pass soft-contact
         options through it).
@@ -290,11 +327,16 @@ class TrajectoryProblem:
         row each), at most.
     dtype: wp.float64 (default) or wp.float32.
     state: "joints" (default) or "particles" (``StateLayout``).
+    control: "forces" (default) or, for joints, "targets": the controls are the position
+        targets (rad or m) of the actuated dofs' drives (``joint_target_q``; the scene's
+        ``joint_target_ke``, ``joint_target_kd`` and force limits act), bounded by lower, upper.
+    start_controls: the planners' default start plan, broadcastable to (W, T, nu) (e.g. the
+        targets that hold a robot's start pose against gravity); default ``initial_controls``'s.
     """
 
     def __init__(self, builder, x0, steps: int, substeps: int, dt: float, actuated, lower, upper,
                  cost: TrajectoryCost, make_solver=SemiImplicitSolver, jacobian_worlds: int = 256, device=None,
-                 dtype=wp.float64, state: str = "joints"):
+                 dtype=wp.float64, state: str = "joints", control: str = "forces", start_controls=None):
         for name, value in (("steps", steps), ("substeps", substeps), ("jacobian_worlds", jacobian_worlds)):
             if int(value) != value or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value}")
@@ -306,7 +348,7 @@ class TrajectoryProblem:
         self.steps, self.substeps, self.dt = int(steps), int(substeps), float(dt)
         self.jacobian_worlds = int(jacobian_worlds)
         single = builder.finalize(device=device, dtype=dtype)
-        self.layout = StateLayout.of(single, state)
+        self.layout = StateLayout.of(single, state, control)
         self.nq, self.nd = self.layout.nq, self.layout.nd
         self.nx = self.nq + self.nd
         if self.nx == 0:
@@ -318,6 +360,8 @@ class TrajectoryProblem:
                 len(set(self.actuated.tolist())) != self.nu:
             raise ValueError(f"actuated must be distinct indices of {self.layout.control} entries in 0..{forces - 1}, "
                              f"got {self.actuated.tolist()}")
+        self.held = None if control == "forces" else target_coordinates(single, self.actuated)
+        """The joint coordinate each actuated dof's target holds (position targets), else None."""
         self.lower, self.upper = (np.broadcast_to(np.asarray(b, dtype=np.float64), (self.nu,)).copy()
                                   for b in (lower, upper))
         bad = np.flatnonzero(~(np.isfinite(self.lower) & np.isfinite(self.upper) & (self.lower < self.upper)))
@@ -328,6 +372,8 @@ class TrajectoryProblem:
         self.x0 = self.checked_states(x0)
         self.worlds = self.x0.shape[0]
         self.cost = cost.checked(self.worlds, self.steps, self.nx, self.nu)
+        self.start_controls = None
+        self.start_controls = self.initial_controls(start_controls) if start_controls is not None else None
 
     def checked_states(self, x0) -> np.ndarray:
         """x0 as a (worlds, nx) float64 array, or ValueError naming the bad world and entry."""
@@ -364,11 +410,15 @@ class TrajectoryProblem:
         return self.batch("plans", np.arange(self.worlds))
 
     def initial_controls(self, controls=None) -> np.ndarray:
-        """(W, T, nu) start plan: ``controls`` (broadcast) checked against the bounds, or
-        zeros clipped into them."""
+        """(W, T, nu) start plan: ``controls`` (broadcast) checked against the bounds, or the
+        problem's ``start_controls``, or clipped into the bounds: zero forces, or position
+        targets at the start pose's coordinates."""
         shape = (self.worlds, self.steps, self.nu)
+        if controls is None and self.start_controls is not None:
+            return self.start_controls.copy()
         if controls is None:
-            return np.broadcast_to(np.clip(0.0, self.lower, self.upper), shape).copy()
+            start = 0.0 if self.held is None else self.x0[:, None, self.held]
+            return np.broadcast_to(np.clip(start, self.lower, self.upper), shape).copy()
         U = np.broadcast_to(np.asarray(controls, dtype=np.float64), shape).copy()
         bad = np.argwhere(~np.isfinite(U) | (U < self.lower) | (U > self.upper))
         if bad.size:

@@ -92,11 +92,16 @@ def initial_states(count: int, seed: int) -> tuple:
     return x0, goals
 
 
+def planar_pose_errors(xy: np.ndarray, quaternions: np.ndarray, goals: np.ndarray) -> tuple:
+    """(position error m, yaw error rad) of bodies at xy (W, 2) m with orientations (W, 4)
+    against goal poses (W, 3) = (x m, y m, yaw rad)."""
+    turn = yaw_of(quaternions) - goals[:, 2]
+    return np.linalg.norm(xy - goals[:, :2], axis=1), np.abs(np.arctan2(np.sin(turn), np.cos(turn)))
+
+
 def box_errors(states: np.ndarray, goals: np.ndarray) -> tuple:
     """(position error m, yaw error rad) of the box in states (W, nx) against goals (W, 3)."""
-    position = np.linalg.norm(states[:, BOX_XY] - goals[:, :2], axis=1)
-    turn = yaw_of(states[:, BOX_QUAT]) - goals[:, 2]
-    return position, np.abs(np.arctan2(np.sin(turn), np.cos(turn)))
+    return planar_pose_errors(states[:, BOX_XY], states[:, BOX_QUAT], goals)
 
 
 def succeeded(states: np.ndarray, goals: np.ndarray) -> np.ndarray:

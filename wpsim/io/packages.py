@@ -1,5 +1,5 @@
 """Where the installed packages that carry robot files are (the ``import_corpus`` and
-``vs_mujoco`` suites read them), found without importing them."""
+``vs_mujoco`` suites and the Panda push task read them), found without importing them."""
 
 from __future__ import annotations
 
