@@ -38,8 +38,7 @@ from wpsim.tasks.panda_push import CUBE_XY, cube_errors, initial_states, make_pr
 STEPS = 40
 ADAM_LR = 0.002
 """Adam's step, a fraction of each target's half range (about 6 mrad). Swept on 2 initial
-states, 100 rollouts each (mean final cost): 0.001 gave 4.16, 0.002 4.21, 0.005 7.34; larger
-steps push the fingertips off the cube, after which the gradient has no contact to follow."""
+states, 100 rollouts each (mean final cost): 0.001 gave 4.16, 0.002 4.21, 0.005 7.34."""
 METHODS = {"iLQR": ilqr, "Adam-shooting": lambda problem, budget: shoot_adam(problem, budget, lr=ADAM_LR),
            "CEM": lambda problem, budget: cem(problem, budget, samples=32, initial_std=0.01)}
 """The planners; CEM samples 32 plans per iteration with a std of 0.01 of each target's half

@@ -37,8 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
-from wpsim.io.packages import MENAGERIE, package_folder
 from wpsim.bench.records import progress, record
+from wpsim.io.packages import MENAGERIE, package_folder
 
 SUITE = "import_corpus"
 STEPS = 500
