@@ -42,7 +42,7 @@ def summary(result, targets: np.ndarray) -> dict:
 
 
 def run(test: bool, out, device) -> dict:
-    count, budget = (3, 60) if test else (12, 200)
+    count, budget = (3, 60) if test else (16, 200)
     x0, targets = initial_states(count, seed=1)
 
     def panel(ax, results):
