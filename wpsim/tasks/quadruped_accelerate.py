@@ -55,14 +55,13 @@ def scene() -> tuple:
     return menagerie_scene(FILE, "the quadruped task")
 
 
-def speed_cost(speeds: np.ndarray, nominal: np.ndarray) -> TrajectoryCost:
+def speed_cost(speeds: np.ndarray, nominal: np.ndarray, home: np.ndarray) -> TrajectoryCost:
     """Running: 2 (m/s)^-2 on the forward speed's miss, 1 on the sideways speed, 50 m^-2 on
     the base height's departure from 0.27 m, 5 on the quaternion's x, y, z (tilt and
     heading), 0.05 (rad/s)^-2 on the base's angular velocity, 0.01 rad^-2 on the joints'
     departure from the home pose, 1e-4 on their rates; terminal: 20, 5, 100, 20 and 0.5 on
-    the same base terms; effort 0.01 rad^-2 about ``nominal`` (W, nu), smoothness 1 rad^-2."""
-    builder, _ = scene()
-    home = builder.joint_coords.array("joint_q").astype(np.float64)
+    the same base terms; effort 0.01 rad^-2 about ``nominal`` (W, nu), smoothness 1 rad^-2;
+    ``home`` (nq,): the file's home pose."""
     target = np.zeros((len(speeds), 1, NX))
     target[:, 0, :NQ] = home
     target[:, 0, BASE_HEIGHT], target[:, 0, BASE_QUAT] = 0.27, (0.0, 0.0, 0.0, 1.0)
@@ -85,8 +84,9 @@ def make_problem(x0: np.ndarray, speeds: np.ndarray, steps: int, start_controls:
     options = SoftContactOptions(**{**imported.contact_settings, "iterations": NEWTON_ITERATIONS})
     dofs = np.arange(6, 6 + NU)
     lower, upper = (builder.joint_dofs.array(name)[dofs] for name in ("joint_target_lower", "joint_target_upper"))
+    cost = speed_cost(speeds, start_controls, builder.joint_coords.array("joint_q"))
     return TrajectoryProblem(builder, x0, steps, SUBSTEPS, DT, actuated=dofs, lower=lower, upper=upper,
-                             cost=speed_cost(speeds, start_controls), device=device, dtype=wp.float64,
+                             cost=cost, device=device, dtype=wp.float64,
                              jacobian_worlds=jacobian_worlds, control="targets",
                              start_controls=np.repeat(start_controls[:, None], steps, axis=1),
                              make_solver=lambda model: SemiImplicitSolver(model, soft_contact=options))
