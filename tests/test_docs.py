@@ -164,7 +164,7 @@ def test_the_site_builds_with_the_api_reference_and_the_records_figures(tmp_path
     assert "TorchStep" in page and "TorchRollout" in page and "initial_state" in page
     # the performance tables hold the records' figures
     performance = (tmp_path / "performance.html").read_text()
-    stance = json.loads((ROOT / "benchmarks/records/cpu_2026-12-07/vs_mujoco_stance.json").read_text())
+    stance = json.loads((ROOT / "benchmarks/records/cpu_2026-12-07/vs_mujoco_stance_fused_recorded.json").read_text())
     rate = next(r["value"] for r in stance if r["params"].get("mode") == "wpsim_stance_worlds"
                 and r["params"]["worlds"] == 256 and r["case"] == "quadruped_12")
     assert f"{rate:,.0f}" in performance

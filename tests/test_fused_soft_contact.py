@@ -187,3 +187,47 @@ def test_a_model_without_a_joint_dof_steps_in_every_schedule(tmp_path):
             solver.advance(b, None, 1e-3, 5)
             assert solver.health().ok
             np.testing.assert_array_equal(b.body_q.numpy(), a.body_q.numpy())  # nothing moves
+
+
+def recorded_gradients(model, settings: dict, fused: bool, start, dt: float, steps: int) -> tuple:
+    """The tape gradients of a weighted sum of the final joint state of ``steps`` recorded steps
+    from ``start`` with respect to the start state, the position targets, and the bodies' masses
+    and the shapes' friction, and the tape's entries per step."""
+    solver = SemiImplicitSolver(model, soft_contact=SoftContactOptions(**settings), fused=fused)
+    control = model.control(requires_grad=True)
+    control.joint_target_q.assign(control.joint_target_q.numpy() + 0.05)
+    states = [model.state(requires_grad=True) for _ in range(steps + 1)]
+    states[0].assign(start)
+    tape = wp.Tape()
+    with tape:
+        for k in range(steps):
+            solver.step(states[k], states[k + 1], control, dt)
+    final = states[-1]
+    rng = np.random.default_rng(0)
+    tape.backward(grads={final.joint_q: wp.array(rng.normal(size=final.joint_q.shape[0]), dtype=final.joint_q.dtype),
+                         final.joint_qd: wp.array(rng.normal(size=final.joint_qd.shape[0]), dtype=final.joint_q.dtype)})
+    grads = tuple(a.grad.numpy().copy() for a in (states[0].joint_q, states[0].joint_qd, control.joint_target_q,
+                                                     model.body_mass, model.shape_mu))
+    tape.zero()
+    model.body_mass.grad.zero_()
+    model.shape_mu.grad.zero_()
+    assert solver.health().ok
+    return grads, len(tape.launches) / steps
+
+
+def test_recorded_fused_steps_have_the_staged_gradients():
+    """A recorded fused step runs its one launch and replays the staged schedule at that
+    solution in its backward: 40 recorded steps of two quadrupeds standing on their feet (every
+    step in contact) give the staged path's gradients of the start state, the position targets,
+    the masses and the friction coefficients, to round-off, with one tape entry per step."""
+    builder, scene = import_mjcf(ASSETS / "quadruped.xml")
+    model = builder.replicated(2).finalize(device="cpu", dtype=wp.float64, requires_grad=True)
+    dt, settings = float(scene.timestep), scene.contact_settings
+    start = model.state()
+    SemiImplicitSolver(model, soft_contact=SoftContactOptions(**settings)).advance(start, None, dt, 400)
+    (staged, staged_entries), (fused, fused_entries) = (recorded_gradients(model, settings, f, start, dt, 40)
+                                                        for f in (False, True))
+    for name, a, b in zip(("joint_q", "joint_qd", "joint_target_q", "body_mass", "shape_mu"), staged, fused):
+        assert np.abs(a).max() > 1e-6, name  # every family gets a gradient through the contact
+        np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-12 * np.abs(a).max(), err_msg=name)
+    assert fused_entries == 1 and staged_entries > 5

@@ -34,6 +34,7 @@ class ArticulationStepper:
         self.model = model
         self.soft_contact = soft_contact
         """A ``SoftContact`` replacing the penalty contact, or None."""
+        self._penalty_contact = model.contact_pair_count > 0 and soft_contact is None
         options = None if soft_contact is None else soft_contact.options
         self._implicit_after_solve = options is not None and options.implicit_terms == "after solve"
         """MuJoCo's order of the implicit terms around the soft-constraint solve
@@ -64,23 +65,30 @@ class ArticulationStepper:
             self._near_pairs = (wp.zeros((self.broad_phase.capacity, 2), dtype=int, device=model.device),
                                 wp.zeros(1, dtype=int, device=model.device))
 
-    def begin(self, solver, state_in, control, dt: float):
+    def begin(self, solver, state_in, control, dt: float, scratch: ArticulationScratch | None = None):
         """First half of a step: fill ``state_in.body_q``/``body_qd`` and start
         ``state_in.body_f`` from the applied and rigid contact wrenches (particle contacts
-        may add theirs before ``finish``). Returns the step's (scratch, tape) for ``finish``."""
+        may add theirs before ``finish``). Returns the step's (scratch, tape) for ``finish``.
+        A recorded step gets a new scratch with gradients unless given ``scratch`` (one whose
+        gradients the caller zeroes, for a tape it runs backward before the next step)."""
         model = self.model
         device = model.device
         tape = active_tape()
         recording = tape is not None and state_in.joint_q.requires_grad
-        penalty_contact = model.contact_pair_count > 0 and self.soft_contact is None
-        scratch = (ArticulationScratch(model, True, None if penalty_contact else self._scratch,
-                                       self._implicit_after_solve) if recording else self._scratch)
+        if scratch is None:
+            scratch = self.recorded_scratch() if recording else self._scratch
         launch_kinematics(model, state_in, scratch)
         self.wrench_launch(state_in, control, scratch).run(device)
-        if penalty_contact:
+        if self._penalty_contact:
             pairs, pair_count = self._penalty_pairs(solver, state_in, recording)
             self.contact_launch(solver, state_in, scratch, pairs, pair_count, dt).run(device)
         return scratch, tape if recording else None
+
+    def recorded_scratch(self) -> ArticulationScratch:
+        """A new scratch with gradients for a recorded step (the always-zero damping blocks shared
+        where no penalty contact fills them)."""
+        return ArticulationScratch(self.model, True, None if self._penalty_contact else self._scratch,
+                                   self._implicit_after_solve)
 
     def reference_inverse_weights(self, solver) -> tuple:
         """MuJoCo's inverse weights of every body and dof (``wpsim.solvers.inverse_weights``) at
@@ -219,9 +227,10 @@ class ArticulationStepper:
             device=device,
         )
 
-    def finish(self, solver, begun: tuple, state_in, state_out, control, dt: float):
+    def finish(self, solver, begun: tuple, state_in, state_out, control, dt: float, solution: wp.array | None = None):
         """Second half of a step: joint accelerations from the wrenches in
-        ``state_in.body_f``, then the joint update into ``state_out``."""
+        ``state_in.body_f``, then the joint update into ``state_out``. ``solution``: the
+        soft-constraint solve's accelerations, already found (``SoftContact.solve``)."""
         model = self.model
         real, device = model.dtype, model.device
         scratch, tape = begun
@@ -255,7 +264,7 @@ class ArticulationStepper:
         cholesky_solve(model, scratch.mass_matrix, scratch.rhs, scratch.qdd, scratch.factor, scratch.adjoint, tape)
         accel = scratch.qdd
         if self.soft_contact is not None:
-            accel = self.soft_contact.solve(scratch, state_in, tape, solver.step_count)
+            accel = self.soft_contact.solve(scratch, state_in, tape, solver.step_count, solution)
             with tape_paused():  # where the next solve starts: no gradient flows through it
                 wp.copy(state_out.joint_qdd_warm_start, accel)
         if after:

@@ -1,17 +1,23 @@
 """The fused soft-constraint contact step: one launch per unrecorded step (or per ``advance``
 call, per CPU thread) runs the joint-space system, the contact rows and the Newton solve of
 every articulation (``kernels.soft_contact_step``), with no allocation, no host read-back and
-no host decision per step or iteration. Recorded steps run the staged schedule, whose implicit
-adjoint differentiates the same solution."""
+no host decision per step or iteration. A recorded step runs the same launch; its backward
+replays the staged schedule at the launch's solution (no Newton iterations) and runs the
+implicit adjoint there."""
 
 from __future__ import annotations
 
 import warp as wp
 
-from wpsim.core.tape import active_tape
+from wpsim.core.tape import active_tape, tape_paused
 from wpsim.kernels import soft_contact_step
 from wpsim.kernels.generic import for_precision
-from wpsim.solvers.fused_articulation import FusedArticulationStep, contact_pairs_by_articulation
+from wpsim.solvers.fused_articulation import (
+    FusedArticulationStep,
+    contact_pairs_by_articulation,
+    gradients_in_one_buffer,
+)
+from wpsim.solvers.kinematics import ArticulationScratch
 
 
 def fused_soft_contact_unsuitable(model, soft_contact) -> str | None:
@@ -34,8 +40,9 @@ class FusedSoftContactStep(FusedArticulationStep):
     ``soft_contact_steps`` launch (per CPU thread chunk); results are bitwise those of the
     staged schedule (``ArticulationStepper`` with its ``SoftContact``) on the CPU. Each
     articulation is its own island; each world's iterations and unconverged steps are kept on
-    the device (``SoftContact.status``). While a ``wp.Tape`` records, steps run the staged
-    schedule (its implicit adjoint)."""
+    the device (``SoftContact.status``). While a ``wp.Tape`` records, each step runs the same
+    launch and puts a replayed backward on the tape (``_record``); with the unrolled adjoint
+    the staged schedule runs instead."""
 
     def __init__(self, model, stepper, threads: int | None = None):
         super().__init__(model, stepper, threads)
@@ -56,6 +63,9 @@ class FusedSoftContactStep(FusedArticulationStep):
                                                    model.shape_solimp, model.shape_solmix, model.shape_priority,
                                                    model.shape_condim, model.shape_rotational_mu, model.shape_margin]
         self._first_index = len(self._fields) + 7  # after the state's warm start too
+        self._replay = self._replay_grads = self._watched = None
+        """The replayed backward's shared arrays (``_replay_arrays``) and the convergence count
+        at the current tape's first recorded step (``_watch_convergence``)."""
         self._no_steps = [wp.zeros((1, 1), dtype=model.dtype, device=model.device) for _ in range(2)]
         """The joint-state tables of a launch that records none (``replay`` 0)."""
         rows = contact._rows(pairs, False)
@@ -91,14 +101,84 @@ class FusedSoftContactStep(FusedArticulationStep):
                 scratch.correction)
 
     def step(self, solver, state_in, state_out, control, dt: float):
-        """One step of ``dt`` s from ``state_in`` into ``state_out``: one launch per thread chunk,
-        or the staged schedule while a tape records."""
-        if active_tape() is not None and state_in.joint_q.requires_grad:
+        """One step of ``dt`` s from ``state_in`` into ``state_out``: one launch per thread chunk
+        (recorded: ``_record``), or the staged schedule on a tape with the unrolled adjoint."""
+        if (active_tape() is not None and state_in.joint_q.requires_grad
+                and self.soft_contact.options.adjoint == "unrolled"):
             begun = self.stepper.begin(solver, state_in, control, dt)
             self.stepper.finish(solver, begun, state_in, state_out, control, dt)
             return
-        self._run_prepared(solver, state_in, state_out, control, dt, 1, 0)
+        super().step(solver, state_in, state_out, control, dt)
         self._mark_rows()
+
+    def _record(self, tape, solver, state_in, state_out, control, dt: float):
+        """Run the step in one unrecorded launch and put its backward on ``tape``: the staged
+        schedule replayed on a tape of its own at the launch's solution (the constrained
+        accelerations it keeps in ``state_out.joint_qdd_warm_start``), without the Newton
+        iterations, then run backward from ``state_out``'s gradients. So a recorded step keeps
+        nothing but its states, and its gradients are the staged path's."""
+        self._run_prepared(solver, state_in, state_out, control, dt, 1, 0)
+        self._watch_convergence(tape)
+        step_count = solver.step_count
+
+        def backward():
+            if state_out.joint_q.grad is None and state_out.joint_qd.grad is None:
+                return
+            scratch, replayed = self._replay_arrays()
+            replayed.joint_q.grad, replayed.joint_qd.grad = state_out.joint_q.grad, state_out.joint_qd.grad
+            self._replay_grads.zero_()
+            latest, solver.step_count = solver.step_count, step_count  # the step's number for the fault flags
+            with tape_paused():
+                replay = wp.Tape()
+                with replay:
+                    begun = self.stepper.begin(solver, state_in, control, dt, scratch)
+                    self.stepper.finish(solver, begun, state_in, replayed, control, dt,
+                                        solution=state_out.joint_qdd_warm_start)
+                replay.backward()
+            solver.step_count = latest
+            self._report_convergence(tape)
+
+        arrays = [*self._state_controls(state_in, control), state_in.body_q, state_in.body_qd, state_in.body_f,
+                  state_out.joint_q, state_out.joint_qd]
+        tape.record_func(backward, [a for a in arrays if a.grad is not None] + [a for a in self._fields if a.grad])
+
+    def _replay_arrays(self) -> tuple:
+        """(scratch, state) every replayed backward shares (made at the first): an
+        ``ArticulationScratch`` whose gradients are views into one buffer (``_replay_grads``),
+        zeroed before each replay, and the state the replay steps into (its joint gradients
+        those of the recorded step's ``state_out``)."""
+        if self._replay is None:
+            scratch = ArticulationScratch(self.model, False, self.stepper._scratch,
+                                          self.stepper._implicit_after_solve)
+            damping = {id(scratch.body_damping), id(scratch.subtree_damping)}
+            self._replay_grads = gradients_in_one_buffer(
+                [a for a in vars(scratch).values() if isinstance(a, wp.array) and id(a) not in damping],
+                self.model.device)
+            self._replay = scratch, self.model.state(requires_grad=False)
+        return self._replay
+
+    def _watch_convergence(self, tape):
+        """At a tape's first recorded step, note the device's count of unconverged solves (one
+        read-back per tape), for ``_report_convergence``."""
+        if self._watched is None or self._watched[0] is not tape:
+            self._watched = [tape, int(self.soft_contact.world_unconverged_steps.numpy().sum()), False]
+
+    def _report_convergence(self, tape):
+        """At a tape's first backward step, warn once if solves went unconverged since its first
+        recorded step: its adjoint assumes a converged solve (the staged steps warn as they go)."""
+        watched = self._watched
+        if watched is None or watched[0] is not tape or watched[2]:
+            return
+        watched[2] = True
+        unconverged = int(self.soft_contact.world_unconverged_steps.numpy().sum()) - watched[1]
+        if unconverged > 0:
+            import warnings
+
+            warnings.warn(f"{unconverged} island-step(s) of the soft-contact solve stopped at the iteration cap "
+                          f"({self.soft_contact.options.iterations}) above the tolerance since this tape's first "
+                          "recorded step (health() names the worlds); they are on this tape, and its adjoint assumes "
+                          "a converged solve, so the gradient may be off (raise SoftContactOptions.iterations)",
+                          stacklevel=3)
 
     def advance(self, solver, state, control, dt: float, steps: int):
         """``steps`` unrecorded steps of ``dt`` s in place on ``state``, in one launch (per thread)."""

@@ -182,6 +182,9 @@ class SoftContact:
         """(D,) zeros: the joint-space assembly's limit_ke, limit_kd and dry friction where
         this solve enforces the limits and friction instead."""
         self._buffers = {}
+        self._kept_adjoint_buffers = {}
+        self._adjoint_buffers = None
+        """The arrays with gradients an adjoint reuses (``_array``), while one runs (else None)."""
         real = model.real
         self._dof_row_flags = (int(options.joint_limits), int(options.joint_friction))
         self._mujoco_weights = int(options.regularisation == "mujoco")
@@ -394,7 +397,7 @@ class SoftContact:
 
             self._warned_tape = True
             warnings.warn(f"{message}; this step is on a tape, and its adjoint assumes a converged solve, so the "
-                          "gradient may be off (raise SoftContactOptions.iterations)", stacklevel=4)
+                          "gradient may be off (raise SoftContactOptions.iterations)", stacklevel=5)
 
     def _ints(self, values) -> wp.array:
         return wp.array(np.asarray(values, np.int32), dtype=wp.int32, device=self.model.device)
@@ -451,13 +454,19 @@ class SoftContact:
     # ------------------------------------------------------------------ arrays
     def _array(self, name: str, shape, grad: bool) -> wp.array:
         """A zeroed array for ``name``: fresh (with gradient) when ``grad``, else one buffer per
-        name reused from call to call, so an unrecorded step allocates nothing after the first.
+        name reused from call to call, so an unrecorded step allocates nothing after the first;
+        within an adjoint (``_adjoint``), whose tape is run before the next, one buffer with a
+        zeroed gradient per name too.
         Callers zero nothing: every kernel writing these overwrites all entries it reads."""
-        if grad:
+        if grad and self._adjoint_buffers is None:
             return wp.zeros(shape, dtype=self.model.dtype, device=self.model.device, requires_grad=True)
-        buffer = self._buffers.get(name)
+        buffers = self._adjoint_buffers if grad else self._buffers
+        buffer = buffers.get(name)
         if buffer is None or buffer.shape != (shape if isinstance(shape, tuple) else (shape,)):
-            buffer = self._buffers[name] = wp.zeros(shape, dtype=self.model.dtype, device=self.model.device)
+            buffer = buffers[name] = wp.zeros(shape, dtype=self.model.dtype, device=self.model.device,
+                                              requires_grad=grad)
+        elif grad:
+            buffer.grad.zero_()
         return buffer
 
     def _rows(self, pairs: PairRows, grad: bool) -> dict:
@@ -474,6 +483,7 @@ class SoftContact:
     def _index_array(self, name: str, length: int, fresh: bool) -> wp.array:
         """An int32 array of ``length`` for ``name``: new when ``fresh`` (a recorded step's
         backward reads its own), else one buffer per name reused from call to call."""
+        fresh = fresh and self._adjoint_buffers is None
         buffer = None if fresh else self._buffers.get(name)
         if buffer is None or buffer.shape != (length,):
             buffer = wp.zeros(length, dtype=wp.int32, device=self.model.device)
@@ -652,81 +662,99 @@ class SoftContact:
         return residual.numpy()
 
     # ------------------------------------------------------------------ solve
-    def solve(self, scratch, state_in, tape, step_index: int = 0) -> wp.array:
+    def solve(self, scratch, state_in, tape, step_index: int = 0, solution: wp.array | None = None) -> wp.array:
         """The constrained joint accelerations (D,) of step ``step_index``, from the
         unconstrained ``scratch.qdd`` (its Newton iterations start at ``state_in``'s warm start,
         ``SoftContactOptions.warm_start``, or there); recorded on ``tape`` (implicitly or unrolled) when
         given. Islands that reach the iteration cap above the tolerance are booked (see
-        ``SoftContactOptions.raise_on_nonconvergence``).
+        ``SoftContactOptions.raise_on_nonconvergence``). ``solution``: the step's converged
+        accelerations, already found (the fused step's, replayed for its backward): no
+        iterations, only the implicit adjoint's record (implicit mode).
 
         In implicit mode the constraint rows are built off the tape and dropped after the
-        solve; the backward rebuilds them from the step's inputs, so a recorded step keeps
-        only its solution and the Hessian factor (memory independent of the iterations and
-        almost of the contact count)."""
+        solve; the backward rebuilds them and the Hessian from the step's inputs, so a recorded
+        step keeps only its solution (memory independent of the iterations and of the contact
+        count)."""
         m = self.model
         if m.joint_dof_count == 0:  # only static bodies: nothing moves, nothing to solve
             self.last_iterations = 0
             return scratch.qdd
         unrolled = tape is not None and self.options.adjoint == "unrolled"
-        with contextlib.nullcontext() if unrolled else tape_paused():
-            pairs = self.pairs = self._step_pairs(state_in)
-            rows = self._rows(pairs, unrolled)
-            self._build_rows(scratch, state_in, pairs, rows)
-            self._last_in_contact = rows["in_contact"]
-            islands = self.islands = self._step_islands(pairs, rows["in_contact"])
-            accel, residual = scratch.qdd, None
-            if self.options.warm_start:
-                accel = self._warm_start(scratch, state_in, pairs, rows, islands, unrolled)
-            done = self._done_flags(islands.count)
-            for k in range(self.options.iterations):  # off the tape: alternate between two buffers
-                accel, step = self._newton_step(scratch, state_in, pairs, rows, accel, islands, done,
-                                                tape if unrolled else None, f"accel{k % 2}")
-                if not self.options.fixed_iterations:
-                    # an island stops at its first step within the tolerance (its residual is that step's)
-                    finished = None if residual is None else residual <= self._tolerance
-                    latest = self._residuals(step, accel, islands)
-                    residual = latest if finished is None else np.where(finished, residual, latest)
-                    if residual.max(initial=0.0) <= self._tolerance:
-                        break
-                    done = self._done_flags(islands.count, residual <= self._tolerance, fresh=unrolled)
-            self.last_iterations = k + 1
-            if residual is not None:
-                self._record_convergence(residual, step_index, tape is not None, islands)
+        if solution is not None:
+            if tape is None or unrolled:
+                raise ValueError("a given solution is replayed only on a tape with the implicit adjoint")
+            pairs, islands, accel = self._all_pairs, self._candidate_islands, solution  # the fused step's
+        else:
+            with contextlib.nullcontext() if unrolled else tape_paused():
+                pairs = self.pairs = self._step_pairs(state_in)
+                rows = self._rows(pairs, unrolled)
+                self._build_rows(scratch, state_in, pairs, rows)
+                self._last_in_contact = rows["in_contact"]
+                islands = self.islands = self._step_islands(pairs, rows["in_contact"])
+                accel = self._iterate(scratch, state_in, pairs, rows, islands, tape, step_index)
             if unrolled or tape is None:
                 return accel
-            factor = wp.zeros(islands.hessian_size, dtype=m.dtype, device=m.device)  # at the solution, for the backward
-            self._newton_direction(scratch, state_in, pairs, rows, accel, islands, factor, None)
         result = wp.clone(accel, requires_grad=True)
         read = [scratch.mass_matrix, scratch.qdd, scratch.dof_motion, state_in.body_q, state_in.joint_q,
                 state_in.joint_qd, m.shape_transform, m.shape_size, m.shape_mu, m.shape_rotational_mu, m.shape_margin,
                 m.shape_solref, m.shape_solimp, m.shape_solmix, m.shape_points, m.shape_hull_points,
                 m.shape_plane_normal, m.shape_plane_offset, m.body_origin,
                 m.joint_limit_lower, m.joint_limit_upper, m.joint_friction]  # the backward writes their gradients
-        tape.record_func(backward=lambda: self._adjoint(scratch, state_in, result, pairs, islands, factor),
+        tape.record_func(backward=lambda: self._adjoint(scratch, state_in, result, pairs, islands),
                          arrays=[result, *(a for a in read if a.requires_grad and a.size)])
         return result
 
-    def _adjoint(self, scratch, state_in, result, pairs: PairRows, islands: Islands, factor):
-        """IFT backward: lambda = Hess^-1 dL/da at the solution, then the VJP, with seed
-        -lambda, of the optimality residual rebuilt from the step's inputs (its rows from the
-        poses, velocities, motion columns and mass matrix; H; a0)."""
-        from wpsim.kernels import cholesky
+    def _iterate(self, scratch, state_in, pairs: PairRows, rows, islands: Islands, tape, step_index: int) -> wp.array:
+        """The Newton iterations of ``solve`` (on ``tape`` when the adjoint is unrolled), each
+        island stopping at its first step within the tolerance; books the unconverged ones."""
+        unrolled = tape is not None and self.options.adjoint == "unrolled"
+        accel, residual = scratch.qdd, None
+        if self.options.warm_start:
+            accel = self._warm_start(scratch, state_in, pairs, rows, islands, unrolled)
+        done = self._done_flags(islands.count)
+        for k in range(self.options.iterations):  # off the tape: alternate between two buffers
+            accel, step = self._newton_step(scratch, state_in, pairs, rows, accel, islands, done,
+                                            tape if unrolled else None, f"accel{k % 2}")
+            if not self.options.fixed_iterations:
+                # an island stops at its first step within the tolerance (its residual is that step's)
+                finished = None if residual is None else residual <= self._tolerance
+                latest = self._residuals(step, accel, islands)
+                residual = latest if finished is None else np.where(finished, residual, latest)
+                if residual.max(initial=0.0) <= self._tolerance:
+                    break
+                done = self._done_flags(islands.count, residual <= self._tolerance, fresh=unrolled)
+        self.last_iterations = k + 1
+        if residual is not None:
+            self._record_convergence(residual, step_index, tape is not None, islands)
+        return accel
+
+    def _adjoint(self, scratch, state_in, result, pairs: PairRows, islands: Islands):
+        """IFT backward: the optimality residual (the cost's gradient) and its Hessian rebuilt at
+        the solution from the step's inputs (its rows from the poses, velocities, motion columns
+        and mass matrix; a0) on a tape of its own, lambda = Hess^-1 dL/da, then that tape's
+        backward with seed -lambda."""
+        from wpsim.solvers.articulation import cholesky_solve
 
         m = self.model
-        ordered = self._reorder(soft_contact_newton.to_island_order, result.grad, islands, "ordered_gradient", False,
-                                False)
-        ordered_lam = self._vector("ordered_step", False)
-        self._launch(cholesky.cholesky_back_solve, islands.count, [islands.dof_start, islands.H_start, factor,
-                                                                        ordered], [ordered_lam], record=False)
-        lam = self._reorder(soft_contact_newton.from_island_order, ordered_lam, islands, "step", True, False)
-        detached = wp.clone(result, requires_grad=False)
-        with tape_paused():
-            residual_tape = wp.Tape()
-            with residual_tape:
-                rows = self._rows(pairs, True)
-                self._build_rows(scratch, state_in, pairs, rows)
-                gradient = self._system(scratch, state_in, pairs, rows, detached, islands, True)[0]
-            seed = wp.zeros_like(lam)
-            wp.launch(for_precision(soft_contact_newton.negate, m.dtype), dim=m.joint_dof_count, inputs=[lam],
-                      outputs=[seed], device=m.device, record_tape=False)
-            residual_tape.backward(grads={gradient: seed})
+        detached = self._vector("detached", False)
+        self._adjoint_buffers = self._kept_adjoint_buffers
+        try:
+            with tape_paused():
+                wp.copy(detached, result)
+                residual_tape = wp.Tape()
+                with residual_tape:
+                    rows = self._rows(pairs, True)
+                    self._build_rows(scratch, state_in, pairs, rows)
+                    gradient, hessian, _ = self._system(scratch, state_in, pairs, rows, detached, islands, True)
+                ordered = self._reorder(soft_contact_newton.to_island_order, result.grad, islands, "ordered_gradient",
+                                        False, False)
+                ordered_lam = self._vector("ordered_step", False)
+                cholesky_solve(m, hessian, ordered, ordered_lam, self._array("factor", islands.hessian_size, False),
+                               self._vector("work", False), None, (islands.dof_start, islands.H_start))
+                lam = self._reorder(soft_contact_newton.from_island_order, ordered_lam, islands, "step", True, False)
+                seed = self._vector("seed", False)
+                wp.launch(for_precision(soft_contact_newton.negate, m.dtype), dim=m.joint_dof_count, inputs=[lam],
+                          outputs=[seed], device=m.device, record_tape=False)
+                residual_tape.backward(grads={gradient: seed})
+        finally:
+            self._adjoint_buffers = None
