@@ -231,3 +231,56 @@ def test_recorded_fused_steps_have_the_staged_gradients():
         assert np.abs(a).max() > 1e-6, name  # every family gets a gradient through the contact
         np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-12 * np.abs(a).max(), err_msg=name)
     assert fused_entries == 1 and staged_entries > 5
+
+
+def finger_plans(fused, worlds: int = 4) -> tuple:
+    """(cost, states, gradient) of finger-spin plans (finger and spinner: two articulations that
+    one contact pair joins, so each world is one island of 3 dofs) whose first half pushes the
+    bar and whose second pulls the finger back off it, and the problem's solver."""
+    from wpsim.tasks import finger_spin
+
+    x0, targets = finger_spin.initial_states(worlds, 0)
+    problem = finger_spin.make_problem(x0, targets, steps=16)
+    problem.make_solver = lambda model: SemiImplicitSolver(model, soft_contact=SoftContactOptions(time_constant=0.05),
+                                                           fused=fused)
+    U = np.zeros((worlds, 16, 2))
+    U[:, :8] = 0.05 * np.sign(targets - x0[:, finger_spin.SPINNER])[:, None, None]
+    U[:, 8:] = -U[:, :8]
+    cost, states = problem.evaluate(U)
+    _, _, gradient = problem.cost_and_gradient(U)
+    return cost, states, gradient, problem
+
+
+def test_articulations_joined_by_contact_are_one_island_of_the_fused_step():
+    """The finger and its spinner are stepped together by one thread of the fused step; the
+    plans' states and gradients are the staged schedule's to the solve's tolerance (the staged
+    islands split while the finger is off the bar) through contact made and broken."""
+    from wpsim.tasks import finger_spin
+
+    staged, fused = finger_plans(False), finger_plans(None)
+    assert isinstance(fused[3].plans.solver.fused, FusedSoftContactStep)
+    assert staged[3].plans.solver.fused is None
+    spinner_turn = np.abs(staged[1][:, -1, finger_spin.SPINNER] - staged[1][:, 0, finger_spin.SPINNER])
+    assert spinner_turn.min() > 0.02  # the finger pushed the bar
+    np.testing.assert_allclose(fused[1], staged[1], rtol=0, atol=1e-9)
+    np.testing.assert_allclose(fused[0], staged[0], rtol=1e-9)
+    np.testing.assert_allclose(fused[2], staged[2], rtol=0, atol=1e-7 * np.abs(staged[2]).max())
+
+
+def test_a_contact_island_of_articulations_apart_in_the_model_is_stepped_staged():
+    """Articulations 0 and 2 that may touch, with articulation 1 between them in the model: the
+    fused step would need the island's dofs reordered, so the staged schedule steps it, saying why."""
+    from wpsim.core.builder import ModelBuilder
+
+    builder = ModelBuilder()
+    for k in range(3):
+        body = builder.add_body()
+        builder.add_shape_sphere(body, radius=0.1)
+        builder.add_joint_prismatic(-1, body, axis=(1.0, 0.0, 0.0), parent_pos=(0.3 * k, 0.0, 0.0))
+    builder.exclude_contact(0, 1)
+    builder.exclude_contact(1, 2)
+    model = builder.finalize(device="cpu", dtype=wp.float64)
+    options = SoftContactOptions()
+    assert SemiImplicitSolver(model, soft_contact=options).fused is None
+    with pytest.raises(ValueError, match="not consecutive in the model"):
+        SemiImplicitSolver(model, soft_contact=options, fused=True)

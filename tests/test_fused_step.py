@@ -15,7 +15,7 @@ from wpsim.core.model import row_views
 from wpsim.diff.losses import joint_tracking_loss
 from wpsim.io.mjcf import import_mjcf
 from wpsim.solvers import SemiImplicitSolver, SoftContactOptions, fused_articulation
-from wpsim.solvers.fused_articulation import PREPARED_LAUNCHES, thread_chunks
+from wpsim.solvers.fused_articulation import PREPARED_LAUNCHES, articulation_worlds, thread_chunks
 from wpsim.solvers.fused_soft_contact import FusedSoftContactStep
 from wpsim.solvers.kinematics import eval_fk
 from wpsim.solvers.prepared_launch import PreparedLaunch
@@ -112,9 +112,10 @@ def test_fresh_states_every_step_reuse_the_prepared_launches():
 
 def test_thread_chunks_cut_between_worlds_and_cover_every_articulation():
     model = robot("arm_7link.xml", worlds=40)
-    assert thread_chunks(model, 3) == [(0, 13), (13, 14), (27, 13)]
-    assert thread_chunks(model, 64) == thread_chunks(model, 5)  # at least 8 articulations per thread
-    assert thread_chunks(robot("arm_7link.xml", worlds=4), 2) == [(0, 4)]
+    worlds = articulation_worlds(model)
+    assert thread_chunks(worlds, 3) == [(0, 13), (13, 14), (27, 13)]
+    assert thread_chunks(worlds, 64) == thread_chunks(worlds, 5)  # at least 8 articulations per thread
+    assert thread_chunks(articulation_worlds(robot("arm_7link.xml", worlds=4)), 2) == [(0, 4)]
 
 
 def final_loss_gradients(model, fused: bool, steps: int = 60):

@@ -448,8 +448,9 @@ def test_tape_zero_clears_the_contact_point_gradient():
 
 
 def test_islands_follow_the_contacts_of_each_step():
-    """Two boxes resting apart are two islands; a third dropped onto one of them joins it when
-    they touch; each step gives the motion of one island of every candidate pair."""
+    """Staged steps: two boxes resting apart are two islands; a third dropped onto one of them
+    joins it when they touch; each step gives the motion of one island of every candidate pair
+    (as the fused step solves them)."""
     b = wpsim.ModelBuilder()
     b.add_ground_plane(mu=0.5)
     for pos in ((0.0, 0.0, 0.0999), (0.6, 0.0, 0.0999), (0.6, 0.05, 0.305)):
@@ -457,8 +458,9 @@ def test_islands_follow_the_contacts_of_each_step():
         b.add_shape_box(body, hx=0.1, hy=0.1, hz=0.1, density=500.0, mu=0.5)
         b.add_joint_free(body, pos=pos)
     model = b.finalize(dtype=wp.float64)
-    solver = wpsim.SemiImplicitSolver(model, soft_contact=SoftContactOptions(tolerance=1e-13))
+    solver = wpsim.SemiImplicitSolver(model, soft_contact=SoftContactOptions(tolerance=1e-13), fused=False)
     together = wpsim.SemiImplicitSolver(model, soft_contact=SoftContactOptions(iterations=30, fixed_iterations=True))
+    assert together.fused is not None  # three free bodies that may touch: one island of the fused step
     a, b_ = model.state(), model.state()
     c, d = model.state(), model.state()
     counts = []

@@ -35,10 +35,11 @@ MIN_ARTICULATIONS_PER_THREAD = 8
 many articulations (handing a launch to a thread costs about as much as stepping a few)."""
 
 
-def fused_step_unsuitable(model, broad_phase) -> str | None:
+def fused_step_unsuitable(model, broad_phase, soft_contact: bool = False) -> str | None:
     """Why the fused step cannot step ``model`` (a sentence), or None when it can: it steps
-    articulations alone, with contact whose pairs each touch one articulation (soft-constraint
-    contact asks more, ``fused_soft_contact.fused_soft_contact_unsuitable``)."""
+    articulations alone, with penalty contact whose pairs each touch one articulation
+    (``soft_contact``: the soft-constraint contact's own terms,
+    ``fused_soft_contact.fused_soft_contact_unsuitable``, decide on the pairs)."""
     if model.body_count == 0:
         return "the model has no rigid bodies"
     if model.particle_count:
@@ -49,7 +50,7 @@ def fused_step_unsuitable(model, broad_phase) -> str | None:
         return "joint couplings or body connections join articulations' systems"
     if model.tendon_count:
         return "spatial tendons are stepped by the staged launches"
-    if contact_pairs_by_articulation(model) is None:
+    if not soft_contact and contact_pairs_by_articulation(model) is None:
         return "a contact pair joins two articulations"
     return None
 
@@ -96,17 +97,22 @@ def gradients_in_one_buffer(arrays: list, device) -> wp.array:
     return buffer
 
 
-def thread_chunks(model, threads: int) -> list:
-    """(first articulation, count) of each thread's share: contiguous, split where the world
+def articulation_worlds(model) -> np.ndarray:
+    """(A,) world of each articulation (of its root body)."""
+    root_body = model.joint_child.numpy()[model.dfs_joint.numpy()[model.articulation_start.numpy()[:-1]]]
+    return model.body_world.numpy()[root_body]
+
+
+def thread_chunks(unit_world: np.ndarray, threads: int) -> list:
+    """(first unit, count) of each thread's share of the units a launch steps (articulations,
+    or contact islands), ``unit_world`` the world of each: contiguous, split where the world
     changes when there are at least as many worlds as threads (a world's fault flag is then
     written by one thread)."""
-    count = model.articulation_count
+    count = len(unit_world)
     if threads <= 1 or count < 2 * MIN_ARTICULATIONS_PER_THREAD:
         return [(0, count)]
     threads = min(threads, count // MIN_ARTICULATIONS_PER_THREAD)
-    root_body = model.joint_child.numpy()[model.dfs_joint.numpy()[model.articulation_start.numpy()[:-1]]]
-    world = model.body_world.numpy()[root_body]
-    cuts = np.flatnonzero(np.diff(world)) + 1 if len(np.unique(world)) >= threads else np.arange(1, count)
+    cuts = np.flatnonzero(np.diff(unit_world)) + 1 if len(np.unique(unit_world)) >= threads else np.arange(1, count)
     wanted = np.arange(1, threads) * count / threads
     bounds = [0, *sorted({int(cuts[np.abs(cuts - w).argmin()]) for w in wanted} - {0, count}), count]
     return [(a, b - a) for a, b in zip(bounds[:-1], bounds[1:])]
@@ -129,14 +135,17 @@ class FusedArticulationStep:
         self.model = model
         self.stepper = stepper
         """The staged ``ArticulationStepper`` whose scratch and launches this step shares."""
-        pairs, start = contact_pairs_by_articulation(model)
+        pairs, start = self._penalty_pairs()
         device = model.device
         self._pairs = wp.array(pairs if len(pairs) else np.zeros((1, 2)), dtype=int, device=device)
         self._pair_start = wp.array(start, dtype=int, device=device)
         self._pair_count = wp.array([len(pairs)], dtype=int, device=device)
         self.threads = (os.cpu_count() or 1) if threads is None else threads
         """CPU threads of a launch (forward, advance or backward)."""
-        self._chunks = thread_chunks(model, self.threads) if device.is_cpu else [(0, model.articulation_count)]
+        worlds = self._unit_worlds()
+        self._chunks = thread_chunks(worlds, self.threads) if device.is_cpu else [(0, len(worlds))]
+        """(first unit, count) of each thread's launch: articulations (contact islands for the
+        soft-contact step)."""
         self._fields = [
             model.articulation_start, model.articulation_dof_start, model.articulation_H_start, model.dfs_joint,
             model.dof_joint, model.joint_type, model.joint_parent, model.joint_child, model.joint_articulation,
@@ -169,6 +178,14 @@ class FusedArticulationStep:
         self._prepared = {}
         """Unrecorded ``PreparedLaunch``es by chunk, by (the identity of their state and control
         arrays, the values of their settings)."""
+
+    def _penalty_pairs(self) -> tuple:
+        """(pairs (P, 2), start (A + 1,)): the penalty contact's pairs by articulation."""
+        return contact_pairs_by_articulation(self.model)
+
+    def _unit_worlds(self) -> np.ndarray:
+        """World of each unit a thread of the launch steps: here articulations."""
+        return articulation_worlds(self.model)
 
     def step(self, solver, state_in, state_out, control, dt: float):
         """One step of ``dt`` s from ``state_in`` into ``state_out`` (``state_in.body_q``,

@@ -1,53 +1,64 @@
 """The fused soft-constraint contact step: one launch per unrecorded step (or per ``advance``
 call, per CPU thread) runs the joint-space system, the contact rows and the Newton solve of
-every articulation (``kernels.soft_contact_step``), with no allocation, no host read-back and
+every contact island (``kernels.soft_contact_step``), with no allocation, no host read-back and
 no host decision per step or iteration. A recorded step runs the same launch; its backward
 replays the staged schedule at the launch's solution (no Newton iterations) and runs the
 implicit adjoint there."""
 
 from __future__ import annotations
 
+import numpy as np
 import warp as wp
 
 from wpsim.core.tape import active_tape, tape_paused
 from wpsim.kernels import soft_contact_step
 from wpsim.kernels.generic import for_precision
-from wpsim.solvers.fused_articulation import (
-    FusedArticulationStep,
-    contact_pairs_by_articulation,
-    gradients_in_one_buffer,
-)
+from wpsim.solvers.fused_articulation import FusedArticulationStep, gradients_in_one_buffer
 from wpsim.solvers.kinematics import ArticulationScratch
+
+FUSED_ISLAND_DOFS = 64
+"""The most dofs of a contact island of several articulations that the fused step takes: one
+thread solves such an island as one dense system at every step, its articulations touching
+or not (the staged schedule solves each step's touching ones), so the fused step is meant
+for a robot and the few objects it handles. A chosen bound, not a measured crossover."""
 
 
 def fused_soft_contact_unsuitable(model, soft_contact) -> str | None:
     """Why the fused soft-contact step cannot step ``model`` with ``soft_contact`` (a sentence),
     or None: it needs a joint with a dof, contact islands fixed at build time (no per-step
-    broad phase, every pair touching one articulation) and no read-back at every step."""
+    broad phase; the articulations that candidate pairs join, consecutive in the model, of
+    at most ``FUSED_ISLAND_DOFS`` dofs) and no read-back at every step."""
     if model.joint_dof_count == 0:
         return "no joint has a dof: the staged step has nothing to solve"
     if soft_contact.broad_phase is not None:
         return "a per-step broad phase lists the contact pairs"
     if soft_contact.options.raise_on_nonconvergence:
         return "raise_on_nonconvergence reads the convergence back at every step"
-    if contact_pairs_by_articulation(model) is None:
-        return "a contact pair joins two articulations (their island changes from step to step)"
+    labels = soft_contact._candidate_islands.labels
+    if np.any(np.diff(labels) < 0):
+        return "the articulations of a contact island are not consecutive in the model"
+    joined = np.bincount(labels) > 1
+    dofs = np.bincount(labels, weights=np.diff(soft_contact._dof_start))
+    if np.any(dofs[joined] > FUSED_ISLAND_DOFS):
+        return (f"contact pairs join articulations into an island of {int(dofs[joined].max())} dofs, more than "
+                f"FUSED_ISLAND_DOFS ({FUSED_ISLAND_DOFS}): each step's touching islands are solved staged")
     return None
 
 
 class FusedSoftContactStep(FusedArticulationStep):
     """Steps every articulation of a model with soft-constraint contact in one
-    ``soft_contact_steps`` launch (per CPU thread chunk); results are bitwise those of the
-    staged schedule (``ArticulationStepper`` with its ``SoftContact``) on the CPU. Each
-    articulation is its own island; each world's iterations and unconverged steps are kept on
-    the device (``SoftContact.status``). While a ``wp.Tape`` records, each step runs the same
+    ``soft_contact_steps`` launch (per CPU thread chunk), a thread per contact island (the
+    ``SoftContact``'s islands of all candidate pairs); results are bitwise those of the
+    staged schedule (``ArticulationStepper`` with its ``SoftContact``) on the CPU where each
+    island is one articulation, within the solve's tolerance elsewhere. Each world's
+    iterations and unconverged steps are kept on the device (``SoftContact.status``). While a ``wp.Tape`` records, each step runs the same
     launch and puts a replayed backward on the tape (``_record``); with the unrolled adjoint
     the staged schedule runs instead."""
 
     def __init__(self, model, stepper, threads: int | None = None):
+        self.soft_contact = stepper.soft_contact
         super().__init__(model, stepper, threads)
-        contact = self.soft_contact = stepper.soft_contact
-        self._pair_start.zero_()  # no penalty pairs in the joint-space system
+        contact = self.soft_contact
         limit_ke, limit_kd = stepper._limit_gains
         replaced = {id(model.joint_limit_ke): limit_ke, id(model.joint_limit_kd): limit_kd}
         self._fields = [replaced.get(id(a), a) for a in self._fields]
@@ -55,7 +66,8 @@ class FusedSoftContactStep(FusedArticulationStep):
         self._fields += [
             stepper._friction, pairs.contact_pair, pairs.pair_row_start, pairs.pair_dof,
             pairs.pair_dof_count, pairs.pair_articulation, pairs.articulation_pair_start, pairs.articulation_pairs,
-            islands.articulation_start, islands.articulations, islands.dof_slot, contact.inverse_weights[0],
+            islands.articulation_start, islands.articulations, islands.dof_start, islands.H_start, islands.dof_slot,
+            contact.inverse_weights[0],
             contact.dof_row_settings,
         ]
         after_shapes = next(k for k, a in enumerate(self._fields) if a is self._pair_start)
@@ -99,6 +111,14 @@ class FusedSoftContactStep(FusedArticulationStep):
         matrix, its factor, the implicit terms, the final solve's right-hand side and solution."""
         return (scratch.damped_matrix, scratch.damped_factor, scratch.implicit, scratch.implicit_force,
                 scratch.correction)
+
+    def _penalty_pairs(self) -> tuple:
+        """No penalty pairs in the joint-space system: the soft-constraint rows take every pair."""
+        return np.zeros((0, 2), np.int32), np.zeros(self.model.articulation_count + 1, np.int32)
+
+    def _unit_worlds(self) -> np.ndarray:
+        """World of each contact island (a thread of the launch steps one)."""
+        return self.soft_contact._candidate_islands.world
 
     def step(self, solver, state_in, state_out, control, dt: float):
         """One step of ``dt`` s from ``state_in`` into ``state_out``: one launch per thread chunk

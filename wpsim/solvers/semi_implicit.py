@@ -131,7 +131,7 @@ class SemiImplicitSolver(SolverBase):
     def _fused_step(self, fused: bool | None, threads: int | None):
         """The fused step the options ask for, or None."""
         model = self.model
-        why_not = fused_step_unsuitable(model, self.broad_phase)
+        why_not = fused_step_unsuitable(model, self.broad_phase, self.soft_contact is not None)
         if why_not is None and self.soft_contact is not None:
             why_not = fused_soft_contact_unsuitable(model, self.soft_contact)
         if fused and why_not is not None:
