@@ -66,8 +66,9 @@ def in_one_branch(i: int, k: int, dof_joint: wp.array(dtype=int), joint_dfs_pos:
             or (joint_dfs_pos[b] <= joint_dfs_pos[a] and joint_dfs_pos[a] < joint_dfs_end[b]))
 
 
-@kernel
-def add_joint_couplings(
+@wp.func
+def add_joint_coupling(
+    c: int,
     coupling_term_start: wp.array(dtype=int),
     coupling_term_dof: wp.array(dtype=int),
     coupling_term_coef: wp.array(dtype=wp.Float),
@@ -102,7 +103,7 @@ def add_joint_couplings(
     damped_matrix_out: wp.array(dtype=wp.Float),
     coupling_implicit_out: wp.array(dtype=wp.Float),
 ):
-    """One thread per joint coupling (length L = sum c_k q_k^p_k of hinge and slide dofs,
+    """Joint coupling ``c`` (length L = sum c_k q_k^p_k of hinge and slide dofs,
     slopes J_k = dL/dq_k): its spring-damper f = K (rest - L - dt dL/dt) - D dL/dt,
     K = ke + g m / (T zeta)^2 and D = kd + 2 g m / T with g = d / (1 - d) (d: solimp's dmin),
     m = 1 / sum(J_k^2 / H_kk) (from ``dof_inertia_in``, the diagonal before couplings; no
@@ -116,7 +117,6 @@ def add_joint_couplings(
     MuJoCo's sparse mass matrix has entries, which its implicit integrators keep), into
     damped_matrix_out with ``implicit_after_solve`` (MuJoCo's order, ``implicit_terms``; dt kd
     also into coupling_implicit_out) or else with the rest."""
-    c = wp.tid()
     t0 = coupling_term_start[c]
     count = coupling_term_start[c + 1] - t0
     zero = coupling_rest[c] * type(coupling_rest[c])(0.0)
@@ -189,6 +189,86 @@ def add_joint_couplings(
 
 
 @kernel
+def add_joint_couplings(
+    coupling_term_start: wp.array(dtype=int),
+    coupling_term_dof: wp.array(dtype=int),
+    coupling_term_coef: wp.array(dtype=wp.Float),
+    coupling_term_power: wp.array(dtype=int),
+    coupling_rest: wp.array(dtype=wp.Float),
+    coupling_time_constant: wp.array(dtype=wp.Float),
+    coupling_damping_ratio: wp.array(dtype=wp.Float),
+    coupling_ke: wp.array(dtype=wp.Float),
+    coupling_kd: wp.array(dtype=wp.Float),
+    coupling_solimp: wp.array2d(dtype=wp.Float),
+    coupling_drive_ke: wp.array(dtype=wp.Float),
+    coupling_drive_kd: wp.array(dtype=wp.Float),
+    coupling_drive_force_limit: wp.array(dtype=wp.Float),
+    coupling_drive_implicit: wp.array(dtype=wp.Float),
+    dof_joint: wp.array(dtype=int),
+    joint_articulation: wp.array(dtype=int),
+    joint_q_start: wp.array(dtype=int),
+    joint_dfs_pos: wp.array(dtype=int),
+    joint_dfs_end: wp.array(dtype=int),
+    articulation_dof_start: wp.array(dtype=int),
+    articulation_H_start: wp.array(dtype=int),
+    joint_q_in: wp.array(dtype=wp.Float),
+    joint_qd_in: wp.array(dtype=wp.Float),
+    dof_inertia_in: wp.array(dtype=wp.Float),
+    dof_inverse_weight_in: wp.array(dtype=wp.Float),
+    coupling_target: wp.array(dtype=wp.Float),
+    dt: wp.Float,
+    rows: int,
+    implicit_after_solve: int,
+    mass_matrix_out: wp.array(dtype=wp.Float),
+    rhs_out: wp.array(dtype=wp.Float),
+    damped_matrix_out: wp.array(dtype=wp.Float),
+    coupling_implicit_out: wp.array(dtype=wp.Float),
+):
+    """One thread per joint coupling: ``add_joint_coupling``."""
+    add_joint_coupling(wp.tid(), coupling_term_start, coupling_term_dof, coupling_term_coef, coupling_term_power,
+                       coupling_rest, coupling_time_constant, coupling_damping_ratio, coupling_ke, coupling_kd,
+                       coupling_solimp, coupling_drive_ke, coupling_drive_kd, coupling_drive_force_limit,
+                       coupling_drive_implicit, dof_joint, joint_articulation, joint_q_start, joint_dfs_pos,
+                       joint_dfs_end, articulation_dof_start, articulation_H_start, joint_q_in, joint_qd_in,
+                       dof_inertia_in, dof_inverse_weight_in, coupling_target, dt, rows, implicit_after_solve,
+                       mass_matrix_out, rhs_out, damped_matrix_out, coupling_implicit_out)
+
+
+@wp.func
+def coupling_implicit_force(
+    c: int,
+    coupling_term_start: wp.array(dtype=int),
+    coupling_term_dof: wp.array(dtype=int),
+    coupling_term_coef: wp.array(dtype=wp.Float),
+    coupling_term_power: wp.array(dtype=int),
+    dof_joint: wp.array(dtype=int),
+    joint_q_start: wp.array(dtype=int),
+    joint_dfs_pos: wp.array(dtype=int),
+    joint_dfs_end: wp.array(dtype=int),
+    joint_q_in: wp.array(dtype=wp.Float),
+    coupling_implicit_in: wp.array(dtype=wp.Float),
+    accel_in: wp.array(dtype=wp.Float),
+    force_out: wp.array(dtype=wp.Float),
+):
+    """Joint coupling ``c``: adds sum_k w J_i J_k a_k over the dofs k on one branch
+    with i (``in_one_branch``) to force_out[i], its drive's implicit term (w = dt kd,
+    ``coupling_implicit_in``; J_k = dL/dq_k) at the accelerations a, as ``add_joint_couplings``
+    puts it in the matrix: the part of MuJoCo's order's final solve (``implicit_terms``) that is
+    not on the diagonal."""
+    t0 = coupling_term_start[c]
+    count = coupling_term_start[c + 1] - t0
+    for t in range(t0, t0 + count):
+        i = coupling_term_dof[t]
+        unused, slope_i = power_and_slope(joint_q_in[joint_q_start[dof_joint[i]]], coupling_term_power[t])
+        for u in range(t0, t0 + count):
+            k = coupling_term_dof[u]
+            if in_one_branch(i, k, dof_joint, joint_dfs_pos, joint_dfs_end):
+                unused_k, slope_k = power_and_slope(joint_q_in[joint_q_start[dof_joint[k]]], coupling_term_power[u])
+                wp.atomic_add(force_out, i, coupling_implicit_in[c] * coupling_term_coef[t] * slope_i
+                              * coupling_term_coef[u] * slope_k * accel_in[k])
+
+
+@kernel
 def coupling_implicit_forces(
     coupling_term_start: wp.array(dtype=int),
     coupling_term_dof: wp.array(dtype=int),
@@ -203,23 +283,10 @@ def coupling_implicit_forces(
     accel_in: wp.array(dtype=wp.Float),
     force_out: wp.array(dtype=wp.Float),
 ):
-    """One thread per joint coupling: adds sum_k w J_i J_k a_k over the dofs k on one branch
-    with i (``in_one_branch``) to force_out[i], its drive's implicit term (w = dt kd,
-    ``coupling_implicit_in``; J_k = dL/dq_k) at the accelerations a, as ``add_joint_couplings``
-    puts it in the matrix: the part of MuJoCo's order's final solve (``implicit_terms``) that is
-    not on the diagonal."""
-    c = wp.tid()
-    t0 = coupling_term_start[c]
-    count = coupling_term_start[c + 1] - t0
-    for t in range(t0, t0 + count):
-        i = coupling_term_dof[t]
-        unused, slope_i = power_and_slope(joint_q_in[joint_q_start[dof_joint[i]]], coupling_term_power[t])
-        for u in range(t0, t0 + count):
-            k = coupling_term_dof[u]
-            if in_one_branch(i, k, dof_joint, joint_dfs_pos, joint_dfs_end):
-                unused_k, slope_k = power_and_slope(joint_q_in[joint_q_start[dof_joint[k]]], coupling_term_power[u])
-                wp.atomic_add(force_out, i, coupling_implicit_in[c] * coupling_term_coef[t] * slope_i
-                              * coupling_term_coef[u] * slope_k * accel_in[k])
+    """One thread per joint coupling: ``coupling_implicit_force``."""
+    coupling_implicit_force(wp.tid(), coupling_term_start, coupling_term_dof, coupling_term_coef,
+                            coupling_term_power, dof_joint, joint_q_start, joint_dfs_pos, joint_dfs_end,
+                            joint_q_in, coupling_implicit_in, accel_in, force_out)
 
 
 @kernel

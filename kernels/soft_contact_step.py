@@ -18,6 +18,7 @@ import warp as wp
 from .articulation import articulation_fk, integrate_joint, vec6
 from .articulation_step import articulation_dynamics, record_joint_state
 from .cholesky import factor_and_solve, triangular_solves
+from .couplings import add_joint_coupling, coupling_implicit_force
 from .generic import kernel, mat33, quat, transform, vec3
 from .implicit_terms import implicit_term
 from .soft_contact import EDGES, pair_rows, slot_parameters, slot_times
@@ -265,6 +266,20 @@ def soft_contact_steps(
     shape_condim: wp.array(dtype=int),
     shape_rotational_mu: wp.array2d(dtype=wp.Float),
     shape_margin: wp.array(dtype=wp.Float),
+    coupling_term_start: wp.array(dtype=int),
+    coupling_term_dof: wp.array(dtype=int),
+    coupling_term_coef: wp.array(dtype=wp.Float),
+    coupling_term_power: wp.array(dtype=int),
+    coupling_rest: wp.array(dtype=wp.Float),
+    coupling_time_constant: wp.array(dtype=wp.Float),
+    coupling_damping_ratio: wp.array(dtype=wp.Float),
+    coupling_ke: wp.array(dtype=wp.Float),
+    coupling_kd: wp.array(dtype=wp.Float),
+    coupling_solimp: wp.array2d(dtype=wp.Float),
+    coupling_drive_ke: wp.array(dtype=wp.Float),
+    coupling_drive_kd: wp.array(dtype=wp.Float),
+    coupling_drive_force_limit: wp.array(dtype=wp.Float),
+    coupling_drive_implicit: wp.array(dtype=wp.Float),
     articulation_pair_start_in: wp.array(dtype=int),
     articulation_pair_in: wp.array2d(dtype=int),
     articulation_pair_count_in: wp.array(dtype=int),
@@ -283,6 +298,9 @@ def soft_contact_steps(
     dof_slot_in: wp.array(dtype=int),
     body_inverse_weight_in: wp.array2d(dtype=wp.Float),
     dof_row_settings_in: wp.array2d(dtype=wp.Float),
+    articulation_coupling_start_in: wp.array(dtype=int),
+    articulation_couplings_in: wp.array(dtype=int),
+    dof_inverse_weight_in: wp.array(dtype=wp.Float),
     joint_q_in: wp.array(dtype=wp.Float),
     joint_qd_in: wp.array(dtype=wp.Float),
     joint_qdd_warm_start_in: wp.array(dtype=wp.Float),
@@ -290,6 +308,7 @@ def soft_contact_steps(
     body_f_ext: wp.array(dtype=vec6),
     joint_target_q: wp.array(dtype=wp.Float),
     joint_target_qd: wp.array(dtype=wp.Float),
+    coupling_target: wp.array(dtype=wp.Float),
     first_island: int,
     steps: int,
     final_kinematics: int,
@@ -319,6 +338,7 @@ def soft_contact_steps(
     fixed_iterations: int,
     warm_start: int,
     implicit_after_solve: int,
+    equality_rows: int,
     replay: int,
     body_q_out: wp.array(dtype=transform),
     body_qd_out: wp.array(dtype=vec6),
@@ -371,6 +391,7 @@ def soft_contact_steps(
     implicit_out: wp.array(dtype=wp.Float),
     implicit_force_out: wp.array(dtype=wp.Float),
     correction_out: wp.array(dtype=wp.Float),
+    coupling_implicit_out: wp.array(dtype=wp.Float),
     joint_qdd_warm_start_out: wp.array(dtype=wp.Float),
     joint_q_steps_out: wp.array2d(dtype=wp.Float),
     joint_qd_steps_out: wp.array2d(dtype=wp.Float),
@@ -384,7 +405,9 @@ def soft_contact_steps(
     them), numbered from ``step`` for the fault flags and the contact health, from joint_q_in/joint_qd_in into
     joint_q_out/joint_qd_out (in place with ``steps`` > 1, as ``articulation_steps``). Per
     step: each articulation's joint-space system (``articulation_pair_in`` lists no penalty pairs; the limit
-    gains and ``assembly_friction_in`` are zero where the solve has rows for them), its unconstrained
+    gains and ``assembly_friction_in`` are zero where the solve has rows for them) with its joint
+    couplings (``articulation_couplings_in``; ``couplings.add_joint_coupling``, ``equality_rows``
+    as the staged step's), its unconstrained
     accelerations into qdd_out, the rows of the articulation's contact pairs (those of
     ``articulation_contact_pairs_in`` whose shape a it moves; reference accelerations and
     weights only for the pairs with a slot in contact, listed in touching_pairs_out: the solve
@@ -439,6 +462,16 @@ def soft_contact_steps(
                     diagonal = h0 + (i - d0) * (d1 - d0 + 1)
                     mass_matrix_out[diagonal] = mass_matrix_out[diagonal] - implicit
                     implicit_out[i] = implicit
+            for entry in range(articulation_coupling_start_in[a], articulation_coupling_start_in[a + 1]):
+                add_joint_coupling(articulation_couplings_in[entry], coupling_term_start, coupling_term_dof,
+                                   coupling_term_coef, coupling_term_power, coupling_rest, coupling_time_constant,
+                                   coupling_damping_ratio, coupling_ke, coupling_kd, coupling_solimp,
+                                   coupling_drive_ke, coupling_drive_kd, coupling_drive_force_limit,
+                                   coupling_drive_implicit, dof_joint, joint_articulation, joint_q_start,
+                                   joint_dfs_pos, joint_dfs_end, articulation_dof_start, articulation_H_start,
+                                   joint_q_in, joint_qd_in, dof_inertia_out, dof_inverse_weight_in, coupling_target,
+                                   dt, equality_rows, implicit_after_solve, mass_matrix_out, rhs_out,
+                                   damped_matrix_out, coupling_implicit_out)
             factor_and_solve(a, articulation_dof_start, articulation_H_start, mass_matrix_out, rhs_out, factor_out,
                              qdd_out)
         for a in range(a0, a1):  # the rows once every body of the island has its pose and motion columns
@@ -482,15 +515,27 @@ def soft_contact_steps(
         for a in range(a0, a1):
             d0 = articulation_dof_start[a]
             d1 = articulation_dof_start[a + 1]
-            implicit_terms = int(0)  # 1 if some dof of the articulation has an implicit term
+            implicit_terms = int(0)  # 1 if some dof or joint coupling of the articulation has an implicit term
+            c0 = articulation_coupling_start_in[a]
+            c1 = articulation_coupling_start_in[a + 1]
             for d in range(d0, d1):
                 joint_qdd_warm_start_out[d] = accel_out[d]
                 if implicit_after_solve != 0:
                     if implicit_out[d] != implicit_out[d] * type(dt)(0.0):
                         implicit_terms = 1
+            if implicit_after_solve != 0:
+                for entry in range(c0, c1):
+                    c = articulation_couplings_in[entry]
+                    if coupling_implicit_out[c] != coupling_implicit_out[c] * type(dt)(0.0):
+                        implicit_terms = 1
             if implicit_terms != 0:  # none: the final solve would change nothing
                 for d in range(d0, d1):
                     implicit_force_out[d] = implicit_out[d] * accel_out[d]
+                for entry in range(c0, c1):
+                    coupling_implicit_force(articulation_couplings_in[entry], coupling_term_start, coupling_term_dof,
+                                            coupling_term_coef, coupling_term_power, dof_joint, joint_q_start,
+                                            joint_dfs_pos, joint_dfs_end, joint_q_in, coupling_implicit_out, accel_out,
+                                            implicit_force_out)
                 factor_and_solve(a, articulation_dof_start, articulation_H_start, damped_matrix_out,
                                  implicit_force_out, damped_factor_out, correction_out)
                 for d in range(d0, d1):

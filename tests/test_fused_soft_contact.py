@@ -284,3 +284,36 @@ def test_a_contact_island_of_articulations_apart_in_the_model_is_stepped_staged(
     assert SemiImplicitSolver(model, soft_contact=options).fused is None
     with pytest.raises(ValueError, match="not consecutive in the model"):
         SemiImplicitSolver(model, soft_contact=options, fused=True)
+
+
+def test_joint_couplings_are_stepped_by_the_fused_step(tmp_path):
+    """A hinge chain held by a quadratic joint equality (MuJoCo's law, a row folded into the
+    joint-space system): the fused step takes it, its states are bitwise the staged schedule's
+    over 300 steps, and its recorded gradients are the staged path's."""
+    from test_equality_rows import CHAIN, JOINT
+
+    path = tmp_path / "chain.xml"
+    path.write_text(CHAIN.format(equalities=JOINT))
+    builder, scene = import_mjcf(path)
+    model = builder.finalize(device="cpu", dtype=wp.float64, requires_grad=True)
+    assert model.coupling_count == 1
+    options = SoftContactOptions(**scene.contact_settings, equalities=True)
+    finals, grads = [], []
+    for fused in (False, True):
+        solver = SemiImplicitSolver(model, soft_contact=options, fused=fused)
+        assert isinstance(solver.fused, FusedSoftContactStep) == fused
+        states = [model.state(requires_grad=True) for _ in range(301)]
+        states[0].joint_qd.assign([0.4, -0.3, 0.2])
+        tape = wp.Tape()
+        with tape:
+            for k in range(300):
+                solver.step(states[k], states[k + 1], None, float(scene.timestep))
+        tape.backward(grads={states[-1].joint_q: wp.array([1.0, -2.0, 0.5], dtype=wp.float64)})
+        finals.append(states[-1].joint_q.numpy().copy())
+        grads.append((states[0].joint_q.grad.numpy().copy(), states[0].joint_qd.grad.numpy().copy()))
+        tape.zero()
+    assert np.abs(finals[0] - states[0].joint_q.numpy()).max() > 0.05  # the chain swings
+    np.testing.assert_array_equal(finals[1], finals[0])
+    for staged, fused in zip(*grads):
+        np.testing.assert_allclose(fused, staged, rtol=1e-12, atol=1e-14)
+    assert np.abs(grads[0][1]).max() > 1e-3

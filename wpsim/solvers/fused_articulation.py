@@ -39,15 +39,18 @@ def fused_step_unsuitable(model, broad_phase, soft_contact: bool = False) -> str
     """Why the fused step cannot step ``model`` (a sentence), or None when it can: it steps
     articulations alone, with penalty contact whose pairs each touch one articulation
     (``soft_contact``: the soft-constraint contact's own terms,
-    ``fused_soft_contact.fused_soft_contact_unsuitable``, decide on the pairs)."""
+    ``fused_soft_contact.fused_soft_contact_unsuitable``, decide on the pairs and the joint
+    couplings)."""
     if model.body_count == 0:
         return "the model has no rigid bodies"
     if model.particle_count:
         return "particles couple to the bodies between the step's stages"
     if broad_phase is not None:
         return "a per-step broad phase lists the contact pairs"
-    if model.coupling_count or model.connection_count:
-        return "joint couplings or body connections join articulations' systems"
+    if model.connection_count:
+        return "body connections join articulations' systems"
+    if model.coupling_count and not soft_contact:
+        return "joint couplings join the dofs' systems (the fused soft-contact step takes them)"
     if model.tendon_count:
         return "spatial tendons are stepped by the staged launches"
     if not soft_contact and contact_pairs_by_articulation(model) is None:

@@ -23,6 +23,22 @@ or not (the staged schedule solves each step's touching ones), so the fused step
 for a robot and the few objects it handles. A chosen bound, not a measured crossover."""
 
 
+def couplings_by_articulation(model) -> tuple | None:
+    """(start (A + 1,), couplings): the joint couplings grouped by the articulation their dofs
+    lie in (stable), or None when a coupling spans two articulations."""
+    term_start, term_dof = model.coupling_term_start.numpy(), model.coupling_term_dof.numpy()
+    dof_articulation = model.joint_articulation.numpy()[model.dof_joint.numpy()]
+    owner = np.zeros(model.coupling_count, np.int64)
+    for c in range(model.coupling_count):
+        spanned = np.unique(dof_articulation[term_dof[term_start[c]:term_start[c + 1]]])
+        if len(spanned) != 1:
+            return None
+        owner[c] = spanned[0]
+    order = np.argsort(owner, kind="stable")
+    counts = np.bincount(owner, minlength=model.articulation_count)
+    return np.concatenate([[0], np.cumsum(counts)]).astype(np.int32), order.astype(np.int32)
+
+
 def fused_soft_contact_unsuitable(model, soft_contact) -> str | None:
     """Why the fused soft-contact step cannot step ``model`` with ``soft_contact`` (a sentence),
     or None: it needs a joint with a dof, contact islands fixed at build time (no per-step
@@ -34,6 +50,8 @@ def fused_soft_contact_unsuitable(model, soft_contact) -> str | None:
         return "a per-step broad phase lists the contact pairs"
     if soft_contact.options.raise_on_nonconvergence:
         return "raise_on_nonconvergence reads the convergence back at every step"
+    if couplings_by_articulation(model) is None:
+        return "a joint coupling spans two articulations"
     labels = soft_contact._candidate_islands.labels
     if np.any(np.diff(labels) < 0):
         return "the articulations of a contact island are not consecutive in the model"
@@ -69,12 +87,24 @@ class FusedSoftContactStep(FusedArticulationStep):
             islands.articulation_start, islands.articulations, islands.dof_start, islands.H_start, islands.dof_slot,
             contact.inverse_weights[0],
             contact.dof_row_settings,
+            *(wp.array(a, dtype=int, device=model.device) for a in couplings_by_articulation(model)),
+            contact.inverse_weights[1],
         ]
         after_shapes = next(k for k, a in enumerate(self._fields) if a is self._pair_start)
         self._fields[after_shapes:after_shapes] = [model.shape_bound_centre, model.shape_bound_half, model.shape_solref,
                                                    model.shape_solimp, model.shape_solmix, model.shape_priority,
-                                                   model.shape_condim, model.shape_rotational_mu, model.shape_margin]
-        self._first_index = len(self._fields) + 7  # after the state's warm start too
+                                                   model.shape_condim, model.shape_rotational_mu, model.shape_margin,
+                                                   model.coupling_term_start, model.coupling_term_dof,
+                                                   model.coupling_term_coef, model.coupling_term_power,
+                                                   model.coupling_rest, model.coupling_time_constant,
+                                                   model.coupling_damping_ratio, model.coupling_ke, model.coupling_kd,
+                                                   model.coupling_solimp, model.coupling_drive_ke,
+                                                   model.coupling_drive_kd, model.coupling_drive_force_limit,
+                                                   model.coupling_drive_implicit]
+        self._forces_index = len(self._fields) + 3
+        """Index of the joint forces' table in the launches' inputs (after joint_q, joint_qd and the
+        warm start)."""
+        self._first_index = len(self._fields) + 8  # after the state's warm start and the couplings' targets too
         self._replay = self._replay_grads = self._watched = None
         """The replayed backward's shared arrays (``_replay_arrays``) and the convergence count
         at the current tape's first recorded step (``_watch_convergence``)."""
@@ -93,7 +123,7 @@ class FusedSoftContactStep(FusedArticulationStep):
                           model.real(contact._tolerance),
                           model.real(contact._slope_tolerance),
                           options.iterations, int(options.fixed_iterations), int(options.warm_start),
-                          int(stepper._implicit_after_solve)]
+                          int(stepper._implicit_after_solve), stepper._equality_rows]
         self._outputs = [
             contact._vector("fused_accel", False),
             *(rows[k] for k in ("jacobian", "velocity", "inverse_mass", "distance", "in_contact", "aref", "weight",
@@ -108,9 +138,10 @@ class FusedSoftContactStep(FusedArticulationStep):
     @staticmethod
     def _implicit_arrays(scratch) -> tuple:
         """The scratch of MuJoCo's order of the implicit terms (empty without it): the assembled
-        matrix, its factor, the implicit terms, the final solve's right-hand side and solution."""
+        matrix, its factor, the implicit terms, the final solve's right-hand side and solution,
+        the joint couplings' implicit drive terms."""
         return (scratch.damped_matrix, scratch.damped_factor, scratch.implicit, scratch.implicit_force,
-                scratch.correction)
+                scratch.correction, scratch.coupling_implicit)
 
     def _penalty_pairs(self) -> tuple:
         """No penalty pairs in the joint-space system: the soft-constraint rows take every pair."""
@@ -158,9 +189,9 @@ class FusedSoftContactStep(FusedArticulationStep):
             solver.step_count = latest
             self._report_convergence(tape)
 
-        arrays = [*self._state_controls(state_in, control), state_in.body_q, state_in.body_qd, state_in.body_f,
-                  state_out.joint_q, state_out.joint_qd]
-        tape.record_func(backward, [a for a in arrays if a.grad is not None] + [a for a in self._fields if a.grad])
+        arrays = [*self._state_controls(state_in, control), control.coupling_target, state_in.body_q,
+                  state_in.body_qd, state_in.body_f, state_out.joint_q, state_out.joint_qd]
+        tape.record_func(backward, [a for a in (*arrays, *self._fields) if a.grad is not None and a.size])
 
     def _replay_arrays(self) -> tuple:
         """(scratch, state) every replayed backward shares (made at the first): an
@@ -221,8 +252,9 @@ class FusedSoftContactStep(FusedArticulationStep):
         inputs, outputs = super()._arguments(solver, state_in, state_out, control, scratch, dt, steps,
                                              final_kinematics)
         inputs.insert(len(self._fields) + 2, state_in.joint_qdd_warm_start)  # after joint_q, joint_qd
-        forces = self._first_index - 4  # the joint forces' table, before the applied wrenches (state inputs first)
+        forces = self._forces_index  # the joint forces' table, before the applied wrenches (state inputs first)
         inputs[forces:forces + 2] = [control.joint_f.reshape((1, -1)), control.body_f_ext]  # one row, every step
+        inputs.insert(self._first_index - 1, control.coupling_target)  # the last control
         return ([*inputs, *self._settings, 0],
                 [*outputs, *self._outputs, state_out.joint_qdd_warm_start, *self._no_steps])
 
@@ -233,7 +265,7 @@ class FusedSoftContactStep(FusedArticulationStep):
         after each into the rows of ``joint_q_steps`` and ``joint_qd_steps``."""
         steps = joint_f_steps.shape[0]
         inputs, outputs = self._arguments(solver, state, state, control, self.stepper._scratch, dt, steps, 0)
-        inputs[self._first_index - 4], inputs[-1] = joint_f_steps, 1
+        inputs[self._forces_index], inputs[-1] = joint_f_steps, 1
         outputs[-2:] = [joint_q_steps, joint_qd_steps]
         self._run_chunks(self._chunk_launches(self._kernel(), inputs, outputs))
         self._mark_rows()
@@ -241,4 +273,4 @@ class FusedSoftContactStep(FusedArticulationStep):
     @staticmethod
     def _launch_arrays(state_in, state_out, control) -> tuple:
         return (*FusedArticulationStep._launch_arrays(state_in, state_out, control), state_in.joint_qdd_warm_start,
-                state_out.joint_qdd_warm_start)
+                state_out.joint_qdd_warm_start, control.coupling_target)

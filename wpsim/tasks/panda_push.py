@@ -42,6 +42,7 @@ FILE = ("franka_emika_panda", "mjx_single_cube.xml")
 ARM, FINGERS = slice(0, 7), slice(7, 9)  # joint_q entries; also the dofs of joint_qd
 NQ, NX, NU = 16, 31, 7
 CUBE_POS, CUBE_XY, CUBE_QUAT, CUBE_VEL = slice(9, 12), slice(9, 11), slice(12, 16), slice(25, 31)
+CUBE_HEIGHT, CUBE_QUAT_Z, CUBE_QUAT_W = 11, 14, 15  # joint_q entries: the cube's z, its quaternion's z and w
 CUBE_HALF = np.array([0.02, 0.02, 0.03])  # m, the file's cube
 CUBE_START = 0.5  # m, the cube's nominal x
 GRIPPER = np.array([0.0, 0.0, 0.1])  # m, the file's "gripper" site in the hand frame
@@ -140,18 +141,19 @@ def push_cost(goals: np.ndarray, nominal: np.ndarray) -> TrajectoryCost:
     terminal[CUBE_XY], terminal[CUBE_QUAT], terminal[CUBE_VEL] = 2000.0, 400.0, 1.0
     target = np.zeros((len(goals), 1, NX))
     target[:, 0, CUBE_XY] = goals[:, :2]
-    target[:, 0, 11] = CUBE_HALF[2]
-    target[:, 0, 14], target[:, 0, 15] = np.sin(goals[:, 2] / 2), np.cos(goals[:, 2] / 2)
+    target[:, 0, CUBE_HEIGHT] = CUBE_HALF[2]  # resting on the floor, turned about z by the goal's yaw
+    target[:, 0, CUBE_QUAT_Z], target[:, 0, CUBE_QUAT_W] = np.sin(goals[:, 2] / 2), np.cos(goals[:, 2] / 2)
     return TrajectoryCost(target=target, running=running, terminal=terminal, effort=np.full(NU, 0.1),
                           smoothness=np.full(NU, 10.0), nominal=nominal)
 
 
 def planning_problem(x0: np.ndarray, goals: np.ndarray, steps: int, start_controls=None, device=None,
-                     jacobian_worlds: int = 256) -> TrajectoryProblem:
+                     jacobian_worlds: int = 256, parsed: tuple | None = None) -> TrajectoryProblem:
     """The plans of ``steps`` plan steps (20 ms each) from x0 (W, nx) to the goal poses
     (W, 3), with the file's soft-contact settings and time step, starting from
-    ``start_controls`` (W, nu) (default: targets at the start angles)."""
-    builder, imported = scene()
+    ``start_controls`` (W, nu) (default: targets at the start angles); ``parsed``: the
+    ``scene()`` already read (problems only read its builder)."""
+    builder, imported = scene() if parsed is None else parsed
     options = SoftContactOptions(**imported.contact_settings)
     lower, upper = (builder.joint_dofs.array(name)[ARM] for name in ("joint_limit_lower", "joint_limit_upper"))
     nominal = x0[:, ARM] if start_controls is None else start_controls
@@ -162,14 +164,15 @@ def planning_problem(x0: np.ndarray, goals: np.ndarray, steps: int, start_contro
                              make_solver=lambda model: SemiImplicitSolver(model, soft_contact=options))
 
 
-def holding_targets(x0: np.ndarray, device=None, tolerance: float = 1e-5) -> np.ndarray:
+def holding_targets(x0: np.ndarray, device=None, tolerance: float = 1e-5, parsed: tuple | None = None) -> np.ndarray:
     """(W, nu) position targets that hold each world's arm at rest in its start pose: the
     servos sag under gravity by torque / kp with targets at the pose, so the targets are
     corrected by the sag after each 0.6 s hold (the cube out of reach) until the arm ends
-    within ``tolerance`` rad of its pose; RuntimeError if 8 holds do not get there."""
+    within ``tolerance`` rad of its pose; RuntimeError if 8 holds do not get there. ``parsed``:
+    as ``planning_problem``'s."""
     away = x0.copy()
     away[:, CUBE_POS.start] += 1.0
-    problem = planning_problem(away, np.zeros((len(x0), 3)), steps=30, device=device)
+    problem = planning_problem(away, np.zeros((len(x0), 3)), steps=30, device=device, parsed=parsed)
     targets = x0[:, ARM].copy()
     for _ in range(8):
         _, X = problem.evaluate(np.repeat(targets[:, None], problem.steps, axis=1))
@@ -182,5 +185,7 @@ def holding_targets(x0: np.ndarray, device=None, tolerance: float = 1e-5) -> np.
 
 def make_problem(x0: np.ndarray, goals: np.ndarray, steps: int, device=None, jacobian_worlds: int = 256):
     """The task's planning problem (``planning_problem``) from the targets that hold the start
-    poses (``holding_targets``), the effort measured from them."""
-    return planning_problem(x0, goals, steps, holding_targets(x0, device), device, jacobian_worlds)
+    poses (``holding_targets``), the effort measured from them (the file read once for both)."""
+    parsed = scene()
+    return planning_problem(x0, goals, steps, holding_targets(x0, device, parsed=parsed), device, jacobian_worlds,
+                            parsed)
