@@ -15,11 +15,12 @@ from wpsim.core.model import row_views
 from wpsim.diff.losses import joint_tracking_loss
 from wpsim.io.mjcf import import_mjcf
 from wpsim.solvers import SemiImplicitSolver, SoftContactOptions, fused_articulation
-from wpsim.solvers.fused_articulation import PREPARED_LAUNCHES, articulation_worlds, thread_chunks
+from wpsim.solvers.fused_articulation import PREPARED_LAUNCHES, thread_chunks
 from wpsim.solvers.fused_soft_contact import FusedSoftContactStep
 from wpsim.solvers.kinematics import eval_fk
 from wpsim.solvers.prepared_launch import PreparedLaunch
 from wpsim.solvers.rollout import simulate
+from wpsim.solvers.soft_contact import articulation_worlds
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 DT = 1.0e-3

@@ -19,6 +19,7 @@ from wpsim.solvers.base import KernelLaunch
 from wpsim.solvers.cpu_workers import WORKERS
 from wpsim.solvers.kinematics import ArticulationScratch
 from wpsim.solvers.prepared_launch import PREPARED_LAUNCHES, PreparedLaunch
+from wpsim.solvers.soft_contact import articulation_worlds
 
 CUDA_MAX_DOFS = 16
 """On CUDA the fused step is chosen automatically only for articulations of at most this many
@@ -98,12 +99,6 @@ def gradients_in_one_buffer(arrays: list, device) -> wp.array:
     for a, view in zip(arrays, views):
         a.grad = view
     return buffer
-
-
-def articulation_worlds(model) -> np.ndarray:
-    """(A,) world of each articulation (of its root body)."""
-    root_body = model.joint_child.numpy()[model.dfs_joint.numpy()[model.articulation_start.numpy()[:-1]]]
-    return model.body_world.numpy()[root_body]
 
 
 def thread_chunks(unit_world: np.ndarray, threads: int) -> list:

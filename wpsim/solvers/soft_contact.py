@@ -20,6 +20,15 @@ from wpsim.solvers.prepared_launch import launch_unrecorded
 from wpsim.solvers.soft_contact_options import ROUNDING_STEPS, SoftContactOptions, check_soft_contact_options
 
 
+def articulation_worlds(model) -> np.ndarray:
+    """(A,) world of each articulation (of its root body)."""
+    if model.joint_count == 0:
+        return np.zeros(model.articulation_count, np.int64)
+    joint_art, child = model.joint_articulation.numpy(), model.joint_child.numpy()
+    root_joint = np.searchsorted(joint_art, np.arange(model.articulation_count))
+    return model.body_world.numpy()[child[np.minimum(root_joint, len(child) - 1)]].astype(np.int64)
+
+
 def contact_islands(articulation_count: int, art_a: np.ndarray, art_b: np.ndarray,
                     touching: np.ndarray | None = None) -> np.ndarray:
     """Island of each articulation: the connected components of the articulations joined by
@@ -167,7 +176,7 @@ class SoftContact:
         self.last_iterations = 0
         """Newton iterations of the latest staged step (the fused step keeps its record on the
         device: ``status``)."""
-        self._articulation_world = self._articulation_worlds()
+        self._articulation_world = articulation_worlds(model)
         self.islands = self._checked_islands = None
         self.islands = self._candidate_islands = self._islands(contact_islands(model.articulation_count, art_a,
                                                                                 art_b))
@@ -251,15 +260,6 @@ class SoftContact:
     def largest_island(self) -> int:
         """Dofs of the latest step's largest island (its dense Hessian is factored each iteration)."""
         return self.islands.largest
-
-    def _articulation_worlds(self) -> np.ndarray:
-        """(A,) world of each articulation (of its root body)."""
-        m = self.model
-        if m.joint_count == 0:
-            return np.zeros(m.articulation_count, np.int64)
-        joint_art, child = m.joint_articulation.numpy(), m.joint_child.numpy()
-        root_joint = np.searchsorted(joint_art, np.arange(m.articulation_count))
-        return m.body_world.numpy()[child[np.minimum(root_joint, len(child) - 1)]].astype(np.int64)
 
     def _islands(self, labels: np.ndarray) -> Islands:
         """``Islands`` from each articulation's island ``labels`` (the latest step's, unchanged,
