@@ -124,7 +124,8 @@ def command_problem(line: str):
             args = build_parser().parse_args(words[1:])
         except SystemExit:
             return "the wpsim command line refuses it"
-        inputs = [getattr(args, name) for name in ("scene", "stage", "robot", "data") if hasattr(args, name)]
+        named = [getattr(args, name) for name in ("scene", "stage", "robot", "data") if hasattr(args, name)]
+        inputs = [p for value in named for p in (value if isinstance(value, list) else [value])]  # sysid: data files
         missing = [p for p in inputs if p.startswith("assets/") and not (ROOT / p).is_file()]
         return f"no file {missing}" if missing else None
     if words[:2] == ["python", "-m"]:

@@ -103,6 +103,8 @@ def bad_data(tmp_path, **change):
     [
         (lambda t: [ASSETS / "missing.xml", DATA], "missing.xml"),
         (lambda t: [ROBOT, t / "missing.csv"], "missing.csv: no such data file"),
+        (lambda t: [ROBOT, DATA, t / "missing.csv"], "missing.csv: no such data file"),
+        (lambda t: [ROBOT, DATA, DATA, "--method", "lbfgsb"], "several runs are fitted by least squares only"),
         (lambda t: [ROBOT, bad_data(t, **{"q:wrist": np.zeros(50)})],
          "column 'q:wrist' names an unknown 1-dof joint of the robot 'wrist'"),
         (lambda t: [ROBOT, DATA, "--fit", "masses,stiction"], r"unknown parameter family \['stiction'\]"),

@@ -269,7 +269,8 @@ def cmd_sysid(args) -> int:
     from wpsim.core.validation import require_dt
     from wpsim.io.measurements import load_trajectory
     from wpsim.io.robots import import_robot
-    from wpsim.opt.sysid import OUTPUT_FILES, identify
+    from wpsim.opt.sysid import identify
+    from wpsim.opt.sysid_report import OUTPUT_FILES
 
     if args.dt is not None:
         require_dt(args.dt, "--dt")
@@ -277,17 +278,17 @@ def cmd_sysid(args) -> int:
         raise ValueError(f"--starts must be 1 to {MAX_STARTS:,} (the guesses are worlds of one model), "
                          f"got {args.starts}")
     _check_device(args.device)
-    check_outputs("--out", args.out, [args.robot, args.data], names=OUTPUT_FILES)
+    check_outputs("--out", args.out, [args.robot, *args.data], names=OUTPUT_FILES)
     with files_read() as read:  # the robot's includes and meshes are inputs too
         _, scene = import_robot(args.robot)
     check_outputs("--out", args.out, [*read, *usd_dependencies(args.robot)], names=OUTPUT_FILES)
     dt = args.dt or scene.timestep
-    if dt:
-        data = load_trajectory(args.data)
+    for path in args.data if dt else ():
+        data = load_trajectory(path)
         span = float(data.time[-1] - data.time[0]) if args.duration is None else args.duration
         if span / dt > MAX_SYSID_STEPS:
-            raise ValueError(f"{span:g} s of data at dt {dt:g} s is {span / dt:,.0f} steps per rollout, more than "
-                             f"{MAX_SYSID_STEPS:,}: pass a larger --dt or a shorter --duration")
+            raise ValueError(f"{path}: {span:g} s of data at dt {dt:g} s is {span / dt:,.0f} steps per rollout, more "
+                             f"than {MAX_SYSID_STEPS:,}: pass a larger --dt or a shorter --duration")
     families = [f.strip() for f in args.fit.split(",") if f.strip()]
     result = identify(args.robot, args.data, families, method=args.method, iterations=args.iterations,
                       duration=args.duration, dt=args.dt, zero_order=args.zero_order, progress=not args.quiet,
@@ -426,7 +427,10 @@ def build_parser() -> argparse.ArgumentParser:
     sysid = sub.add_parser("sysid", help="fit a robot's masses, damping, armature, friction to a measured joint trajectory "
                                          "with its applied torques (CSV or NPZ)")
     sysid.add_argument("robot", help="robot file (.urdf, .xml MJCF, .usd UsdPhysics)")
-    sysid.add_argument("data", help="measured run: time, q:<joint>, qd:<joint>, tau:<joint> columns (.csv, .npz)")
+    sysid.add_argument("data", nargs="+",
+                       help="measured run(s): time, q:<joint>, qd:<joint>, tau:<joint> columns (.csv, .npz); several "
+                            "files are fitted together with one set of parameters, each run replayed from its own "
+                            "first state (least squares; every file measuring the same joints)")
     sysid.add_argument("--fit", default="masses,damping,armature",
                        help=f"comma-separated parameter families from {', '.join(FAMILIES)}: masses (kg, every "
                             "body with mass, its inertia scaled alike, log-space), inertia (mass, centre of mass and "

@@ -108,19 +108,22 @@ def worst_error_percent(fitted, truth=None) -> float:
     return relative_error(fitted, truth_vector() if truth is None else truth)
 
 
-def make_data(mujoco, noisy: bool, friction: bool = False, xml: str | None = None) -> dict:
-    """The true arm's run (``friction``: with ``FRICTION``; ``xml``: this arm's file instead):
-    times, torques (steps + 1, 3) (the last row unused), angles and rates (steps + 1, 3) and the
-    angles as measured (with noise after the first sample)."""
+def make_data(mujoco, noisy: bool, friction: bool = False, xml: str | None = None, q0=Q0, gains=(1.0, 1.0, 1.0),
+              duration: float = DURATION) -> dict:
+    """The true arm's run (``friction``: with ``FRICTION``; ``xml``: this arm's file instead)
+    of ``duration`` s from the angles ``q0`` (rad) under ``EXCITATION`` scaled by ``gains``
+    (one per hinge): times, torques (steps + 1, 3) (the last row unused), angles and rates
+    (steps + 1, 3) and the angles as measured (with noise after the first sample)."""
     if xml is None:
         xml = arm_xml(TRUTH["mass"], TRUTH["damping"], TRUTH["armature"],
                       friction=FRICTION if friction else (0.0, 0.0, 0.0))
     model = mujoco.MjModel.from_xml_string(xml)
     data = mujoco.MjData(model)
-    steps = int(round(DURATION / DT))
+    steps = int(round(duration / DT))
     time_s = np.arange(steps + 1) * DT
-    torque = np.stack([sum(a * np.sin(2 * np.pi * f * time_s + p) for a, f, p in hinge) for hinge in EXCITATION], 1)
-    data.qpos[:] = Q0
+    torque = np.stack([g * sum(a * np.sin(2 * np.pi * f * time_s + p) for a, f, p in hinge)
+                       for g, hinge in zip(gains, EXCITATION)], 1)
+    data.qpos[:] = q0
     q, qd = np.empty((steps + 1, 3)), np.empty((steps + 1, 3))
     for k in range(steps + 1):
         q[k], qd[k] = data.qpos, data.qvel

@@ -30,11 +30,16 @@ class _Trace(Tracker):
         self.cached = None  # (z, r) of the last evaluation
 
     def values(self, z: np.ndarray) -> np.ndarray:
+        """r at z; a point whose values or residuals are not finite is backed off from
+        (``NonFiniteLoss``, raised after it is counted)."""
         x = self.params.to_physical(z)
-        r = self.residuals.values(x)
-        loss = float(r @ r)
+        r = self.residuals.values(x) if np.isfinite(x).all() else None
+        loss = np.inf if r is None else float(r @ r)
         if not np.isfinite(loss):
-            raise NonFiniteLoss(f"the residuals are not finite at {dict(zip(self.params.labels, x))}")
+            error = NonFiniteLoss(f"the {'residuals' if r is not None else 'values'} are not finite at "
+                                  f"{self.params.describe(x)}")
+            self.backed_off(error)
+            raise error
         self.seen(x, loss)
         self.cached = (z.copy(), r)
         return r
@@ -44,7 +49,7 @@ class _Trace(Tracker):
         x = self.params.to_physical(z)
         jac = self.params.internal_gradient(x, self.residuals.jacobian(x))
         if not np.isfinite(jac).all():
-            raise NonFiniteLoss(f"the residual Jacobian is not finite at {dict(zip(self.params.labels, x))}")
+            raise NonFiniteLoss(f"the residual Jacobian is not finite at {self.params.describe(x)}")
         r = self.cached[1] if self.cached is not None and np.array_equal(self.cached[0], z) else self.values(z)
         self.iteration(z, float(r @ r), float(np.linalg.norm(2.0 * jac.T @ r)))
         return jac
@@ -74,7 +79,8 @@ def projected_lm(values, jacobian, z0: np.ndarray, lower: np.ndarray, upper: np.
     --suite vs_mujoco_sysid``, started at zero friction, it reaches the truth where scipy's
     trust-region reflective method stalls in a local minimum at 99 % error. A step is taken
     where the loss falls and the linear model predicted a fall; the solve ends where the step
-    is below ``tolerance`` relative to z or the projected gradient vanishes. ``jacobian`` is
+    is below ``tolerance`` relative to z or the projected gradient vanishes; a trial point
+    where ``values`` raises ``NonFiniteLoss`` is a rejected step. ``jacobian`` is
     asked for only while ``more()`` is true. Returns (z, converged, message)."""
     z = np.clip(np.asarray(z0, dtype=np.float64), lower, upper)
     r = values(z)
@@ -95,8 +101,11 @@ def projected_lm(values, jacobian, z0: np.ndarray, lower: np.ndarray, upper: np.
             taken = np.clip(z + step, lower, upper) - z
             if np.linalg.norm(taken) <= tolerance * (np.linalg.norm(z) + tolerance):
                 return z, True, "converged: the step is below the tolerance"
-            trial = values(z + taken)
-            trial_loss = float(trial @ trial)
+            try:
+                trial = values(z + taken)
+                trial_loss = float(trial @ trial)
+            except NonFiniteLoss:  # a step too long for the model (a log-space value overflowing): a shorter one
+                trial_loss = np.inf
             predicted = -(2.0 * gradient @ taken + taken @ hessian @ taken)
             if trial_loss < loss and predicted > 0.0:
                 break

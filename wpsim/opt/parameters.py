@@ -346,6 +346,10 @@ class ParameterSet:
         """Entries of x per world."""
         return self.size // self.worlds
 
+    def describe(self, x: np.ndarray) -> str:
+        """"label = value unit" of every entry of physical values x, as one line of text."""
+        return ", ".join(f"{label} = {v:.6g} {unit}".rstrip() for label, v, unit in zip(self.labels, x, self.units))
+
     def to_internal(self, x: np.ndarray) -> np.ndarray:
         """The optimiser's vector z of physical values x."""
         x = np.asarray(x, dtype=np.float64)

@@ -80,12 +80,8 @@ class Problem:
         self.rollouts += 1
         loss = self.rollout.forward(self.state0)
         if not math.isfinite(loss):
-            raise NonFiniteLoss(f"the loss is {loss} at {self._values(x)}")
+            raise NonFiniteLoss(f"the loss is {loss} at {self.params.describe(x)}")
         return loss
-
-    def _values(self, x: np.ndarray) -> str:
-        return ", ".join(f"{label} = {v:.6g} {unit}".rstrip() for label, v, unit in
-                         zip(self.params.labels, x, self.params.units))
 
     def world_losses(self) -> np.ndarray:
         """(worlds,) loss of each world at the last evaluation."""
@@ -107,7 +103,7 @@ class Problem:
         grad = self.params.gradient(x)
         if not np.isfinite(grad).all():
             bad = [label for label, g in zip(self.params.labels, grad) if not math.isfinite(g)]
-            raise NonFiniteLoss(f"the gradient w.r.t. {', '.join(bad)} is not finite at {self._values(x)}")
+            raise NonFiniteLoss(f"the gradient w.r.t. {', '.join(bad)} is not finite at {self.params.describe(x)}")
         if first:
             self._check_first_gradient(grad, report)
         return loss, grad

@@ -43,7 +43,6 @@ ceil(N / B) such passes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -59,7 +58,8 @@ from wpsim.opt.parameters import DerivedParameter, Parameter, ParameterSet
 from wpsim.opt.problem import Problem
 from wpsim.opt.replays import DIFFERENCE_STEPS, MeasuredReplay
 from wpsim.opt.shooting import ShootingResiduals, shooting_window
-from wpsim.solvers import SemiImplicitSolver, SoftContactOptions, eval_fk
+from wpsim.opt.sysid_report import FittedRun, SysidResult, replay
+from wpsim.solvers import SemiImplicitSolver, SoftContactOptions
 
 FAMILIES = ("masses", "inertia", "damping", "armature", "friction", "stiffness", "contact_friction", "initial_state")
 SOFT_FAMILIES = ("friction", "contact_friction")
@@ -453,146 +453,16 @@ class TrackingResiduals:
         return np.where(one_sided[:, None], sided, centred).T
 
 
-OUTPUT_FILES = ("sysid.json", "tracking.png", "history.png", "rollouts.usd", "rollouts.png", "calibrated.usda")
-"""The files ``SysidResult.write`` writes into its folder, in its order."""
-FRAME_RATE = 100.0
-"""Frames per second of the rollouts ``SysidResult.write`` puts in its USD stage."""
-
-
-def replay(run: RobotRun) -> tuple:
-    """((steps + 1, joints) simulated angles of the measured joints, the states at
-    ``FRAME_RATE`` (``FrameStates``, made when read)) with the model's current parameters
-    (unrecorded, one ``SemiImplicitSolver.replay``)."""
-    model = run.model
-    state = model.state(requires_grad=False)  # an unrecorded replay needs no gradient arrays
-    state.assign(run.state0)
-    forces = wp.array(run.joint_f, dtype=model.dtype, device=model.device)
-    q, qd = (a.numpy() for a in run.solver(threads=1).replay(state, forces, run.dt))
-    every = max(int(round(1.0 / (FRAME_RATE * run.dt))), 1)
-    return q[:, run.coords], FrameStates(model, q[::every], qd[::every])
-
-
-class FrameStates(Sequence):
-    """States of a replay at some steps, each made (joint state and forward kinematics) when
-    read: a fit's report needs them only if it writes its USD stage."""
-
-    def __init__(self, model, joint_q: np.ndarray, joint_qd: np.ndarray):
-        self.model, self.joint_q, self.joint_qd = model, joint_q, joint_qd
-
-    def __len__(self) -> int:
-        return len(self.joint_q)
-
-    def __getitem__(self, k):
-        if isinstance(k, slice):
-            return [self[i] for i in range(*k.indices(len(self)))]
-        frame = self.model.state(requires_grad=False)
-        frame.joint_q.assign(self.joint_q[k])
-        frame.joint_qd.assign(self.joint_qd[k])
-        return eval_fk(self.model, frame)
-
-
-@dataclass
-class SysidResult:
-    """A fitted robot: the run, the fit (and the zero-order baseline with the same rollout
-    budget, if asked), and the measured and simulated angles before and after (rad)."""
-
-    robot: str
-    data: str
-    run: RobotRun
-    families: list
-    fit: object
-    zero_order: object | None
-    simulated_before: np.ndarray
-    simulated_after: np.ndarray
-    frames: dict
-    """"initial" / "fitted" (model) -> States at ``FRAME_RATE`` for the USD stage."""
-    verdict: object = None
-    """``wpsim.opt.verdict.Verdict`` of the fit."""
-    window_s: float | None = None
-    """Multiple shooting's window (s; ``wpsim.opt.shooting``), None for one rollout of the whole run."""
-    missed: object = None
-    """The fit of one rollout of the whole run that missed before ``identify``'s "auto" fitted
-    windows instead (an ``OptimizationResult``), or None."""
-
-    def rms(self, simulated: np.ndarray) -> float:
-        """RMS joint-angle error (rad) of a simulation against the measurement."""
-        return self.run.rms(simulated)
-
-    def to_dict(self) -> dict:
-        """JSON-ready report (rad, s, the parameters' units)."""
-        return {
-            "robot": self.robot, "data": self.data, "joints": self.run.joints, "dt_s": self.run.dt,
-            "steps": self.run.steps, "families": self.families, "shooting_window_s": self.window_s,
-            "single_shooting_missed": None if self.missed is None else self.missed.to_dict(),
-            "rms_error_rad": {"before": self.rms(self.simulated_before), "after": self.rms(self.simulated_after)},
-            "fit": self.fit.to_dict(),
-            "zero_order": None if self.zero_order is None else self.zero_order.to_dict(),
-            "verdict": None if self.verdict is None else self.verdict.to_dict(),
-            **({"bodies": body_inertials(self.run)} if "inertia" in self.families else {}),
-        }
-
-    def summary(self) -> str:
-        """The fitted parameters with units, the errors and the costs, as text."""
-        lines = [self.fit.table(),
-                 f"RMS joint error {np.degrees(self.rms(self.simulated_before)):.4g} deg before, "
-                 f"{np.degrees(self.rms(self.simulated_after)):.4g} deg after (one rollout of the whole run)"]
-        if self.window_s is not None:
-            lines.append(f"fitted by multiple shooting: windows of {self.window_s:.4g} s, each from the measured state "
-                         f"at its start")
-        if self.missed is not None:
-            lines.append(f"(after one rollout of the whole run missed: loss {self.missed.loss:.6g} rad^2, "
-                         f"{self.missed.rollouts} rollouts, {self.missed.message})")
-        if self.zero_order is not None:
-            z = self.zero_order
-            lines.append(f"zero-order baseline ({z.method}, {z.rollouts} rollouts): loss {z.loss0:.6g} -> "
-                         f"{z.loss:.6g} rad^2 against {self.fit.loss:.6g} rad^2 with gradients "
-                         f"({self.fit.rollouts} rollouts)")
-        if "inertia" in self.families:
-            for name, body in body_inertials(self.run).items():
-                moments = np.linalg.eigvalsh(np.array(body["inertia_kg_m2"]))
-                lines.append(f"{name}: mass {body['mass_kg']:.6g} kg, centre of mass "
-                             f"({', '.join(f'{1e3 * c:.4g}' for c in body['com_m'])}) mm, principal moments "
-                             f"({', '.join(f'{m:.4g}' for m in moments)}) kg m^2")
-        if self.verdict is not None:
-            lines += self.verdict.lines(dict(zip(self.fit.labels, self.fit.units)))
-        return "\n".join(lines)
-
-    def write(self, out) -> dict:
-        """Write sysid.json, tracking.png (measured vs simulated before and after),
-        history.png, rollouts.usd (the initial and the fitted model's replays as the
-        variants of "iteration"), rollouts.png (frames of the fitted replay) and calibrated.usda (the fitted robot as a UsdPhysics
-        stage with the file's body and joint names and the time step) into the folder ``out``; returns name -> path."""
-        from pathlib import Path
-
-        from wpsim.io.files import write_json
-        from wpsim.io.plots import plot_joint_tracking
-        from wpsim.io.usd_export import write_rollouts
-        from wpsim.io.usd_physics import export_physics
-        from wpsim.io.usd_render import render_strip
-
-        out = Path(out)
-        report, tracking, history, rollouts, frames, robot = (out / name for name in OUTPUT_FILES)
-        time = self.run.dt * np.arange(self.run.steps + 1)
-        curves = {"initial model": self.simulated_before, "fitted model": self.simulated_after}
-        return {
-            "report": write_json(report, self.to_dict()),
-            "tracking": plot_joint_tracking(time, self.run.measured, curves, self.run.joints, tracking,
-                                            f"{Path(self.robot).name} against {Path(self.data).name}"),
-            "history": self.fit.plot(history),
-            "rollouts": write_rollouts(rollouts, self.run.model, self.frames, FRAME_RATE,
-                                       body_names=self.run.body_names),
-            "frames": render_strip(rollouts, frames, take="fitted")["out"],
-            "robot": export_physics(self.run.model, robot, self.run.dt, self.run.body_names, self.run.joint_names),
-        }
-
-
 def identify(robot_file, data_file, families=("masses", "damping", "armature"), method: str | None = None,
              iterations: int = 60, duration: float | None = None, dt: float | None = None, zero_order: bool = False,
              mode: str = "checkpoint", progress: bool = True, device=None, starts: int = 1,
              residual_every: int = 1, batch: int = 64, jacobian: str = "differences", shooting: str = "auto",
              window: float | None = None) -> SysidResult:
     """Fit ``families`` of the robot in ``robot_file`` to the run in ``data_file`` (see the
-    module docstring) with ``method``: "least-squares" (the default with one start:
+    module docstring), or to several runs at once (a list of files: one set of parameters,
+    every run replayed from its own first state with its own torques, their residuals stacked
+    by ``wpsim.opt.several_runs.StackedResiduals``; least squares only, without
+    ``initial_state``, ``starts`` or ``zero_order``, every run measuring the same joints), with ``method``: "least-squares" (the default with one start:
     Levenberg-Marquardt within the bounds, ``wpsim.opt.least_squares.projected_lm``, on the residuals every
     ``residual_every`` steps, their Jacobian by ``jacobian``: "differences", one batched
     rollout of n + 1 worlds, or "adjoint", rows ``batch`` at a time; see
@@ -600,24 +470,27 @@ def identify(robot_file, data_file, families=("masses", "damping", "armature"), 
     "lbfgsb" on tape gradients). On the 9-parameter arm of ``wpsim bench --suite
     vs_mujoco_sysid`` least squares took 18 iterations and 0.45 CPU s where L-BFGS-B stopped at
     its 60-iteration cap after 31 s, with a worse fit. ``duration`` (s) uses the first part of
-    the data only; ``starts`` > 1 fits that many guesses (the declared one and
+    the data (of each run) only; ``starts`` > 1 fits that many guesses (the declared one and
     random ones within the bounds) as worlds of one model and keeps the best
     (``wpsim.opt.multistart``; not with "least-squares"); ``zero_order`` also runs
     Nelder-Mead from the same start with the rollouts the gradient fit used; ``mode`` is the
     rollout's ("full" is faster for short runs, "checkpoint" keeps memory low for long
     ones). ``shooting`` ("auto", "single", "multiple"; least squares with the differences
     Jacobian): "multiple" fits windows of ``window`` s each replayed from the measured state
-    (``wpsim.opt.shooting``; default window: ``shooting_window``'s), "auto" does so where
-    ``shooting_window`` finds errors growing ``CHAOTIC_GROWTH``-fold within the run (a chaotic
-    run) and ``initial_state`` is not fitted, and where one rollout of the whole run misses (a
+    (``wpsim.opt.shooting``; default window: ``shooting_window``'s, the shortest of the runs'), "auto" does so where
+    ``shooting_window`` finds errors growing ``CHAOTIC_GROWTH``-fold within a run (a chaotic
+    run) and ``initial_state`` is not fitted, and where one rollout of each whole run misses (a
     poor verdict) fits windows of ``FALLBACK_WINDOW_S`` from the start again, keeping them if
     their verdict is good (``result.missed`` the first fit). The fitted values stay in
-    ``result.run.model``."""
+    ``result.run.model`` (and in every ``result.runs[i].run.model``)."""
+    from pathlib import Path
+
     from wpsim.io.measurements import load_trajectory
     from wpsim.io.robots import import_robot
     from wpsim.opt.least_squares import least_squares
     from wpsim.opt.minimize import METHODS, minimize
     from wpsim.opt.multistart import multistart
+    from wpsim.opt.several_runs import StackedResiduals
 
     if method is None:
         method = "least-squares" if starts == 1 else "lbfgsb"
@@ -625,64 +498,91 @@ def identify(robot_file, data_file, families=("masses", "damping", "armature"), 
         raise ValueError(f"unknown method {method!r}; expected one of {(*METHODS, 'least-squares')}")
     if int(starts) != starts or starts < 1 or (starts > 1 and method == "least-squares"):
         raise ValueError(f"starts must be an integer >= 1 (1 with least-squares), got {starts}")
-    data = load_trajectory(data_file)
+    files = [data_file] if isinstance(data_file, (str, Path)) else list(data_file)
+    if not files:
+        raise ValueError("no data file to fit to")
     families = list(families)
+    if len(files) > 1:
+        _check_several_runs(families, method, zero_order)
+    datas = [load_trajectory(f) for f in files]
 
-    def make_run(worlds: int = 1) -> RobotRun:
-        builder, scene = import_robot(robot_file)
-        return prepare_run(builder, scene, data, dt, duration, device, worlds,
-                           soft_constraints=bool(set(SOFT_FAMILIES) & set(families)))
+    def run_maker(data: Trajectory):
+        def make_run(worlds: int = 1) -> RobotRun:
+            builder, scene = import_robot(robot_file)
+            return prepare_run(builder, scene, data, dt, duration, device, worlds,
+                               soft_constraints=bool(set(SOFT_FAMILIES) & set(families)))
 
+        return make_run
+
+    makers = [run_maker(data) for data in datas]
     if jacobian not in JACOBIANS:
         raise ValueError(f"unknown jacobian {jacobian!r}; expected one of {JACOBIANS}")
 
-    def fitted(window_steps: int | None) -> tuple:
-        """(residuals or None, run, replays before and after, fit, verdict) with windows of
-        ``window_steps`` (None: one rollout of the whole run)."""
+    def residuals_of(make_run, window_steps: int | None):
         if window_steps is not None:
-            residuals = ShootingResiduals(make_run, lambda run: robot_parameters(run, families), window_steps)
-        elif method == "least-squares":
-            residuals = TrackingResiduals(make_run, families, residual_every, batch, mode, jacobian)
-        else:
-            residuals = None
-        run = make_run() if residuals is None else residuals.run
-        before = replay(run)
+            steps = make_run().steps
+            return ShootingResiduals(make_run, lambda run: robot_parameters(run, families), min(window_steps, steps))
+        if method == "least-squares":
+            return TrackingResiduals(make_run, families, residual_every, batch, mode, jacobian)
+        return None
+
+    def fitted(window_steps: int | None) -> tuple:
+        """(residuals or None, runs, replays before and after, fit, verdict) with windows of
+        ``window_steps`` (None: one rollout of each whole run)."""
+        parts = [residuals_of(make_run, window_steps) for make_run in makers]
+        residuals = parts[0] if len(parts) == 1 else StackedResiduals(parts, [str(f) for f in files])
+        runs = [makers[0]()] if residuals is None else [part.run for part in parts]
+        before = [replay(run) for run in runs]
         if residuals is not None:
             fit = least_squares(residuals, iterations=iterations, progress=progress, method="lm")
         elif starts > 1:
-            fit = multistart(robot_problem(make_run(starts), families, mode), method=method, iterations=iterations,
+            fit = multistart(robot_problem(makers[0](starts), families, mode), method=method, iterations=iterations,
                              progress=progress).best_fit()
-            robot_problem(run, families, mode).params.write(fit.x)  # the best world's values into the 1-world run
+            robot_problem(runs[0], families, mode).params.write(fit.x)  # the best world's values into the 1-world run
         else:
-            fit = minimize(robot_problem(run, families, mode), method, iterations=iterations, progress=progress)
-        after = replay(run)
-        return residuals, run, before, after, fit, judge_fit(make_run, families, fit, data, run, after[0], residuals,
-                                                             batch, mode, jacobian)
+            fit = minimize(robot_problem(runs[0], families, mode), method, iterations=iterations, progress=progress)
+        after = [replay(run) for run in runs]
+        verdict = judge_fit(makers, families, fit, datas, runs, [a[0] for a in after], residuals, batch, mode,
+                            jacobian)
+        return runs, before, after, fit, verdict
 
-    window_steps = _shooting_steps(make_run, families, method, jacobian, shooting, window)
-    residuals, run, (before, frames_before), (after, frames_after), fit, verdict = fitted(window_steps)
+    window_steps = _shooting_steps(makers, families, method, jacobian, shooting, window)
+    runs, before, after, fit, verdict = fitted(window_steps)
     missed = None
-    fallback = _fallback_window_steps(run, families, method, jacobian, shooting, window_steps)
-    if fallback is not None and not verdict.ok:  # one rollout of the whole run missed: windows, from the start again
+    fallback = _fallback_window_steps(runs, families, method, jacobian, shooting, window_steps)
+    if fallback is not None and not verdict.ok:  # one rollout of each whole run missed: windows, from the start again
         again = fitted(fallback)
-        if again[5].ok:
+        if again[4].ok:
             missed, window_steps = fit, fallback
-            residuals, run, (before, frames_before), (after, frames_after), fit, verdict = again
+            runs, before, after, fit, verdict = again
     baseline = None
     if zero_order:
-        baseline = minimize(robot_problem(make_run(), families, mode), "nelder-mead", iterations=100 * iterations,
+        baseline = minimize(robot_problem(makers[0](), families, mode), "nelder-mead", iterations=100 * iterations,
                             max_rollouts=fit.rollouts, progress=progress)
-    frames = {"initial": frames_before, "fitted": frames_after}
-    return SysidResult(str(robot_file), str(data_file), run, families, fit, baseline, before, after, frames, verdict,
-                       None if window_steps is None else window_steps * run.dt, missed)
+    fitted_runs = [FittedRun(str(f), run, b[0], a[0], {"initial": b[1], "fitted": a[1]})
+                   for f, run, b, a in zip(files, runs, before, after)]
+    return SysidResult(str(robot_file), fitted_runs, families, fit, baseline, verdict,
+                       None if window_steps is None else window_steps * runs[0].dt, missed)
+
+
+def _check_several_runs(families, method: str, zero_order: bool):
+    """Refuse what a fit to several runs does not do, saying why."""
+    if method != "least-squares":
+        raise ValueError(f"several runs are fitted by least squares only (method least-squares), not {method!r}")
+    if "initial_state" in families:
+        raise ValueError("initial_state with several runs: each run has its own first state; fit them with "
+                         "shooting='multiple' (every window's starting state is fitted) instead")
+    if zero_order:
+        raise ValueError("the zero-order baseline fits one run; it is not run with several")
 
 
 SHOOTING = ("auto", "single", "multiple")
 """``identify``'s choices of how the run is replayed in a fit."""
 
 
-def _shooting_steps(make_run, families, method: str, jacobian: str, shooting: str, window: float | None):
-    """Steps per multiple-shooting window for ``identify``, or None for one rollout of the whole run."""
+def _shooting_steps(makers, families, method: str, jacobian: str, shooting: str, window: float | None):
+    """Steps per multiple-shooting window for ``identify`` (``makers``: each run's
+    ``make_run``; the shortest of the runs' windows), or None for one rollout of each whole run."""
     if shooting not in SHOOTING:
         raise ValueError(f"unknown shooting {shooting!r}; expected one of {SHOOTING}")
     if window is not None and (not np.isfinite(window) or window <= 0.0):
@@ -693,11 +593,15 @@ def _shooting_steps(make_run, families, method: str, jacobian: str, shooting: st
     if not able:
         raise ValueError("multiple shooting needs --method least-squares, --jacobian differences and no "
                          "initial_state family (each window starts from the measured state)")
-    run = make_run(2)
-    steps = shooting_window(run) if window is None else max(1, int(round(window / run.dt)))
-    if steps > run.steps:
-        raise ValueError(f"window {window:g} s is longer than the {run.steps * run.dt:g} s fitted")
-    return steps if shooting == "multiple" or steps < run.steps else None
+    windows = []
+    for make_run in makers:
+        run = make_run(2)
+        steps = shooting_window(run) if window is None else max(1, int(round(window / run.dt)))
+        if window is not None and steps > run.steps:
+            raise ValueError(f"window {window:g} s is longer than the {run.steps * run.dt:g} s fitted")
+        if shooting == "multiple" or steps < run.steps:
+            windows.append(steps)
+    return min(windows) if windows else None
 
 
 FALLBACK_WINDOW_S = 0.5
@@ -706,14 +610,15 @@ friction-free arm of ``vs_mujoco_sysid`` from masses x0.5 and damping x0.3, wher
 stalls at 490 % error, 0.5 s windows recover every parameter within 2e-7 % (1 s: 4e-7 %)."""
 
 
-def _fallback_window_steps(run: RobotRun, families, method: str, jacobian: str, shooting: str,
+def _fallback_window_steps(runs: list, families, method: str, jacobian: str, shooting: str,
                            window_steps: int | None) -> int | None:
     """Steps per window of ``identify``'s second try (``FALLBACK_WINDOW_S``) where "auto" fitted
-    one rollout of the whole run and windows may be fitted (least squares, the differences
-    Jacobian, no initial state), else None."""
-    steps = max(1, int(round(FALLBACK_WINDOW_S / run.dt)))
+    one rollout of each whole run (``runs``: their ``RobotRun``) and windows may be fitted
+    (least squares, the differences Jacobian, no initial state), else None."""
+    steps = max(1, int(round(FALLBACK_WINDOW_S / runs[0].dt)))
     able = _windows_able(families, method, jacobian)
-    return steps if shooting == "auto" and window_steps is None and able and steps < run.steps else None
+    longest = max(run.steps for run in runs)
+    return steps if shooting == "auto" and window_steps is None and able and steps < longest else None
 
 
 def _windows_able(families, method: str, jacobian: str) -> bool:
@@ -727,22 +632,33 @@ VERDICT_ROWS = 256
 this many), when the fit itself used none."""
 
 
-def judge_fit(make_run, families, fit, data: Trajectory, run: RobotRun, simulated: np.ndarray, residuals=None,
+def judge_fit(makers, families, fit, datas: list, runs: list, simulated: list, residuals=None,
               batch: int = 64, mode: str = "checkpoint", jacobian: str = "differences"):
-    """The ``wpsim.opt.verdict`` of ``fit`` (its values written in ``run``, whose replay is
-    ``simulated``): the noise floor of ``data``'s raw samples of the measured joints over
-    the fitted span, and the residual Jacobian at the fitted values (of ``residuals`` if the
-    fit had them, else of residuals every k steps, ``VERDICT_ROWS`` rows or so)."""
+    """The ``wpsim.opt.verdict`` of ``fit`` to one or several runs (``makers``: each run's
+    ``make_run``; ``datas``: its measurement; ``runs``: its ``RobotRun`` with the fitted
+    values written; ``simulated``: its replay): the noise floor of the raw samples of the
+    measured joints over the fitted spans (the runs' floors pooled by their samples), and the
+    residual Jacobian at the fitted values (of ``residuals`` if the fit had them, else of
+    residuals every k steps of the one run, ``VERDICT_ROWS`` rows or so)."""
+    from wpsim.opt.several_runs import StackedResiduals
     from wpsim.opt.verdict import judge, noise_floor
 
-    span = data.time <= data.time[0] + run.steps * run.dt + 1e-9
-    noise = noise_floor(np.stack([data.channel("q", j)[span] for j in run.joints], axis=1))
+    floors, samples, errors = [], [], []
+    for data, run, angles in zip(datas, runs, simulated):
+        span = data.time <= data.time[0] + run.steps * run.dt + 1e-9
+        floors.append(noise_floor(np.stack([data.channel("q", j)[span] for j in run.joints], axis=1)))
+        samples.append(int(span.sum()))
+        errors.append(angles - run.measured)
+    noise = float(np.sqrt(np.dot(np.square(floors), samples) / sum(samples)))
     if residuals is None:
+        run = runs[0]
         every = max(1, int(np.ceil(run.steps * len(run.joints) / VERDICT_ROWS)))
-        residuals = TrackingResiduals(make_run, families, every, batch, mode, jacobian)
+        residuals = TrackingResiduals(makers[0], families, every, batch, mode, jacobian)
     x = np.asarray(fit.x, dtype=np.float64)
     r = residuals.values(x)
-    shooting = isinstance(residuals, ShootingResiduals)  # its windows' RMS: an open loop of a chaotic run diverges
-    rms = float(np.sqrt(r @ r)) if shooting else run.rms(simulated)
+    first = residuals.parts[0] if isinstance(residuals, StackedResiduals) else residuals
+    shooting = isinstance(first, ShootingResiduals)  # its windows' RMS: an open loop of a chaotic run diverges
+    rms = float(np.sqrt(r @ r)) if shooting else float(np.sqrt(sum(np.sum(e**2) for e in errors) /
+                                                                sum(e.size for e in errors)))
     return judge(residuals.params, x, r, residuals.jacobian(x), rms, noise, fit.message,
-                 1 if shooting else int(residuals.steps[0]))
+                 1 if shooting else int(first.steps[0]))
