@@ -398,11 +398,12 @@ def articulation_replay(
     joint_q_in: wp.array(dtype=wp.Float),
     joint_qd_in: wp.array(dtype=wp.Float),
     joint_f_steps_in: wp.array2d(dtype=wp.Float),
+    joint_target_q_steps_in: wp.array2d(dtype=wp.Float),
     body_f_ext: wp.array(dtype=vec6),
-    joint_target_q: wp.array(dtype=wp.Float),
     joint_target_qd: wp.array(dtype=wp.Float),
     first_articulation: int,
     steps: int,
+    target_rows: int,
     friction_smoothing: wp.Float,
     damping_depth: wp.Float,
     gradient_width: wp.Float,
@@ -440,8 +441,10 @@ def articulation_replay(
     """One thread per articulation (``first_articulation + tid``): ``steps`` semi-implicit
     steps of ``dt`` seconds in place on joint_q_in/joint_qd_in (given as joint_q_out/joint_qd_out
     too), as ``articulation_steps`` runs them, with row s of ``joint_f_steps_in`` (steps, dofs)
-    as the joint forces of step s; the articulation's joint coordinates and rates before step 0
-    and after every step go to rows 0..steps of ``joint_q_steps_out`` / ``joint_qd_steps_out``."""
+    as the joint forces of step s and row s * ``target_rows`` of ``joint_target_q_steps_in`` as
+    the drives' position targets (``target_rows`` 0: row 0 at every step); the articulation's
+    joint coordinates and rates before step 0 and after every step go to rows 0..steps of
+    ``joint_q_steps_out`` / ``joint_qd_steps_out``."""
     a = first_articulation + wp.tid()
     p0 = articulation_start[a]
     p1 = articulation_start[a + 1]
@@ -458,7 +461,7 @@ def articulation_replay(
             shape_point_count, shape_points, shape_hull_points, shape_hull_point_start, shape_hull_point_count,
             shape_plane_normal, shape_plane_offset, shape_plane_start, shape_plane_count, articulation_pair_start_in,
             articulation_pair_in, articulation_pair_count_in, joint_q_in, joint_qd_in, body_f_ext, joint_f_steps_in[s],
-            joint_target_q, joint_target_qd, friction_smoothing, damping_depth, gradient_width, dt, body_q_out,
+            joint_target_q_steps_in[s * target_rows], joint_target_qd, friction_smoothing, damping_depth, gradient_width, dt, body_q_out,
             body_qd_out, body_f_out, body_twist_out, body_bias_acc_out, dof_motion_out, body_damping_out, body_h_out,
             body_J_out, body_inertial_bias_out, subtree_mass_out, subtree_h_out, subtree_J_out, subtree_bias_out,
             subtree_damping_out, dof_subtree_force_out, mass_matrix_out, rhs_out, dof_inertia_out)

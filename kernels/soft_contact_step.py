@@ -305,8 +305,8 @@ def soft_contact_steps(
     joint_qd_in: wp.array(dtype=wp.Float),
     joint_qdd_warm_start_in: wp.array(dtype=wp.Float),
     joint_f_steps_in: wp.array2d(dtype=wp.Float),
+    joint_target_q_steps_in: wp.array2d(dtype=wp.Float),
     body_f_ext: wp.array(dtype=vec6),
-    joint_target_q: wp.array(dtype=wp.Float),
     joint_target_qd: wp.array(dtype=wp.Float),
     coupling_target: wp.array(dtype=wp.Float),
     first_island: int,
@@ -340,6 +340,7 @@ def soft_contact_steps(
     implicit_after_solve: int,
     equality_rows: int,
     replay: int,
+    target_rows: int,
     body_q_out: wp.array(dtype=transform),
     body_qd_out: wp.array(dtype=vec6),
     body_f_out: wp.array(dtype=vec6),
@@ -399,8 +400,9 @@ def soft_contact_steps(
     """One thread per contact island (``first_island + tid``; an island's articulations are
     consecutive, ``wpsim.solvers.fused_soft_contact``): ``steps`` semi-implicit
     steps of ``dt`` seconds with soft-constraint contact, the joint forces of step s row
-    s * ``replay`` of ``joint_f_steps_in`` (``replay`` 0: row 0 at every step; 1: a row per step,
-    and the joint coordinates and rates before step 0 and after every step go to rows
+    s * ``replay`` of ``joint_f_steps_in`` and the drives' position targets row s * ``target_rows`` of
+    ``joint_target_q_steps_in`` (0: row 0 at every step; 1: a row per step; with ``replay`` 1
+    the joint coordinates and rates before step 0 and after every step go to rows
     0..steps of joint_q_steps_out / joint_qd_steps_out, as ``articulation_replay`` records
     them), numbered from ``step`` for the fault flags and the contact health, from joint_q_in/joint_qd_in into
     joint_q_out/joint_qd_out (in place with ``steps`` > 1, as ``articulation_steps``). Per
@@ -440,7 +442,7 @@ def soft_contact_steps(
                 shape_hull_point_start, shape_hull_point_count, shape_plane_normal, shape_plane_offset,
                 shape_plane_start, shape_plane_count, articulation_pair_start_in, articulation_pair_in,
                 articulation_pair_count_in, joint_q_in, joint_qd_in, body_f_ext, joint_f_steps_in[s * replay],
-                joint_target_q, joint_target_qd, friction_smoothing, damping_depth, gradient_width, dt, body_q_out,
+                joint_target_q_steps_in[s * target_rows], joint_target_qd, friction_smoothing, damping_depth, gradient_width, dt, body_q_out,
                 body_qd_out, body_f_out, body_twist_out, body_bias_acc_out, dof_motion_out, body_damping_out,
                 body_h_out, body_J_out, body_inertial_bias_out, subtree_mass_out, subtree_h_out, subtree_J_out,
                 subtree_bias_out, subtree_damping_out, dof_subtree_force_out, mass_matrix_out, rhs_out,
@@ -457,7 +459,8 @@ def soft_contact_steps(
                                              joint_target_kd, joint_limit_lower, joint_limit_upper, joint_limit_ke,
                                              joint_limit_kd, joint_target_lower, joint_target_upper,
                                              joint_drive_force_limit, joint_drive_implicit, joint_damping_implicit,
-                                             joint_q_in, joint_qd_in, joint_target_q, joint_target_qd,
+                                             joint_q_in, joint_qd_in, joint_target_q_steps_in[s * target_rows],
+                                             joint_target_qd,
                                              friction_smoothing, dt)
                     diagonal = h0 + (i - d0) * (d1 - d0 + 1)
                     mass_matrix_out[diagonal] = mass_matrix_out[diagonal] - implicit

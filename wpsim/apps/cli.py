@@ -424,12 +424,13 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--device", default=None, help="Warp device, e.g. cpu or cuda:0")
     render.set_defaults(func=cmd_render)
 
-    sysid = sub.add_parser("sysid", help="fit a robot's masses, damping, armature, friction to a measured joint trajectory "
-                                         "with its applied torques (CSV or NPZ)")
+    sysid = sub.add_parser("sysid", help="fit a robot's masses, damping, armature, friction, servo gains to measured "
+                                         "joint trajectories with their applied torques or controls (CSV or NPZ)")
     sysid.add_argument("robot", help="robot file (.urdf, .xml MJCF, .usd UsdPhysics)")
     sysid.add_argument("data", nargs="+",
-                       help="measured run(s): time, q:<joint>, qd:<joint>, tau:<joint> columns (.csv, .npz); several "
-                            "files are fitted together with one set of parameters, each run replayed from its own "
+                       help="measured run(s): time, q:<joint>, qd:<joint>, tau:<joint> and ctrl:<actuator> columns "
+                            "(.csv, .npz; ctrl: a motor's control, which acts times its gear, or a position servo's "
+                            "target, as MuJoCo's ctrl); several files are fitted together with one set of parameters, each run replayed from its own "
                             "first state (least squares; every file measuring the same joints)")
     sysid.add_argument("--fit", default="masses,damping,armature",
                        help=f"comma-separated parameter families from {', '.join(FAMILIES)}: masses (kg, every "
@@ -439,7 +440,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "armature (kg m^2 or kg) of every measured 1-dof joint, friction (N m or N: dry friction, "
                             "MuJoCo's frictionloss, as friction-loss rows of the soft-constraint solve, which then "
                             "steps the fit; also wherever the file has dry friction), stiffness (N m/rad or N/m: the "
-                            "joint spring about the file's springref), contact_friction (the sliding friction "
+                            "joint spring about the file's springref), servo_gains (kp in N m/rad or N/m and kv in N m s/rad or "
+                            "N s/m of every position servo on a measured joint, its targets from the data's ctrl "
+                            "columns), contact_friction (the sliding friction "
                             "coefficient of every robot shape that has a contact pair), initial_state (the measured "
                             "joints' starting "
                             "angles and rates, to absorb noise in the first sample) (default: %(default)s)")

@@ -6,6 +6,8 @@ A file holds a ``time`` column (s, strictly increasing) and channels named ``kin
     q:<joint>              joint coordinate of a 1-dof joint (rad or m)
     qd:<joint>             its velocity (rad/s or m/s)
     tau:<joint>            generalized force applied to it (N m or N)
+    ctrl:<actuator>        an actuator's control input, as MuJoCo's ``ctrl`` (a motor's: N m or N
+                           before its gear; a position servo's: its target, rad or m)
     marker:<name>:x|y|z    position of a marker (m), three columns
     activation:<name>      an actuation input (dimensionless)
 
@@ -36,7 +38,8 @@ import numpy as np
 
 from wpsim.core.limits import require_memory
 
-KINDS = {"q": "rad or m", "qd": "rad/s or m/s", "tau": "N m or N", "marker": "m", "activation": "-"}
+KINDS = {"q": "rad or m", "qd": "rad/s or m/s", "tau": "N m or N", "ctrl": "the actuator's", "marker": "m",
+         "activation": "-"}
 """Channel kinds a column may have, with their units."""
 
 AXES = ("x", "y", "z")
@@ -107,7 +110,7 @@ class Trajectory:
                 raise MeasurementError(f"{self.path}: column '{kind}:{name}' names an unknown {what} {name!r} "
                                        f"(known: {', '.join(known) or 'none'})")
 
-    def resample(self, times, hold=("tau", "activation")) -> Trajectory:
+    def resample(self, times, hold=("tau", "ctrl", "activation")) -> Trajectory:
         """The channels at ``times`` (s): linear interpolation, or for the kinds in ``hold``
         the latest sample at or before each time (inputs held over a step). The times must
         lie within the file's time span."""

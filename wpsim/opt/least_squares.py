@@ -34,7 +34,8 @@ class _Trace(Tracker):
         (``NonFiniteLoss``, raised after it is counted)."""
         x = self.params.to_physical(z)
         r = self.residuals.values(x) if np.isfinite(x).all() else None
-        loss = np.inf if r is None else float(r @ r)
+        with np.errstate(over="ignore", invalid="ignore"):  # a diverged rollout: refused below
+            loss = np.inf if r is None else float(r @ r)
         if not np.isfinite(loss):
             error = NonFiniteLoss(f"the {'residuals' if r is not None else 'values'} are not finite at "
                                   f"{self.params.describe(x)}")

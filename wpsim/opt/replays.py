@@ -5,7 +5,6 @@ Jacobians (``wpsim.opt.sysid``, ``wpsim.opt.shooting``)."""
 from __future__ import annotations
 
 import numpy as np
-import warp as wp
 
 DIFFERENCE_STEPS = {"forward": 1.5e-8, "central": 1e-5}
 """Steps of the "differences" Jacobian, in units of each parameter's scale (relative for
@@ -15,7 +14,7 @@ relative; central (2n + 1 worlds) about eps^(1/3), an error of about 1e-10 relat
 
 class MeasuredReplay:
     """Unrecorded replays of a ``RobotRun`` with the model's current parameters:
-    ``SemiImplicitSolver.replay`` of the measured joint forces (one launch per rollout with
+    ``SemiImplicitSolver.replay`` of the measured joint forces and servo targets (one launch per rollout with
     the fused articulation step), from ``run.state0``; ``threads``: the solver's (default
     every core: less wall time for many worlds, a little more CPU time)."""
 
@@ -23,7 +22,7 @@ class MeasuredReplay:
         self.run = run
         model = run.model
         self.solver = run.solver(threads)
-        self.forces = wp.array(run.joint_f, dtype=model.dtype, device=model.device)
+        self.forces, self.targets = run.input_arrays()
         self.state = model.state(requires_grad=False)
         self.columns = run.world_rows(run.coords, model.joint_coord_count).reshape(run.worlds, -1)
 
@@ -31,5 +30,5 @@ class MeasuredReplay:
         """(steps + 1, worlds, joints) the measured joints' simulated angles (rad or m)."""
         self.state.assign(self.run.state0)
         self.solver.refresh_inverse_weights()  # the parameters just written may change them
-        q = self.solver.replay(self.state, self.forces, self.run.dt)[0].numpy()
+        q = self.solver.replay(self.state, self.forces, self.run.dt, joint_target_steps=self.targets)[0].numpy()
         return q[:, self.columns]

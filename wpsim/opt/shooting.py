@@ -56,14 +56,29 @@ def smoothed_states(measured: np.ndarray, dt: float) -> tuple:
     return angles, rates
 
 
+def _window_rows(table: np.ndarray, windows: np.ndarray, starts: np.ndarray, lengths: np.ndarray, window: int,
+                 hold: bool) -> np.ndarray:
+    """(window, per-world columns x worlds) rows of ``table`` (steps, per-world columns) from the
+    start of window ``windows[w]`` in world w; past a window's end zeros, or with ``hold`` its
+    last row."""
+    per = table.shape[1]
+    out = np.zeros((window, per * len(windows)))
+    for world, w in enumerate(windows):
+        rows = table[starts[w]:starts[w] + lengths[w]]
+        out[: lengths[w], world * per:(world + 1) * per] = rows
+        if hold:
+            out[lengths[w]:, world * per:(world + 1) * per] = rows[-1]
+    return out
+
+
 def _window_forces(run, windows: np.ndarray, starts: np.ndarray, lengths: np.ndarray, window: int, base):
     """Make ``run`` (a RobotRun of ``len(windows)`` worlds) replay, in world w, ``base``'s
-    measured forces from the start of window ``windows[w]`` (zeros past its end)."""
-    per = base.joint_f.shape[1]
-    forces = np.zeros((window, per * len(windows)))
-    for world, w in enumerate(windows):
-        forces[: lengths[w], world * per:(world + 1) * per] = base.joint_f[starts[w]:starts[w] + lengths[w]]
-    run.joint_f, run.steps = forces, window
+    measured forces and servo targets from the start of window ``windows[w]`` (past its end no
+    force, the last target)."""
+    run.joint_f = _window_rows(base.joint_f, windows, starts, lengths, window, hold=False)
+    run.joint_target = (None if base.joint_target is None else
+                        _window_rows(base.joint_target, windows, starts, lengths, window, hold=True))
+    run.steps = window
 
 
 class _WindowReplay:

@@ -2,10 +2,11 @@
 trajectory and the torques applied during it.
 
 The measured run (``wpsim.io.measurements``: ``q:``, optional ``qd:`` and ``tau:`` columns
-named after the robot's 1-dof joints) is resampled onto the simulation grid (the robot
-file's time step unless another is given). The rollout starts from the first sample (rates
-from ``qd:`` columns, else a one-sided difference of the angles), applies the measured
-torques step by step, and its loss is the mean squared joint-angle error (rad^2) over every
+named after the robot's 1-dof joints, and ``ctrl:`` columns named after its actuators:
+motors' controls, which act times their gear, and position servos' targets) is resampled
+onto the simulation grid (the robot file's time step unless another is given). The rollout
+starts from the first sample (rates from ``qd:`` columns, else a one-sided difference of the
+angles), applies the measured torques and controls step by step, and its loss is the mean squared joint-angle error (rad^2) over every
 measured joint and step. Families of parameters (``FAMILIES``):
 
 - "masses": the mass of every body with mass, its inertia scaled with it (a change of
@@ -19,6 +20,9 @@ measured joint and step. Families of parameters (``FAMILIES``):
   run then steps with it: ``prepare_run``);
 - "stiffness": the spring stiffness of every measured 1-dof joint (N m/rad or N/m, MuJoCo's
   joint ``stiffness``, about the file's ``springref``), >= 0;
+- "servo_gains": the position gain kp (N m/rad or N/m) and velocity gain kv (N m s/rad or
+  N s/m) of every position servo on a measured joint, >= 0, its targets from the data's
+  ``ctrl:<actuator>`` columns;
 - "contact_friction": the sliding friction coefficient (MuJoCo's geom ``friction[0]``) of
   every shape on the robot that has a contact pair, >= 0; a pair takes its shapes' mix
   (MuJoCo's: the larger, or the higher priority's), so a shape's value counts only where it is
@@ -61,7 +65,8 @@ from wpsim.opt.shooting import ShootingResiduals, shooting_window
 from wpsim.opt.sysid_report import FittedRun, SysidResult, replay
 from wpsim.solvers import SemiImplicitSolver, SoftContactOptions
 
-FAMILIES = ("masses", "inertia", "damping", "armature", "friction", "stiffness", "contact_friction", "initial_state")
+FAMILIES = ("masses", "inertia", "damping", "armature", "friction", "stiffness", "servo_gains", "contact_friction",
+            "initial_state")
 SOFT_FAMILIES = ("friction", "contact_friction")
 """Families a run steps with the soft-constraint solve to fit (``prepare_run``)."""
 JACOBIANS = ("differences", "adjoint")
@@ -70,11 +75,13 @@ THREADED_WORLDS = 64
 """Worlds from which the differences Jacobian's rollout runs on every core (fewer: one thread;
 its launch costs less wall time split, but more CPU time)."""
 DIFFERENCES = ("forward", "central")
-TYPICAL = {"joint_damping": 0.1, "joint_armature": 0.01, "joint_friction": 0.1, "joint_stiffness": 1.0}
+TYPICAL = {"joint_damping": 0.1, "joint_armature": 0.01, "joint_friction": 0.1, "joint_stiffness": 1.0,
+           "joint_target_ke": 1.0, "joint_target_kd": 0.1}
 """Scale (physical size of one optimiser unit) of joint parameters whose initial value is
 smaller: N m s/rad and kg m^2 for hinges."""
 UNITS = {"damping": {True: "N m s/rad", False: "N s/m"}, "armature": {True: "kg m^2", False: "kg"},
          "friction": {True: "N m", False: "N"}, "stiffness": {True: "N m/rad", False: "N/m"},
+         "kp": {True: "N m/rad", False: "N/m"}, "kv": {True: "N m s/rad", False: "N s/m"},
          "q0": {True: "rad", False: "m"}, "qd0": {True: "rad/s", False: "m/s"}}
 """Units of the joint families for a hinge (True) or a slider (False)."""
 
@@ -88,10 +95,13 @@ class RobotRun:
     indices in world 0 (world w's are offset by w times the per-world counts); hinges:
     whether each is revolute (else prismatic); dt (s) and steps: the grid;
     measured: (steps + 1, joints) angles on the grid (rad or m); joint_f: (steps, joint dofs)
-    the measured torques of each step; controls: one Control per step with them (made at first
-    use: only recorded rollouts need them); state0: the initial State; body_names /
-    joint_names: body / joint index -> name in the robot file; soft_contact: the
-    ``SoftContactOptions`` of its steps (``solver``), or None for the penalty step.
+    the measured torques of each step (``tau:`` columns, and motors' ``ctrl:`` times their
+    gear); joint_target: (steps, joint dofs) the position servos' targets of each step (their
+    ``ctrl:`` columns; rad or m), or None where no servo's control is measured; controls: one
+    Control per step with them (made at first use: only recorded rollouts need them); state0:
+    the initial State; body_names / joint_names: body / joint index -> name in the robot
+    file; soft_contact: the ``SoftContactOptions`` of its steps (``solver``), or None for the
+    penalty step; servos: the position servos on measured joints, (joint name, dof) each.
     """
 
     model: object
@@ -108,6 +118,8 @@ class RobotRun:
     worlds: int = 1
     joint_names: dict = field(default_factory=dict)
     soft_contact: object = None
+    joint_target: np.ndarray | None = None
+    servos: list = field(default_factory=list)
     _controls: list | None = None
 
     def solver(self, threads: int | None = None) -> SemiImplicitSolver:
@@ -119,11 +131,22 @@ class RobotRun:
         """One Control per step holding that step's measured joint forces (``joint_f``)."""
         if self._controls is None:
             self._controls = []
-            for forces in self.joint_f:
+            for k, forces in enumerate(self.joint_f):
                 control = self.model.control(requires_grad=False)  # measured inputs, not parameters
                 control.joint_f.assign(forces)
+                if self.joint_target is not None:
+                    control.joint_target_q.assign(self.joint_target[k])
                 self._controls.append(control)
         return self._controls
+
+    def input_arrays(self) -> tuple:
+        """(joint forces, position targets or None) of every step as (steps, joint dofs) arrays
+        of the model's precision, for ``SemiImplicitSolver.replay``."""
+        model = self.model
+        forces = wp.array(self.joint_f, dtype=model.dtype, device=model.device)
+        targets = None if self.joint_target is None else wp.array(self.joint_target, dtype=model.dtype,
+                                                                   device=model.device)
+        return forces, targets
 
     def rms(self, simulated: np.ndarray) -> float:
         """RMS error (rad or m) of ``simulated`` (steps + 1, joints) against ``measured``."""
@@ -197,7 +220,33 @@ def prepare_run(builder, scene, data: Trajectory, dt: float | None = None, durat
                for name in data.names("tau")]
     for rows, values in torques:
         run.joint_f[:, rows] = values[:steps, None]
+    _measured_controls(run, scene, data, grid, qd_start)
     return run
+
+
+def _measured_controls(run: RobotRun, scene, data: Trajectory, grid: Trajectory, qd_start: np.ndarray):
+    """The ``ctrl:`` columns of ``data`` (``grid``: resampled) into ``run``: a motor's control
+    times its gear added to its joint's forces, a position servo's as its joint's target
+    (``run.joint_target``); and the position servos on measured joints into ``run.servos``."""
+    actuators = {a["name"]: a for a in scene.actuators}
+    data.require("ctrl", actuators, "actuator of the robot (motors and position servos on joints)")
+    joint_names = {index: name for name, index in scene.joints.items()}
+    for name in data.names("ctrl"):
+        actuator = actuators[name]
+        if actuator["kind"] not in ("motor", "position"):
+            raise MeasurementError(f"{data.path}: column 'ctrl:{name}': a {actuator['kind']} servo's control is not "
+                                   "replayed (motors' and position servos' are)")
+        rows = run.world_rows([qd_start[actuator["joint"]]], len(run.state0.joint_qd))
+        values = grid.channel("ctrl", name)[:run.steps, None]
+        if actuator["kind"] == "motor":
+            run.joint_f[:, rows] += actuator["gear"] * values
+            continue
+        if run.joint_target is None:
+            run.joint_target = np.zeros_like(run.joint_f)
+        run.joint_target[:, rows] = values
+    measured = set(run.joints)
+    run.servos = [(joint_names[a["joint"]], int(qd_start[a["joint"]])) for a in scene.actuators
+                  if a["kind"] == "position" and joint_names.get(a["joint"]) in measured]
 
 
 def tracking_rollout(run: RobotRun, mode: str = "checkpoint") -> Rollout:
@@ -290,6 +339,22 @@ def _contact_friction_parameters(run: RobotRun) -> list:
             for s, name in zip(shapes, names)]
 
 
+def _servo_gain_parameters(run: RobotRun) -> list:
+    """The position gain kp and velocity gain kv of every position servo on a measured joint
+    (MuJoCo's position actuator: kp (ctrl - q) - kv qd), >= 0."""
+    if not run.servos:
+        raise ValueError("servo_gains: no position servo (MJCF <position>, or a <general> one of that law) acts on a "
+                         f"measured joint ({', '.join(run.joints)})")
+    hinge = dict(zip(run.joints, run.hinges))
+    params = []
+    for array, gain in (("joint_target_ke", "kp"), ("joint_target_kd", "kv")):
+        values = getattr(run.model, array).numpy()
+        params += [Parameter(f"model.{array}", index=dof, lower=0.0, name=f"{joint}.{gain}",
+                             unit=UNITS[gain][hinge[joint]], scale=max(abs(float(values[dof])), TYPICAL[array]))
+                   for joint, dof in run.servos]
+    return params
+
+
 def robot_parameters(run: RobotRun, families) -> list:
     """The declared parameters of ``families`` (see ``FAMILIES``) for ``run``."""
     unknown = [f for f in families if f not in FAMILIES]
@@ -307,6 +372,8 @@ def robot_parameters(run: RobotRun, families) -> list:
             params.append(_inertia_parameter(run))
         elif family == "contact_friction":
             params += _contact_friction_parameters(run)
+        elif family == "servo_gains":
+            params += _servo_gain_parameters(run)
         elif family in ("damping", "armature", "friction", "stiffness"):
             field = f"joint_{family}"
             values = getattr(run.model, field).numpy()

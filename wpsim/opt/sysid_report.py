@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import warp as wp
 
 from wpsim.solvers import eval_fk
 
@@ -25,8 +24,8 @@ def replay(run) -> tuple:
     model = run.model
     state = model.state(requires_grad=False)  # an unrecorded replay needs no gradient arrays
     state.assign(run.state0)
-    forces = wp.array(run.joint_f, dtype=model.dtype, device=model.device)
-    q, qd = (a.numpy() for a in run.solver(threads=1).replay(state, forces, run.dt))
+    forces, targets = run.input_arrays()
+    q, qd = (a.numpy() for a in run.solver(threads=1).replay(state, forces, run.dt, joint_target_steps=targets))
     every = max(int(round(1.0 / (FRAME_RATE * run.dt))), 1)
     return q[:, run.coords], FrameStates(model, q[::every], qd[::every])
 

@@ -199,10 +199,12 @@ class FusedArticulationStep:
         thread); afterwards ``state.body_q``/``body_qd`` match its joint coordinates."""
         self._run_prepared(solver, state, state, control, dt, steps, 1)
 
-    def replay(self, solver, state, control, joint_f_steps, dt: float, joint_q_steps, joint_qd_steps):
+    def replay(self, solver, state, control, joint_f_steps, dt: float, joint_q_steps, joint_qd_steps,
+               joint_target_steps=None):
         """One unrecorded launch (per thread) of ``len(joint_f_steps)`` steps of ``dt`` s in place
-        on ``state``, row s of ``joint_f_steps`` (steps, dofs) the joint forces of step s (the
-        other inputs from ``control``); the joint coordinates and rates before the first step and
+        on ``state``, row s of ``joint_f_steps`` (steps, dofs) the joint forces of step s and of
+        ``joint_target_steps`` (steps, dofs), if given, the drives' position targets (the other
+        inputs from ``control``); the joint coordinates and rates before the first step and
         after each go to the rows of ``joint_q_steps`` (steps + 1, coordinates) and
         ``joint_qd_steps`` (steps + 1, dofs). ``state``'s body arrays are left as the last step
         began (no final kinematics)."""
@@ -211,8 +213,10 @@ class FusedArticulationStep:
         scratch = self.stepper._scratch
         steps = joint_f_steps.shape[0]
         inputs = [
-            *self._fields, state.joint_q, state.joint_qd, joint_f_steps, control.body_f_ext, control.joint_target_q,
-            control.joint_target_qd, 0, steps, solver._friction_smoothing, real(model.contact_damping_depth),
+            *self._fields, state.joint_q, state.joint_qd, joint_f_steps,
+            control.joint_target_q.reshape((1, -1)) if joint_target_steps is None else joint_target_steps,
+            control.body_f_ext, control.joint_target_qd, 0, steps, int(joint_target_steps is not None),
+            solver._friction_smoothing, real(model.contact_damping_depth),
             solver.contact_gradient_width, real(dt), solver.step_count, solver.max_coordinate, solver.max_speed,
         ]
         outputs = [state.body_q, state.body_qd, state.body_f, *self._scratch_outputs(scratch), scratch.factor,

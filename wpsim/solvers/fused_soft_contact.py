@@ -252,20 +252,25 @@ class FusedSoftContactStep(FusedArticulationStep):
         inputs, outputs = super()._arguments(solver, state_in, state_out, control, scratch, dt, steps,
                                              final_kinematics)
         inputs.insert(len(self._fields) + 2, state_in.joint_qdd_warm_start)  # after joint_q, joint_qd
-        forces = self._forces_index  # the joint forces' table, before the applied wrenches (state inputs first)
-        inputs[forces:forces + 2] = [control.joint_f.reshape((1, -1)), control.body_f_ext]  # one row, every step
+        forces = self._forces_index  # the joint forces' and targets' tables, before the applied wrenches
+        inputs[forces:forces + 3] = [control.joint_f.reshape((1, -1)), control.joint_target_q.reshape((1, -1)),
+                                     control.body_f_ext]  # one row each, every step
         inputs.insert(self._first_index - 1, control.coupling_target)  # the last control
-        return ([*inputs, *self._settings, 0],
+        return ([*inputs, *self._settings, 0, 0],
                 [*outputs, *self._outputs, state_out.joint_qdd_warm_start, *self._no_steps])
 
-    def replay(self, solver, state, control, joint_f_steps, dt: float, joint_q_steps, joint_qd_steps):
+    def replay(self, solver, state, control, joint_f_steps, dt: float, joint_q_steps, joint_qd_steps,
+               joint_target_steps=None):
         """``FusedArticulationStep.replay`` with soft-constraint contact: one unrecorded launch
         (per thread) of ``len(joint_f_steps)`` steps in place on ``state``, row s of
-        ``joint_f_steps`` the joint forces of step s, the joint state before the first step and
-        after each into the rows of ``joint_q_steps`` and ``joint_qd_steps``."""
+        ``joint_f_steps`` the joint forces of step s (and of ``joint_target_steps``, if given,
+        the drives' position targets), the joint state before the first step and after each into
+        the rows of ``joint_q_steps`` and ``joint_qd_steps``."""
         steps = joint_f_steps.shape[0]
         inputs, outputs = self._arguments(solver, state, state, control, self.stepper._scratch, dt, steps, 0)
-        inputs[self._forces_index], inputs[-1] = joint_f_steps, 1
+        inputs[self._forces_index], inputs[-2] = joint_f_steps, 1
+        if joint_target_steps is not None:
+            inputs[self._forces_index + 1], inputs[-1] = joint_target_steps, 1
         outputs[-2:] = [joint_q_steps, joint_qd_steps]
         self._run_chunks(self._chunk_launches(self._kernel(), inputs, outputs))
         self._mark_rows()

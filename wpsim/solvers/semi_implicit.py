@@ -203,10 +203,12 @@ class SemiImplicitSolver(SolverBase):
         self._steps_done(steps)
         return state
 
-    def replay(self, state: State, joint_f_steps, dt: float, control: Control | None = None) -> tuple:
+    def replay(self, state: State, joint_f_steps, dt: float, control: Control | None = None,
+               joint_target_steps=None) -> tuple:
         """Unrecorded steps of ``dt`` s in place on ``state``, one per row of ``joint_f_steps``
         ((steps, joint dofs) array of the model's dtype, N m or N: the joint forces of each step;
-        the other inputs from ``control``); returns (joint_q, joint_qd) arrays of (steps + 1,
+        ``joint_target_steps``, if given, likewise the drives' position targets of each step, rad
+        or m; the other inputs from ``control``); returns (joint_q, joint_qd) arrays of (steps + 1,
         coordinates) and (steps + 1, dofs): the state before the first step and after each.
         With the fused articulation step (penalty or soft-constraint contact) one launch (per
         thread) runs them all; otherwise ``step`` into a second state and back, a control per
@@ -218,22 +220,31 @@ class SemiImplicitSolver(SolverBase):
         if joint_f_steps.shape[1:] != (model.joint_dof_count,) or joint_f_steps.dtype != model.dtype:
             raise ValueError(f"replay: joint_f_steps must be (steps, {model.joint_dof_count}) of the model's dtype, "
                              f"got {joint_f_steps.shape} of {joint_f_steps.dtype}")
+        if joint_target_steps is not None and (joint_target_steps.shape != joint_f_steps.shape
+                                               or joint_target_steps.dtype != model.dtype):
+            raise ValueError(f"replay: joint_target_steps must be {joint_f_steps.shape} of the model's dtype like "
+                             f"joint_f_steps, got {joint_target_steps.shape} of {joint_target_steps.dtype}")
         control = self._zero_control if control is None else control
         self._check_advance(state, control, dt, steps)
         q = wp.empty((steps + 1, model.joint_coord_count), dtype=model.dtype, device=model.device)
         qd = wp.empty((steps + 1, model.joint_dof_count), dtype=model.dtype, device=model.device)
         if isinstance(self.fused, FusedArticulationStep) and not model.particle_count:
-            self.fused.replay(self, state, control, joint_f_steps, dt, q, qd)
+            self.fused.replay(self, state, control, joint_f_steps, dt, q, qd, joint_target_steps)
             self._steps_done(steps)
             return q, qd
-        stepped = copy.copy(control)  # its own joint forces, the other inputs shared
+        stepped = copy.copy(control)  # its own joint forces (and targets), the other inputs shared
         stepped.joint_f = wp.empty_like(control.joint_f, requires_grad=False)
+        if joint_target_steps is not None:
+            stepped.joint_target_q = wp.empty_like(control.joint_target_q, requires_grad=False)
         other = model.state(requires_grad=False)
         states = (state, other)
         wp.copy(q, state.joint_q, count=model.joint_coord_count)
         wp.copy(qd, state.joint_qd, count=model.joint_dof_count)
         for k in range(steps):
             wp.copy(stepped.joint_f, joint_f_steps, src_offset=k * model.joint_dof_count, count=model.joint_dof_count)
+            if joint_target_steps is not None:
+                wp.copy(stepped.joint_target_q, joint_target_steps, src_offset=k * model.joint_dof_count,
+                        count=model.joint_dof_count)
             self.step(states[k % 2], states[(k + 1) % 2], stepped, dt)
             after = states[(k + 1) % 2]
             wp.copy(q, after.joint_q, dest_offset=(k + 1) * model.joint_coord_count, count=model.joint_coord_count)

@@ -1,0 +1,141 @@
+"""System identification of robots driven by actuators: ``ctrl:<actuator>`` columns (motors'
+controls times their gear, position servos' targets), replayed per step, and the
+``servo_gains`` family (a position servo's kp and kv)."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import warp as wp
+
+from wpsim.io.measurements import MeasurementError, save_trajectory
+from wpsim.io.robots import import_robot
+from wpsim.opt.sysid import TrackingResiduals, identify, prepare_run
+from wpsim.solvers import SemiImplicitSolver
+
+KP, KV = (20.0, 12.0, 6.0), (1.0, 0.6, 0.3)
+"""The true position gains (N m/rad) and velocity gains (N m s/rad) of the arm's servos."""
+TARGETS = ((0.6, 0.8, 0.0), (0.6, 1.3, 0.5), (0.6, 2.1, 1.0))
+"""Per hinge (amplitude rad, frequency Hz, phase rad) of its servo's target."""
+
+
+def servo_arm_xml(kp=KP, kv=KV, motor_last: bool = False) -> str:
+    """The 3-hinge arm of ``vs_mujoco_sysid`` with its true masses, damping and armature and a
+    position servo on each hinge (``motor_last``: a motor of gear 2 on the third instead)."""
+    from wpsim.bench import vs_mujoco_sysid as arm
+
+    xml = arm.arm_xml(arm.TRUTH["mass"], arm.TRUTH["damping"], arm.TRUTH["armature"], sensors=False)
+    for i, (joint, p, v) in enumerate(zip(arm.JOINTS, kp, kv)):
+        servo = (f'<motor name="a_{joint}" joint="{joint}" gear="2"/>' if motor_last and i == 2 else
+                 f'<position name="a_{joint}" joint="{joint}" kp="{p}" kv="{v}"/>')
+        xml = xml.replace(f'<motor name="m_{joint}" joint="{joint}"/>', servo)
+    return xml
+
+
+def servo_run(folder: Path, seconds: float = 1.0, motor_last: bool = False) -> Path:
+    """A run of ``servo_arm_xml`` from rest simulated by MuJoCo under sine targets (and a sine
+    control of the motor): ``q:``, ``qd:`` and ``ctrl:`` columns; returns the data file."""
+    mujoco = pytest.importorskip("mujoco")
+    from wpsim.bench import vs_mujoco_sysid as arm
+
+    model = mujoco.MjModel.from_xml_string(servo_arm_xml(motor_last=motor_last))
+    data = mujoco.MjData(model)
+    steps = int(round(seconds / arm.DT))
+    time_s = np.arange(steps + 1) * arm.DT
+    ctrl = np.stack([a * np.sin(2 * np.pi * f * time_s + p) for a, f, p in TARGETS], 1)
+    q, qd = np.empty((steps + 1, 3)), np.empty((steps + 1, 3))
+    for k in range(steps + 1):
+        q[k], qd[k] = data.qpos, data.qvel
+        data.ctrl[:] = ctrl[k]
+        mujoco.mj_step(model, data)
+    columns = {}
+    for i, joint in enumerate(arm.JOINTS):
+        columns |= {f"q:{joint}": q[:, i], f"qd:{joint}": qd[:, i], f"ctrl:a_{joint}": ctrl[:, i]}
+    return save_trajectory(folder / "servo_run.csv", time_s, columns)
+
+
+def _robot(folder: Path, **options) -> Path:
+    path = folder / "servo_arm.xml"
+    path.write_text(servo_arm_xml(**options))
+    return path
+
+
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("soft", [False, True])
+def test_replayed_targets_and_motor_controls_equal_stepping_with_a_control_per_step(tmp_path, fused, soft):
+    """``SemiImplicitSolver.replay`` with a table of targets equals stepping with one control
+    per step (``RobotRun.controls``), on the penalty step and the soft-constraint solve, fused
+    or staged; the motor's control acts times its gear."""
+    from wpsim.io.measurements import load_trajectory
+
+    data = load_trajectory(servo_run(tmp_path, 0.1, motor_last=True))
+    robot = _robot(tmp_path, motor_last=True)
+    run = prepare_run(*import_robot(robot), data, None, None, "cpu", 2, soft_constraints=soft)
+    np.testing.assert_array_equal(run.joint_f[:, 2], 2.0 * data.channel("ctrl", "a_j3")[:run.steps])
+    np.testing.assert_array_equal(run.joint_target[:, :2], data.channel("ctrl", "a_j1")[:run.steps, None]
+                                  * [1.0, 0.0] + data.channel("ctrl", "a_j2")[:run.steps, None] * [0.0, 1.0])
+    model = run.model
+    stepper = SemiImplicitSolver(model, soft_contact=run.soft_contact, fused=fused)
+    a, b = model.state(requires_grad=False), model.state(requires_grad=False)
+    a.assign(run.state0)
+    expected = [a.joint_q.numpy().copy()]
+    for control in run.controls:
+        stepper.step(a, b, control, run.dt)
+        expected.append(b.joint_q.numpy().copy())
+        a, b = b, a
+    state = model.state(requires_grad=False)
+    state.assign(run.state0)
+    forces, targets = run.input_arrays()
+    q = SemiImplicitSolver(model, soft_contact=run.soft_contact, fused=fused).replay(
+        state, forces, run.dt, joint_target_steps=targets)[0].numpy()
+    np.testing.assert_array_equal(q, np.stack(expected))
+    assert np.ptp(q[:, 1]) > 0.01  # the servos moved the arm
+    with pytest.raises(ValueError, match="joint_target_steps must be"):
+        stepper.replay(state, forces, run.dt, joint_target_steps=wp.zeros((1, 3), dtype=model.dtype))
+
+
+def test_servo_gains_are_recovered_and_their_tape_jacobian_agrees(tmp_path):
+    """From kp x0.5 and kv x2, MuJoCo's run gives every gain back (one rollout and windows);
+    the servo gains' Jacobian by tape adjoints equals the one by differences."""
+    from wpsim.io.measurements import load_trajectory
+
+    data_file = servo_run(tmp_path)
+    start = tmp_path / "start.xml"
+    start.write_text(servo_arm_xml(tuple(0.5 * k for k in KP), tuple(2.0 * k for k in KV)))
+    truth = {f"j{i + 1}.kp": k for i, k in enumerate(KP)} | {f"j{i + 1}.kv": k for i, k in enumerate(KV)}
+    for shooting in ("single", "multiple"):
+        result = identify(start, data_file, ["servo_gains"], progress=False, device="cpu", shooting=shooting)
+        values = result.fit.values()
+        assert result.verdict.ok, (shooting, result.verdict.reasons)
+        assert max(abs(values[name] / value - 1.0) for name, value in truth.items()) < 1e-6, (shooting, values)
+        assert result.fit.units[:3] == ["N m/rad"] * 3 and result.fit.units[3:] == ["N m s/rad"] * 3
+    data = load_trajectory(data_file)
+
+    def make_run(worlds: int = 1):
+        return prepare_run(*import_robot(start), data, None, 0.1, "cpu", worlds)
+
+    x = np.array([*(0.8 * k for k in KP), *(1.3 * k for k in KV)])
+    exact = TrackingResiduals(make_run, ["servo_gains"], jacobian="adjoint").jacobian(x)
+    differences = TrackingResiduals(make_run, ["servo_gains"], differences="central").jacobian(x)
+    assert np.abs(exact - differences).max() < 1e-7 * np.abs(exact).max()
+
+
+def test_control_columns_that_cannot_be_replayed_are_refused(tmp_path):
+    time = np.arange(0.0, 0.05, 0.002)
+    robot = _robot(tmp_path)
+    with pytest.raises(MeasurementError, match=r"column 'ctrl:grip' names an unknown actuator of the robot"):
+        identify(robot, save_trajectory(tmp_path / "a.csv", time, {"q:j1": 0 * time, "ctrl:grip": 0 * time}),
+                 ["damping"], progress=False)
+    velocity = tmp_path / "velocity.xml"
+    velocity.write_text(servo_arm_xml().replace('<position name="a_j1" joint="j1" kp="20.0" kv="1.0"/>',
+                                                '<velocity name="a_j1" joint="j1" kv="1"/>'))
+    with pytest.raises(MeasurementError, match="a velocity servo's control is not replayed"):
+        identify(velocity, save_trajectory(tmp_path / "b.csv", time, {"q:j1": 0 * time, "ctrl:a_j1": 0 * time}),
+                 ["damping"], progress=False)
+    from wpsim.bench import vs_mujoco_sysid as arm
+
+    motors = tmp_path / "motors.xml"
+    motors.write_text(arm.start_xml(sensors=False))
+    with pytest.raises(ValueError, match="servo_gains: no position servo"):
+        identify(motors, save_trajectory(tmp_path / "c.csv", time, {"q:j1": 0 * time}), ["servo_gains"],
+                 progress=False)
