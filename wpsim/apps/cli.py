@@ -136,13 +136,13 @@ def cmd_run(args) -> int:
     _quiet_warp()
     from wpsim.apps.run_scene import (
         MAX_DT,
+        ROBOT_TIME_STEP,
         RobotControlOptions,
         SoftSceneOptions,
         check_control_options,
         check_outputs,
         check_run_options,
         control_mode,
-        default_time_step,
         mesh_warnings,
         robot_controller,
         simulate_to_usd,
@@ -181,7 +181,7 @@ def cmd_run(args) -> int:
                 check_outputs(option, out, [*read, *usd_dependencies(args.scene)])
         body_names = {index: name for name, index in scene.bodies.items()}
         joint_names = {index: name for name, index in scene.joints.items()}
-        dt = dt or scene.timestep or default_time_step(args.scene)
+        dt = dt or scene.timestep or ROBOT_TIME_STEP
         if args.solver != "semi-implicit":
             raise ValueError("robots are stepped by the semi-implicit solver only")
         if args.steps < 1 or not dt > 0.0:

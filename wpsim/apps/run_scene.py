@@ -236,17 +236,9 @@ def check_run_options(options: SoftSceneOptions, out, fps: float, video=None, dt
             raise ValueError(f"{name} must be finite and > 0, got {getattr(options, name)}")
 
 
-MJCF_TIME_STEP = 2.0e-3
-"""The time step (s) of an MJCF file whose ``<option>`` sets none: MuJoCo's default."""
 ROBOT_TIME_STEP = 1.0e-3
-"""The time step (s) ``wpsim run`` takes for a URDF or UsdPhysics robot whose file sets none."""
-
-
-def default_time_step(path) -> float:
-    """The time step (s) of a robot file that sets none: MuJoCo's 2 ms for an MJCF file, as
-    MuJoCo runs it; 1 ms for a URDF or UsdPhysics file."""
-    suffix = Path(path).suffix.lower()
-    return ROBOT_TIME_STEP if suffix in (".urdf", ".xacro", ".usd", ".usda", ".usdc") else MJCF_TIME_STEP
+"""The time step (s) ``wpsim run`` takes for a URDF or UsdPhysics robot whose file sets none
+(an MJCF file always has one: MuJoCo's default where it sets none, ``wpsim.io.mjcf``)."""
 
 
 CONTROL_MODES = ("none", "hold", "sine")

@@ -6,7 +6,8 @@ and attribute that is not honoured; the import result carries that list
 (``ImportedScene.unhonoured``, each with file and line) and one warning prints it.
 
 Honoured: ``<compiler angle eulerseq meshdir autolimits inertiafromgeom settotalmass>``,
-``<option timestep gravity integrator="Euler|implicitfast">`` (gravity in any direction;
+``<option timestep gravity integrator="Euler|implicitfast">`` (MuJoCo's 2 ms where the file
+sets no time step; gravity in any direction;
 an actuator's kv acts explicitly under Euler, MuJoCo's default, and implicitly under
 implicitfast, ``ModelBuilder.set_drive_damping_explicit``; joint damping is implicit in both,
 as MuJoCo's eulerdamp takes it, and explicit under Euler with ``<flag eulerdamp="disable">``,
@@ -112,6 +113,9 @@ from wpsim.kernels.enums import (
     JOINT_DOF_COUNT,
     JOINT_FREE,
 )
+
+MUJOCO_TIME_STEP = 2.0e-3
+"""The time step (s) of a file whose ``<option>`` sets none: MuJoCo's default, as MuJoCo runs it."""
 
 
 def ellipsoid_surface(radii):
@@ -749,11 +753,12 @@ def import_mjcf(path, builder: ModelBuilder | None = None, ke: float = 1.0e4, kd
     reader = _Reader(tree, ke, kd)
     option = root.find("option")
     gravity = medium = None
+    reader.scene.timestep = MUJOCO_TIME_STEP
     if option is not None:
         step = tree.numbers(option, "timestep", 1)
         if step is not None and not step[0] > 0.0:
             tree.fail(option, f"timestep=\"{option.get('timestep')}\" must be > 0 s")
-        reader.scene.timestep = None if step is None else float(step[0])
+        reader.scene.timestep = MUJOCO_TIME_STEP if step is None else float(step[0])
         gravity = tree.numbers(option, "gravity", 3)
         medium = reader.medium(option)
     world = root.find("worldbody")

@@ -28,7 +28,8 @@ class ImportedScene:
     and ``gear``; tendon_actuators: one dict per actuator on a fixed tendon with ``name``,
     ``coupling`` (its joint coupling, whose drive it is: ``Control.coupling_target``), and the
     target length (m or rad) a control gives, ``target_per_ctrl`` * ctrl + ``target_offset``;
-    timestep: the file's time step (s) if it gives one; keyframes: name -> dict
+    timestep: the file's time step (s) if it gives one (an MJCF file always does: MuJoCo's
+    default where it sets none); keyframes: name -> dict
     with "q" (joint index -> its coordinates in wpsim's layout, see ``wpsim.kernels.articulation``)
     and "qd" (joint index -> its velocities), the poses a file names (MJCF ``<key>``), in file
     order; contact_settings: the file's contact softness as ``SoftContactOptions`` keywords
