@@ -32,6 +32,17 @@ def servo_arm_xml(kp=KP, kv=KV, motor_last: bool = False) -> str:
     return xml
 
 
+def _mujoco_run(mujoco, model, data, ctrl: np.ndarray) -> tuple:
+    """(angles, rates) (len(ctrl), nq) of MuJoCo stepping ``data`` under one row of ``ctrl`` per
+    step, each recorded before its step."""
+    q, qd = np.empty((len(ctrl), model.nq)), np.empty((len(ctrl), model.nv))
+    for k in range(len(ctrl)):
+        q[k], qd[k] = data.qpos, data.qvel
+        data.ctrl[:] = ctrl[k]
+        mujoco.mj_step(model, data)
+    return q, qd
+
+
 def servo_run(folder: Path, seconds: float = 1.0, motor_last: bool = False) -> Path:
     """A run of ``servo_arm_xml`` from rest simulated by MuJoCo under sine targets (and a sine
     control of the motor): ``q:``, ``qd:`` and ``ctrl:`` columns; returns the data file."""
@@ -43,11 +54,7 @@ def servo_run(folder: Path, seconds: float = 1.0, motor_last: bool = False) -> P
     steps = int(round(seconds / arm.DT))
     time_s = np.arange(steps + 1) * arm.DT
     ctrl = np.stack([a * np.sin(2 * np.pi * f * time_s + p) for a, f, p in TARGETS], 1)
-    q, qd = np.empty((steps + 1, 3)), np.empty((steps + 1, 3))
-    for k in range(steps + 1):
-        q[k], qd[k] = data.qpos, data.qvel
-        data.ctrl[:] = ctrl[k]
-        mujoco.mj_step(model, data)
+    q, qd = _mujoco_run(mujoco, model, data, ctrl)
     columns = {}
     for i, joint in enumerate(arm.JOINTS):
         columns |= {f"q:{joint}": q[:, i], f"qd:{joint}": qd[:, i], f"ctrl:a_{joint}": ctrl[:, i]}
@@ -169,11 +176,7 @@ def test_the_menagerie_pandas_servo_gains_are_recovered_without_force_ranges(tmp
     steps = int(round(0.5 / model.opt.timestep))
     time_s = np.arange(steps + 1) * model.opt.timestep
     ctrl = data.ctrl.copy() + 0.3 * np.sin(2 * np.pi * np.outer(time_s, 0.5 + 0.2 * np.arange(7)) + np.arange(7))
-    q, qd = np.empty((steps + 1, 7)), np.empty((steps + 1, 7))
-    for k in range(steps + 1):
-        q[k], qd[k] = data.qpos, data.qvel
-        data.ctrl[:] = ctrl[k]
-        mujoco.mj_step(model, data)
+    q, qd = _mujoco_run(mujoco, model, data, ctrl)
     columns = {}
     for i in range(7):
         joint, actuator = model.joint(i).name, model.actuator(i).name
