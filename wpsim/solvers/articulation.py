@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import warp as wp
 
 from wpsim.core.tape import active_tape, tape_paused
@@ -57,6 +58,8 @@ class ArticulationStepper:
                                  (wp.zeros((max(model.body_count, 1), 2), dtype=model.dtype, device=model.device),
                                   wp.zeros(max(model.joint_dof_count, 1), dtype=model.dtype, device=model.device)))
         """(bodies' (B, 2), dofs' (D,)) inverse weights the equality rows read with MuJoCo's weights."""
+        self._weight_inputs = None  # WEIGHT_INPUTS at the last reference_inverse_weights
+        self._reference = None  # (state, scratch, control) reference_inverse_weights reuses
         self.broad_phase = broad_phase if soft_contact is None else None
         """The penalty contact's per-step ``RigidBroadPhase``, or None (every candidate pair
         each step; a ``SoftContact`` runs its own)."""
@@ -90,13 +93,25 @@ class ArticulationStepper:
         return ArticulationScratch(self.model, True, None if self._penalty_contact else self._scratch,
                                    self._implicit_after_solve)
 
-    def reference_inverse_weights(self, solver) -> tuple:
+    WEIGHT_INPUTS = ("joint_q", "body_mass", "body_com", "body_inertia", "joint_armature")
+    """The model arrays MuJoCo's reference inverse weights depend on (the layout aside)."""
+
+    def reference_inverse_weights(self, solver) -> tuple | None:
         """MuJoCo's inverse weights of every body and dof (``wpsim.solvers.inverse_weights``) at
-        the model's initial joint state, from its mass matrix without the step's damping terms."""
+        the model's initial joint state, from its mass matrix without the step's damping terms;
+        None where ``WEIGHT_INPUTS`` hold the values of the last call (the weights it gave
+        stand), as between the rollouts of a fit that changes only damping or friction."""
         model = self.model
-        state = model.state(requires_grad=False)
-        scratch = ArticulationScratch(model, requires_grad=False)
-        control = model.control()
+        inputs = [getattr(model, name).numpy() for name in self.WEIGHT_INPUTS]
+        last = self._weight_inputs
+        if last is not None and all(np.array_equal(a, b) for a, b in zip(inputs, last)):
+            return None
+        self._weight_inputs = [a.copy() for a in inputs]
+        if self._reference is None:  # one state, scratch and control for every call
+            self._reference = (model.state(requires_grad=False), ArticulationScratch(model, requires_grad=False),
+                               model.control())
+        state, scratch, control = self._reference
+        wp.copy(state.joint_q, model.joint_q)
         launch_kinematics(model, state, scratch)
         self.wrench_launch(state, control, scratch).run(model.device)
         self.subtree_launch(state, scratch, 0.0).run(model.device)

@@ -126,7 +126,9 @@ class SemiImplicitSolver(SolverBase):
         weights are constants of a step: no gradient flows through them."""
         contact = self.soft_contact
         if self._articulations is not None and contact is not None and contact.options.regularisation == "mujoco":
-            contact.set_inverse_weights(*self._articulations.reference_inverse_weights(self))
+            weights = self._articulations.reference_inverse_weights(self)
+            if weights is not None:
+                contact.set_inverse_weights(*weights)
 
     def _fused_step(self, fused: bool | None, threads: int | None):
         """The fused step the options ask for, or None."""
