@@ -23,6 +23,7 @@ class MeasuredReplay:
         model = run.model
         self.solver = run.solver(threads)
         self.forces, self.targets = run.input_arrays()
+        self.control = run.control()
         self.state = model.state(requires_grad=False)
         self.columns = run.world_rows(run.coords, model.joint_coord_count).reshape(run.worlds, -1)
 
@@ -30,5 +31,6 @@ class MeasuredReplay:
         """(steps + 1, worlds, joints) the measured joints' simulated angles (rad or m)."""
         self.state.assign(self.run.state0)
         self.solver.refresh_inverse_weights()  # the parameters just written may change them
-        q = self.solver.replay(self.state, self.forces, self.run.dt, joint_target_steps=self.targets)[0].numpy()
+        q = self.solver.replay(self.state, self.forces, self.run.dt, self.control,
+                               joint_target_steps=self.targets)[0].numpy()
         return q[:, self.columns]

@@ -101,7 +101,9 @@ class RobotRun:
     Control per step with them (made at first use: only recorded rollouts need them); state0:
     the initial State; body_names / joint_names: body / joint index -> name in the robot
     file; soft_contact: the ``SoftContactOptions`` of its steps (``solver``), or None for the
-    penalty step; servos: the position servos on measured joints, (joint name, dof) each.
+    penalty step; servos: the position servos on measured joints, (joint name, dof) each;
+    held: (Control field, world-0 index, value) of the tendon servos' targets that a constant
+    ``ctrl:`` column holds through the run (``control``).
     """
 
     model: object
@@ -120,6 +122,7 @@ class RobotRun:
     soft_contact: object = None
     joint_target: np.ndarray | None = None
     servos: list = field(default_factory=list)
+    held: list = field(default_factory=list)
     _controls: list | None = None
 
     def solver(self, threads: int | None = None) -> SemiImplicitSolver:
@@ -132,12 +135,22 @@ class RobotRun:
         if self._controls is None:
             self._controls = []
             for k, forces in enumerate(self.joint_f):
-                control = self.model.control(requires_grad=False)  # measured inputs, not parameters
+                control = self.control()
                 control.joint_f.assign(forces)
                 if self.joint_target is not None:
                     control.joint_target_q.assign(self.joint_target[k])
                 self._controls.append(control)
         return self._controls
+
+    def control(self):
+        """A Control (measured inputs, not parameters: no gradients) holding the ``held``
+        tendon targets in every world, its other entries zero."""
+        control = self.model.control(requires_grad=False)
+        for name, index, value in self.held:
+            values = getattr(control, name).numpy()
+            values[self.world_rows([index], len(values))] = value
+            getattr(control, name).assign(values)
+        return control
 
     def input_arrays(self) -> tuple:
         """(joint forces, position targets or None) of every step as (steps, joint dofs) arrays
@@ -229,9 +242,13 @@ def _measured_controls(run: RobotRun, scene, data: Trajectory, grid: Trajectory,
     times its gear added to its joint's forces, a position servo's as its joint's target
     (``run.joint_target``); and the position servos on measured joints into ``run.servos``."""
     actuators = {a["name"]: a for a in scene.actuators}
-    data.require("ctrl", actuators, "actuator of the robot (motors and position servos on joints)")
+    tendon_servos = {a["name"]: a for a in scene.tendon_actuators}
+    data.require("ctrl", [*actuators, *tendon_servos], "actuator of the robot")
     joint_names = {index: name for name, index in scene.joints.items()}
     for name in data.names("ctrl"):
+        if name in tendon_servos:
+            run.held.append(_held_tendon_target(tendon_servos[name], grid.channel("ctrl", name)[:run.steps], data))
+            continue
         actuator = actuators[name]
         if actuator["kind"] not in ("motor", "position"):
             raise MeasurementError(f"{data.path}: column 'ctrl:{name}': a {actuator['kind']} servo's control is not "
@@ -247,6 +264,17 @@ def _measured_controls(run: RobotRun, scene, data: Trajectory, grid: Trajectory,
     measured = set(run.joints)
     run.servos = [(joint_names[a["joint"]], int(qd_start[a["joint"]])) for a in scene.actuators
                   if a["kind"] == "position" and joint_names.get(a["joint"]) in measured]
+
+
+def _held_tendon_target(servo: dict, values: np.ndarray, data: Trajectory) -> tuple:
+    """(Control field, index, target) of a tendon servo (``ImportedScene.tendon_actuators``)
+    whose control ``values`` stay constant through the run (a gripper held open or closed)."""
+    if np.ptp(values) > 0.0:
+        raise MeasurementError(f"{data.path}: column 'ctrl:{servo['name']}': a tendon actuator's control that changes "
+                               "during the run is not replayed (a constant one is)")
+    target = servo["target_per_ctrl"] * float(values[0]) + servo["target_offset"]
+    return ("coupling_target", servo["coupling"], target) if "coupling" in servo else ("tendon_target",
+                                                                                      servo["tendon"], target)
 
 
 def tracking_rollout(run: RobotRun, mode: str = "checkpoint") -> Rollout:

@@ -25,7 +25,8 @@ def replay(run) -> tuple:
     state = model.state(requires_grad=False)  # an unrecorded replay needs no gradient arrays
     state.assign(run.state0)
     forces, targets = run.input_arrays()
-    q, qd = (a.numpy() for a in run.solver(threads=1).replay(state, forces, run.dt, joint_target_steps=targets))
+    q, qd = (a.numpy() for a in run.solver(threads=1).replay(state, forces, run.dt, run.control(),
+                                                             joint_target_steps=targets))
     every = max(int(round(1.0 / (FRAME_RATE * run.dt))), 1)
     return q[:, run.coords], FrameStates(model, q[::every], qd[::every])
 
