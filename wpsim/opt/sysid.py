@@ -142,6 +142,21 @@ class RobotRun:
                 self._controls.append(control)
         return self._controls
 
+    def world0_inertials(self) -> tuple:
+        """(mass (B,) kg, centre of mass (B, 3) m, inertia (B, 3, 3) kg m^2) of world 0's bodies,
+        float64 copies of the model's current values."""
+        per_world = self.model.body_count // self.worlds
+        return tuple(getattr(self.model, name).numpy().astype(np.float64)[:per_world]
+                     for name in ("body_mass", "body_com", "body_inertia"))
+
+    def body_inertials(self) -> dict:
+        """Body name -> {"mass_kg", "com_m" (3,), "inertia_kg_m2" (3, 3) about the centre of
+        mass} of every body with mass in world 0 (the model's current values)."""
+        mass, com, rotational = self.world0_inertials()
+        return {self.body_names.get(int(b), f"body{b}"): {"mass_kg": float(mass[b]), "com_m": com[b].tolist(),
+                                                          "inertia_kg_m2": rotational[b].tolist()}
+                for b in np.flatnonzero(mass > 0.0)}
+
     def control(self):
         """A Control (measured inputs, not parameters: no gradients) holding the ``held``
         tendon targets in every world, its other entries zero."""
@@ -300,17 +315,9 @@ def tracking_rollout(run: RobotRun, mode: str = "checkpoint") -> Rollout:
                    loss_size=run.worlds)
 
 
-def _world0_inertials(run: RobotRun) -> tuple:
-    """(mass (B,) kg, centre of mass (B, 3) m, inertia (B, 3, 3) kg m^2) of world 0's bodies,
-    float64 copies of the model's current values."""
-    per_world = run.model.body_count // run.worlds
-    return tuple(getattr(run.model, name).numpy().astype(np.float64)[:per_world]
-                 for name in ("body_mass", "body_com", "body_inertia"))
-
-
 def _mass_parameter(run: RobotRun) -> DerivedParameter:
     """The masses of every body with mass; inertias scale with them."""
-    mass0, _, inertia0 = _world0_inertials(run)
+    mass0, _, inertia0 = run.world0_inertials()
     bodies = np.flatnonzero(mass0 > 0.0)
 
     def build(masses):
@@ -326,7 +333,7 @@ def _mass_parameter(run: RobotRun) -> DerivedParameter:
 def _inertia_parameter(run: RobotRun) -> DerivedParameter:
     """Mass, centre of mass and inertia of every body with mass as its ten log-Cholesky
     coordinates; the unit of the lengths is the body's size (its largest exp(d))."""
-    mass0, com0, inertia0 = _world0_inertials(run)
+    mass0, com0, inertia0 = run.world0_inertials()
     bodies = np.flatnonzero(mass0 > 0.0)
     names = [run.body_names.get(int(b), f"body{b}") for b in bodies]
     theta0 = [inertia.to_log_cholesky(mass0[b], com0[b], inertia0[b], name) for b, name in zip(bodies, names)]
@@ -340,15 +347,6 @@ def _inertia_parameter(run: RobotRun) -> DerivedParameter:
     return DerivedParameter("inertia", np.concatenate(theta0), build,
                             labels=tuple(f"{name}.{c}" for name in names for c in inertia.COORDINATES),
                             units=inertia.UNITS * len(bodies), scale=scale)
-
-
-def body_inertials(run: RobotRun) -> dict:
-    """Body name -> {"mass_kg", "com_m" (3,), "inertia_kg_m2" (3, 3) about the centre of mass}
-    of every body with mass in world 0 of ``run``'s model (its current values)."""
-    mass, com, rotational = _world0_inertials(run)
-    return {run.body_names.get(int(b), f"body{b}"): {"mass_kg": float(mass[b]), "com_m": com[b].tolist(),
-                                                     "inertia_kg_m2": rotational[b].tolist()}
-            for b in np.flatnonzero(mass > 0.0)}
 
 
 def _contact_friction_parameters(run: RobotRun) -> list:

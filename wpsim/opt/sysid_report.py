@@ -119,8 +119,6 @@ class SysidResult:
     def to_dict(self) -> dict:
         """JSON-ready report (rad, s, the parameters' units); "rms_error_rad" is over every run,
         "runs" gives each run's."""
-        from wpsim.opt.sysid import body_inertials
-
         return {
             "robot": self.robot, "data": self.data, "joints": self.run.joints, "dt_s": self.run.dt,
             "steps": self.run.steps, "families": self.families, "shooting_window_s": self.window_s,
@@ -131,13 +129,11 @@ class SysidResult:
             "fit": self.fit.to_dict(),
             "zero_order": None if self.zero_order is None else self.zero_order.to_dict(),
             "verdict": None if self.verdict is None else self.verdict.to_dict(),
-            **({"bodies": body_inertials(self.run)} if "inertia" in self.families else {}),
+            **({"bodies": self.run.body_inertials()} if "inertia" in self.families else {}),
         }
 
     def summary(self) -> str:
         """The fitted parameters with units, the errors and the costs, as text."""
-        from wpsim.opt.sysid import body_inertials
-
         whole = "one rollout of the whole run" if len(self.runs) == 1 else \
             f"one rollout of each whole run, {len(self.runs)} runs"
         lines = [self.fit.table(),
@@ -158,7 +154,7 @@ class SysidResult:
                          f"{z.loss:.6g} rad^2 against {self.fit.loss:.6g} rad^2 with gradients "
                          f"({self.fit.rollouts} rollouts)")
         if "inertia" in self.families:
-            for name, body in body_inertials(self.run).items():
+            for name, body in self.run.body_inertials().items():
                 moments = np.linalg.eigvalsh(np.array(body["inertia_kg_m2"]))
                 lines.append(f"{name}: mass {body['mass_kg']:.6g} kg, centre of mass "
                              f"({', '.join(f'{1e3 * c:.4g}' for c in body['com_m'])}) mm, principal moments "
