@@ -45,7 +45,8 @@ class Problem:
     """
 
     def __init__(self, rollout, state0, parameters, control: Control | None = None, controller=None,
-                 adjoint_growth_limit: float | None = ADJOINT_GROWTH_LIMIT, worlds: int = 1):
+                 adjoint_growth_limit: float | None = ADJOINT_GROWTH_LIMIT, worlds: int = 1,
+                 warn_no_gradient: bool = True):
         if worlds > 1 and rollout.loss_size != worlds:
             raise ValueError(f"a problem over {worlds} worlds needs a rollout with one loss entry per world "
                              f"(Rollout(loss_size={worlds})), got loss_size={rollout.loss_size}")
@@ -58,6 +59,9 @@ class Problem:
         controller = controller if controller is not None else rollout.controller
         self.rollout, self.state0 = rollout, state0
         self.adjoint_growth_limit = adjoint_growth_limit
+        self.warn_no_gradient = warn_no_gradient
+        """Whether a parameter without a gradient path at the first gradient is warned about
+        (not for rows of a Jacobian, whose single residuals need not depend on every parameter)."""
         owners = {"model": rollout.model, "state": state0, "control": control, "controller": controller}
         self.params = ParameterSet(parameters, owners, worlds)
         self.rollouts = 0
@@ -110,7 +114,7 @@ class Problem:
 
     def _check_first_gradient(self, grad: np.ndarray, report):
         self.no_gradient = [label for label, g in zip(self.params.labels, grad) if g == 0.0]
-        if self.no_gradient:
+        if self.no_gradient and self.warn_no_gradient:
             self._warn(f"no gradient path to the loss from {', '.join(self.no_gradient)} (gradient exactly 0 at the "
                        "initial values): these parameters will not move under a gradient method")
         growth = None if self.adjoint_growth_limit is None else adjoint_growth(report, self.adjoint_growth_limit)

@@ -487,7 +487,7 @@ class TrackingResiduals:
         rollout = Rollout(run.solver(), run.steps, run.dt, loss_fn, control=run.controls, mode=mode,
                           loss_size=run.worlds)
         self._batch_problem = Problem(rollout, run.state0, robot_parameters(run, self.families),
-                                      adjoint_growth_limit=None, worlds=run.worlds)
+                                      adjoint_growth_limit=None, worlds=run.worlds, warn_no_gradient=False)
 
     def values(self, x: np.ndarray) -> np.ndarray:
         """(N,) residuals (rad or m, weighted) at physical values x: rows step-major, the
