@@ -1,5 +1,6 @@
 """Benchmark suite ``vs_mujoco_sysid``: a quick run (exact data) gives both tools' records in
-the shared format with their ratio, both fits recover the arms, wpsim the sliding puck, and
+the shared format with their ratio, both fits recover the arms (masses, damping, armature,
+friction, servo gains), wpsim the sliding puck, and
 without mujoco.sysid the suite says why in one record. No timing thresholds."""
 
 import json
@@ -27,7 +28,8 @@ def test_quick_run_compares_both_tools_on_the_same_problem():
     records = bench.run_suites(["vs_mujoco_sysid"], device="cpu", quick=True)
     assert json.loads(json.dumps(records)) == records
     assert all(r["suite"] == "vs_mujoco_sysid" and r["metric"] in bench.METRIC_UNITS for r in records)
-    for case, parameters in (("arm3_planar", 9), ("arm3_friction", 12)):  # the second with dry friction from 0
+    # the second with dry friction from 0, the third the gains of position servos from kp x0.5, kv x2
+    for case, parameters in (("arm3_planar", 9), ("arm3_friction", 12), ("arm3_servo", 6)):
         for tool in ("wpsim", "mujoco"):
             error = _one(records, case, tool, "error_percent", data="exact", parameters=parameters)
             assert error < 1e-3, (case, tool, error)  # from masses x0.6, damping x0.3, armature 0

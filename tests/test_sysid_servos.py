@@ -8,62 +8,23 @@ import numpy as np
 import pytest
 import warp as wp
 
+from wpsim.bench.sysid_servo import KP, KV, make_servo_data, servo_arm_xml, simulate, start_servo_xml, write_servo_csv
 from wpsim.io.measurements import MeasurementError, save_trajectory
 from wpsim.io.robots import import_robot
 from wpsim.opt.sysid import TrackingResiduals, identify, prepare_run
 from wpsim.solvers import SemiImplicitSolver
-
-KP, KV = (20.0, 12.0, 6.0), (1.0, 0.6, 0.3)
-"""The true position gains (N m/rad) and velocity gains (N m s/rad) of the arm's servos."""
-TARGETS = ((0.6, 0.8, 0.0), (0.6, 1.3, 0.5), (0.6, 2.1, 1.0))
-"""Per hinge (amplitude rad, frequency Hz, phase rad) of its servo's target."""
-
-
-def servo_arm_xml(kp=KP, kv=KV, motor_last: bool = False) -> str:
-    """The 3-hinge arm of ``vs_mujoco_sysid`` with its true masses, damping and armature and a
-    position servo on each hinge (``motor_last``: a motor of gear 2 on the third instead)."""
-    from wpsim.bench import vs_mujoco_sysid as arm
-
-    xml = arm.arm_xml(arm.TRUTH["mass"], arm.TRUTH["damping"], arm.TRUTH["armature"], sensors=False)
-    for i, (joint, p, v) in enumerate(zip(arm.JOINTS, kp, kv)):
-        servo = (f'<motor name="a_{joint}" joint="{joint}" gear="2"/>' if motor_last and i == 2 else
-                 f'<position name="a_{joint}" joint="{joint}" kp="{p}" kv="{v}"/>')
-        xml = xml.replace(f'<motor name="m_{joint}" joint="{joint}"/>', servo)
-    return xml
-
-
-def _mujoco_run(mujoco, model, data, ctrl: np.ndarray) -> tuple:
-    """(angles, rates) (len(ctrl), nq) of MuJoCo stepping ``data`` under one row of ``ctrl`` per
-    step, each recorded before its step."""
-    q, qd = np.empty((len(ctrl), model.nq)), np.empty((len(ctrl), model.nv))
-    for k in range(len(ctrl)):
-        q[k], qd[k] = data.qpos, data.qvel
-        data.ctrl[:] = ctrl[k]
-        mujoco.mj_step(model, data)
-    return q, qd
 
 
 def servo_run(folder: Path, seconds: float = 1.0, motor_last: bool = False) -> Path:
     """A run of ``servo_arm_xml`` from rest simulated by MuJoCo under sine targets (and a sine
     control of the motor): ``q:``, ``qd:`` and ``ctrl:`` columns; returns the data file."""
     mujoco = pytest.importorskip("mujoco")
-    from wpsim.bench import vs_mujoco_sysid as arm
-
-    model = mujoco.MjModel.from_xml_string(servo_arm_xml(motor_last=motor_last))
-    data = mujoco.MjData(model)
-    steps = int(round(seconds / arm.DT))
-    time_s = np.arange(steps + 1) * arm.DT
-    ctrl = np.stack([a * np.sin(2 * np.pi * f * time_s + p) for a, f, p in TARGETS], 1)
-    q, qd = _mujoco_run(mujoco, model, data, ctrl)
-    columns = {}
-    for i, joint in enumerate(arm.JOINTS):
-        columns |= {f"q:{joint}": q[:, i], f"qd:{joint}": qd[:, i], f"ctrl:a_{joint}": ctrl[:, i]}
-    return save_trajectory(folder / "servo_run.csv", time_s, columns)
+    return write_servo_csv(folder / "servo_run.csv", make_servo_data(mujoco, seconds, motor_last))
 
 
 def _robot(folder: Path, **options) -> Path:
     path = folder / "servo_arm.xml"
-    path.write_text(servo_arm_xml(**options))
+    path.write_text(servo_arm_xml(sensors=False, **options))
     return path
 
 
@@ -108,7 +69,7 @@ def test_servo_gains_are_recovered_and_their_tape_jacobian_agrees(tmp_path):
 
     data_file = servo_run(tmp_path)
     start = tmp_path / "start.xml"
-    start.write_text(servo_arm_xml(tuple(0.5 * k for k in KP), tuple(2.0 * k for k in KV)))
+    start.write_text(start_servo_xml(sensors=False))
     truth = {f"j{i + 1}.kp": k for i, k in enumerate(KP)} | {f"j{i + 1}.kv": k for i, k in enumerate(KV)}
     for shooting in ("single", "multiple"):
         result = identify(start, data_file, ["servo_gains"], progress=False, device="cpu", shooting=shooting)
@@ -134,7 +95,7 @@ def test_control_columns_that_cannot_be_replayed_are_refused(tmp_path):
         identify(robot, save_trajectory(tmp_path / "a.csv", time, {"q:j1": 0 * time, "ctrl:grip": 0 * time}),
                  ["damping"], progress=False)
     velocity = tmp_path / "velocity.xml"
-    velocity.write_text(servo_arm_xml().replace('<position name="a_j1" joint="j1" kp="20.0" kv="1.0"/>',
+    velocity.write_text(servo_arm_xml(sensors=False).replace('<position name="a_j1" joint="j1" kp="20.0" kv="1.0"/>',
                                                 '<velocity name="a_j1" joint="j1" kv="1"/>'))
     with pytest.raises(MeasurementError, match="a velocity servo's control is not replayed"):
         identify(velocity, save_trajectory(tmp_path / "b.csv", time, {"q:j1": 0 * time, "ctrl:a_j1": 0 * time}),
@@ -178,7 +139,7 @@ def test_the_menagerie_pandas_servo_gains_are_recovered_without_force_ranges(tmp
     time_s = np.arange(steps + 1) * model.opt.timestep
     ctrl = np.tile(data.ctrl, (steps + 1, 1))
     ctrl[:, :7] += 0.3 * np.sin(2 * np.pi * np.outer(time_s, 0.5 + 0.2 * np.arange(7)) + np.arange(7))
-    q, qd = _mujoco_run(mujoco, model, data, ctrl)
+    q, qd = simulate(mujoco, model, data, ctrl)
     columns = {}
     for i in range(model.njnt):
         columns |= {f"q:{model.joint(i).name}": q[:, i], f"qd:{model.joint(i).name}": qd[:, i]}

@@ -24,14 +24,16 @@ def write_run_csv(path, run: dict, joints) -> None:
 def mujoco_fit(mujoco, sysid, spec, params, run: dict, name: str, steps: int | None = None) -> tuple:
     """``mujoco.sysid.optimize`` of ``params`` (a ParameterDict of ``spec``) to the ``jointpos``
     sensors of ``run``'s first ``steps`` steps (default all), from its first state, with its
-    torques: (fitted ParameterDict, {"rollouts", "iterations", "cpu", "wall"})."""
+    controls ("control", else its "torque" for motors of gear 1): (fitted ParameterDict,
+    {"rollouts", "iterations", "cpu", "wall"})."""
     from wpsim.opt.least_squares import one_blas_thread
 
     last = len(run["time"]) - 1 if steps is None else steps
     model = spec.compile()
     data = mujoco.MjData(model)
     initial = sysid.create_initial_state(model, run["q"][0], run["qd"][0], data.act)
-    control = sysid.TimeSeries(run["time"][:last + 1], run["torque"][:last + 1])
+    inputs = run["control"] if "control" in run else run["torque"]
+    control = sysid.TimeSeries(run["time"][:last + 1], inputs[:last + 1])
     # mujoco.rollout's sensor row k is read at the start of step k and stamped with the time after it
     sensors = sysid.TimeSeries.from_names(run["time"][1:last + 1], run["measured"][:last], model)
     sequences = sysid.ModelSequences(name, spec, "measured", initial, control, sensors)

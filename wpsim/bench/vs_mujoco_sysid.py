@@ -8,7 +8,9 @@ MuJoCo with the true values (``TRUTH``); both tools start from the same wrong fi
 damping x0.3, armature 0, ``start_xml``), fit the three joint angles and start from the true
 initial state. Case ``arm3_friction``: the same arm with dry friction in its hinges
 (``FRICTION``, MuJoCo's frictionloss), 12 parameters (the nine and the three frictions), the
-frictions started at 0. Two data sets: ``exact`` and ``noise_1pct`` (Gaussian noise of 1 % of each
+frictions started at 0. Case ``arm3_servo`` (``wpsim.bench.sysid_servo``): the arm driven by
+a position servo on each hinge, their six gains (kp, kv) from kp x0.5 and kv x2, exact data.
+Two data sets: ``exact`` and ``noise_1pct`` (Gaussian noise of 1 % of each
 angle channel's standard deviation on every sample after the first, the same draws for both
 tools, seed ``NOISE_SEED``). The full run also fits with wpsim's L-BFGS-B (``wpsim_lbfgsb``,
 tape gradients) for the choice of ``identify``'s default method, and case
@@ -199,9 +201,36 @@ def vs_mujoco_sysid_suite(device=None, quick: bool = False) -> list[dict]:
     with tempfile.TemporaryDirectory() as folder:
         for name, friction in (("arm3_planar", False), ("arm3_friction", True)):
             records += _arm3_records(mujoco, sysid, Path(folder), device, base, name, friction, quick)
+        records += _servo_records(mujoco, sysid, Path(folder), device, base)
         if not quick:
             records += _full_inertia_records(mujoco, sysid, Path(folder), device, base)
         records += _contact_records(mujoco, sysid, Path(folder), device, base, quick)
+    return records
+
+
+def _servo_records(mujoco, sysid, folder: Path, device, base: dict) -> list:
+    """Case ``arm3_servo`` (``wpsim.bench.sysid_servo``): both tools' worst error, rollouts,
+    iterations, CPU and wall seconds and the CPU ratio, exact data."""
+    from wpsim.bench import sysid_servo as servo
+
+    data = servo.make_servo_data(mujoco)
+    sides = {"mujoco": servo.fit_servo_mujoco(mujoco, sysid, data), "wpsim": servo.fit_servo_wpsim(data, folder, device)}
+    common = {**base, "parameters": 6, "steps": int(round(servo.DURATION_S / DT)), "data": "exact",
+              "start": "kp x0.5, kv x2", "wpsim_jacobian": "forward differences, 7 worlds"}
+    records = []
+    for tool, out in sides.items():
+        params = {**common, "mode": tool, "iterations": out["iterations"],
+                  **({"message": out["message"], "verdict_ok": out["verdict_ok"]} if tool == "wpsim" else {})}
+        records += [record(SUITE, "arm3_servo", params, "error_percent", out["error"]),
+                    record(SUITE, "arm3_servo", params, "count", out["rollouts"]),
+                    record(SUITE, "arm3_servo", {**params, "clock": "process"}, "wall_s", out["cpu"]),
+                    record(SUITE, "arm3_servo", {**params, "clock": "wall"}, "wall_s", out["wall"])]
+    ratio = sides["wpsim"]["cpu"] / sides["mujoco"]["cpu"]
+    records.append(record(SUITE, "arm3_servo", {**common, "mode": "cpu wpsim/mujoco"}, "time_ratio", ratio))
+    w, m = sides["wpsim"], sides["mujoco"]
+    progress(f"{SUITE} arm3_servo exact: worst error wpsim {w['error']:.2g} % / mujoco {m['error']:.2g} %, CPU s "
+             f"{w['cpu']:.3f} / {m['cpu']:.3f} (x{ratio:.2f}), rollouts {w['rollouts']} / {m['rollouts']}, "
+             f"iterations {w['iterations']} / {m['iterations']}")
     return records
 
 
