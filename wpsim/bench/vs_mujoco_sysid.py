@@ -208,6 +208,23 @@ def vs_mujoco_sysid_suite(device=None, quick: bool = False) -> list[dict]:
     return records
 
 
+def _tool_records(case: str, sides: dict, common: dict) -> tuple:
+    """(records, CPU ratio wpsim / MuJoCo) of ``case``: each tool's worst error, rollouts, CPU
+    and wall seconds (``sides``: tool -> its fit's findings; wpsim's with its message and
+    verdict), and the ratio."""
+    records = []
+    for tool, out in sides.items():
+        params = {**common, "mode": tool, "iterations": out["iterations"],
+                  **({"message": out["message"], "verdict_ok": out["verdict_ok"]} if tool == "wpsim" else {})}
+        records += [record(SUITE, case, params, "error_percent", out["error"]),
+                    record(SUITE, case, params, "count", out["rollouts"]),
+                    record(SUITE, case, {**params, "clock": "process"}, "wall_s", out["cpu"]),
+                    record(SUITE, case, {**params, "clock": "wall"}, "wall_s", out["wall"])]
+    ratio = sides["wpsim"]["cpu"] / sides["mujoco"]["cpu"]
+    records.append(record(SUITE, case, {**common, "mode": "cpu wpsim/mujoco"}, "time_ratio", ratio))
+    return records, ratio
+
+
 def _servo_records(mujoco, sysid, folder: Path, device, base: dict) -> list:
     """Case ``arm3_servo`` (``wpsim.bench.sysid_servo``): both tools' worst error, rollouts,
     iterations, CPU and wall seconds and the CPU ratio, exact data."""
@@ -217,16 +234,7 @@ def _servo_records(mujoco, sysid, folder: Path, device, base: dict) -> list:
     sides = {"mujoco": servo.fit_servo_mujoco(mujoco, sysid, data), "wpsim": servo.fit_servo_wpsim(data, folder, device)}
     common = {**base, "parameters": 6, "steps": int(round(servo.DURATION_S / DT)), "data": "exact",
               "start": "kp x0.5, kv x2", "wpsim_jacobian": "forward differences, 7 worlds"}
-    records = []
-    for tool, out in sides.items():
-        params = {**common, "mode": tool, "iterations": out["iterations"],
-                  **({"message": out["message"], "verdict_ok": out["verdict_ok"]} if tool == "wpsim" else {})}
-        records += [record(SUITE, "arm3_servo", params, "error_percent", out["error"]),
-                    record(SUITE, "arm3_servo", params, "count", out["rollouts"]),
-                    record(SUITE, "arm3_servo", {**params, "clock": "process"}, "wall_s", out["cpu"]),
-                    record(SUITE, "arm3_servo", {**params, "clock": "wall"}, "wall_s", out["wall"])]
-    ratio = sides["wpsim"]["cpu"] / sides["mujoco"]["cpu"]
-    records.append(record(SUITE, "arm3_servo", {**common, "mode": "cpu wpsim/mujoco"}, "time_ratio", ratio))
+    records, ratio = _tool_records("arm3_servo", sides, common)
     w, m = sides["wpsim"], sides["mujoco"]
     progress(f"{SUITE} arm3_servo exact: worst error wpsim {w['error']:.2g} % / mujoco {m['error']:.2g} %, CPU s "
              f"{w['cpu']:.3f} / {m['cpu']:.3f} (x{ratio:.2f}), rollouts {w['rollouts']} / {m['rollouts']}, "
@@ -284,16 +292,8 @@ def _contact_records(mujoco, sysid, folder: Path, device, base: dict, quick: boo
     for case in ("exact",) if quick else ("exact", "noise_1pct"):
         data = puck.make_puck_data(mujoco, case != "exact", NOISE, NOISE_SEED)
         sides = {"mujoco": puck.fit_puck_mujoco(mujoco, sysid, data), "wpsim": puck.fit_puck_wpsim(data, folder, device)}
-        common = {**base, "data": case, "sliding_fraction": data["sliding_fraction"]}
-        for tool, out in sides.items():
-            params = {**common, "mode": tool, "iterations": out["iterations"],
-                      **({"message": out["message"], "verdict_ok": out["verdict_ok"]} if tool == "wpsim" else {})}
-            records += [record(SUITE, name, params, "error_percent", out["error"]),
-                        record(SUITE, name, params, "count", out["rollouts"]),
-                        record(SUITE, name, {**params, "clock": "process"}, "wall_s", out["cpu"]),
-                        record(SUITE, name, {**params, "clock": "wall"}, "wall_s", out["wall"])]
-        ratio = sides["wpsim"]["cpu"] / sides["mujoco"]["cpu"]
-        records.append(record(SUITE, name, {**common, "mode": "cpu wpsim/mujoco"}, "time_ratio", ratio))
+        found, ratio = _tool_records(name, sides, {**base, "data": case, "sliding_fraction": data["sliding_fraction"]})
+        records += found
         progress(f"{SUITE} {name} {case}: worst error wpsim {sides['wpsim']['error']:.2g} % / mujoco "
                  f"{sides['mujoco']['error']:.2g} %, CPU s {sides['wpsim']['cpu']:.3f} / {sides['mujoco']['cpu']:.3f} "
                  f"(x{ratio:.2f}), iterations {sides['wpsim']['iterations']} / {sides['mujoco']['iterations']}")
