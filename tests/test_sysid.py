@@ -186,3 +186,12 @@ def test_a_parameter_on_its_bound_a_blind_direction_and_a_terse_message_are_repo
                   "CONVERGENCE", 5)
     assert len(blind.weak) == 1 and "link1_joint.damping" in blind.weak[0] and "link2_joint.damping" in blind.weak[0]
     assert blind.ok  # undetermined is reported, not a miss: the fit may still match the data
+
+
+def test_an_unmeasured_floating_base_is_warned_about(tmp_path):
+    """A robot with a free joint, data of one hinge: the fit runs, and says that the base
+    starts at the file's pose at rest and is not fitted to."""
+    time = np.arange(0.0, 0.02, 0.002)
+    data = save_trajectory(tmp_path / "hip.csv", time, {"q:fl_hip_joint": 0.1 + 0.0 * time})
+    with pytest.warns(UserWarning, match=r"joint\(s\) torso_joint \(free or ball\) are not measured"):
+        identify(ASSETS / "quadruped.xml", data, ["damping"], iterations=1, progress=False)

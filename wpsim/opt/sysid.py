@@ -220,6 +220,13 @@ def prepare_run(builder, scene, data: Trajectory, dt: float | None = None, durat
     joints = data.names("q")
     if not joints:
         raise MeasurementError(f"{data.path}: no 'q:<joint>' column to fit to")
+    unmeasured = [name for name, j in scene.joints.items() if JOINT_DOF_COUNT[int(types[j])] > 1]
+    if unmeasured:
+        import warnings
+
+        warnings.warn(f"{data.path}: the robot's joint(s) {', '.join(unmeasured)} (free or ball) are not measured "
+                      "(data give 1-dof joints only): each run starts them at the file's pose, at rest, and they "
+                      "move unobserved; a floating base's pose is not fitted to yet", stacklevel=2)
     span = data.time[-1] - data.time[0]
     duration = span if duration is None else float(duration)
     if not 0.0 < duration <= span + 1e-9:
