@@ -467,3 +467,23 @@ def test_mjcf_solimp_is_clipped_as_mujoco_clips_it(tmp_path):
     builder, scene = import_mjcf(path)  # the solve's settings cannot fall with depth; a shape's can
     assert scene.contact_settings == MUJOCO_CONTACT and scene.unhonoured == []
     np.testing.assert_allclose(builder.finalize().shape_solimp.numpy(), [[0.95, 0.5, 0.001, 0.5, 2.0]] * 2)
+
+
+@pytest.mark.parametrize("name", ["m/tet.obj", "tet.obj"])
+def test_a_mesh_of_an_included_file_is_found_under_meshdir_or_the_model_folder(tmp_path, name):
+    """An included file with ``<compiler meshdir="m">`` naming its mesh "m/tet.obj" (as
+    Menagerie's MJX Panda does) or "tet.obj": MuJoCo loads both through the include, and so
+    does the importer (the mesh collides, with the tetrahedron's volume); a file found in
+    neither folder is named with both."""
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "tet.obj").write_text("v 0 0 0\nv 1 0 0\nv 0 1 0\nv 0 0 1\nf 1 3 2\nf 1 2 4\nf 1 4 3\nf 2 3 4\n")
+    (tmp_path / "sub.xml").write_text(f'<mujoco><compiler meshdir="m"/><asset><mesh name="tet" file="{name}"/></asset>'
+                                      '<worldbody><body><freejoint/><geom type="mesh" mesh="tet" density="600"/>'
+                                      '</body></worldbody></mujoco>')
+    (tmp_path / "main.xml").write_text('<mujoco><include file="sub.xml"/></mujoco>')
+    builder, _ = import_mjcf(tmp_path / "main.xml")
+    assert builder.body_count == 1
+    assert builder.finalize().body_mass.numpy()[0] == pytest.approx(600.0 / 6.0, rel=1e-6)
+    (tmp_path / "sub.xml").write_text((tmp_path / "sub.xml").read_text().replace(name, "gone.obj"))
+    with pytest.raises(wpsim.io.scene_parsing.SceneFileError, match=r"gone.obj.*not found.*m/gone.obj, .*gone.obj"):
+        import_mjcf(tmp_path / "main.xml")

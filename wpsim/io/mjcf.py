@@ -139,7 +139,10 @@ class _Reader(ConstraintReader, SpatialTendonReader):
         compiler = {} if compiler is None else compiler.attrib
         self.autolimits = compiler.get("autolimits", "true") == "true"
         self.inertia_from_geoms = compiler.get("inertiafromgeom", "auto") == "true"
-        self.mesh_dir = self.path.parent / compiler.get("meshdir", "")
+        self.mesh_dirs = (self.path.parent / compiler.get("meshdir", ""), self.path.parent)
+        """Where a mesh file is looked for: the meshdir, then the model's folder (MuJoCo finds
+        a mesh of an included file there too: Menagerie's MJX Panda names "assets/x.obj" under
+        meshdir "assets")."""
         option = root.find("option")
         integrator = "Euler" if option is None else option.get("integrator", "Euler")
         self.drive_damping_explicit = integrator in ("Euler", "RK4")  # RK4 is listed and stepped as Euler
@@ -498,7 +501,7 @@ class _Reader(ConstraintReader, SpatialTendonReader):
             mesh = self.mesh_asset(geom)
             scale = self.numbers(mesh, "scale", 3, (1.0, 1.0, 1.0))
             vertices, faces, note = load_mesh(self.path, mesh, resolve_mesh(self.path, mesh, mesh.get("file"),
-                                                                            self.mesh_dir), scale)
+                                                                            self.mesh_dirs), scale)
             if note is not None:
                 self.scene.unhonoured.append(self.tree.unhonoured_here(mesh, "file", mesh.get("file"), note))
             self.meshes[name] = vertices, faces
@@ -512,7 +515,7 @@ class _Reader(ConstraintReader, SpatialTendonReader):
         mesh = self.mesh_asset(geom)
         if geom.get("mesh") not in self.drawn_meshes:  # each file read once, however many geoms draw it
             try:
-                path = resolve_mesh(self.path, mesh, mesh.get("file"), self.mesh_dir)
+                path = resolve_mesh(self.path, mesh, mesh.get("file"), self.mesh_dirs)
                 scale = self.numbers(mesh, "scale", 3, (1.0, 1.0, 1.0))
                 self.drawn_meshes[geom.get("mesh")] = load_triangles(path, scale)
             except ValueError as error:

@@ -124,15 +124,17 @@ def quat_from_euler(angles, sequence: str) -> np.ndarray:
     return Rotation.from_euler(sequence, angles).as_quat()
 
 
-def resolve_mesh(path: Path, element, filename: str, directory: Path) -> Path:
-    """A mesh file named in the scene, relative to ``directory``; it must exist and must
-    not be a URL."""
+def resolve_mesh(path: Path, element, filename: str, directories) -> Path:
+    """A mesh file named in the scene, relative to the first of ``directories`` (a Path or a
+    sequence, tried in order) that holds it; it must exist and must not be a URL."""
     if "://" in filename:
         raise SceneFileError(f"{path}: {describe(element)} mesh \"{filename}\" is a URL; only local files are read")
-    mesh_path = (directory / filename).resolve()
-    if not mesh_path.is_file():
-        raise SceneFileError(f"{path}: {describe(element)} mesh file \"{filename}\" not found (looked for {mesh_path})")
-    return mesh_path
+    tried = [(Path(d) / filename).resolve() for d in ([directories] if isinstance(directories, Path) else directories)]
+    found = next((candidate for candidate in tried if candidate.is_file()), None)
+    if found is None:
+        raise SceneFileError(f"{path}: {describe(element)} mesh file \"{filename}\" not found (looked for "
+                             f"{', '.join(str(t) for t in dict.fromkeys(tried))})")
+    return found
 
 
 def load_mesh(path: Path, element, mesh_path: Path, scale) -> tuple:
