@@ -506,7 +506,8 @@ class TrackingResiduals:
 
     def jacobian(self, x: np.ndarray) -> np.ndarray:
         """(N, n) d residuals / d x at physical values x: by one batched rollout of n + 1 or
-        2n + 1 worlds ("differences") or ceil(N / B) batched reverse-mode passes ("adjoint")."""
+        2n + 1 worlds ("differences") or ceil(N / B) batched reverse-mode passes ("adjoint";
+        the first one warns of parameters whose column is exactly zero)."""
         if self.jacobian_kind == "differences":
             return self._differences(np.asarray(x, dtype=np.float64))
         n, joints = self.params.size, len(self.run.joints)
@@ -522,6 +523,12 @@ class TrackingResiduals:
             rows[block] = grad[: block.size]
             self.rollouts += 1
             self.gradients += 1
+        dead = [label for label, column in zip(self.params.labels, rows.T) if not column.any()]
+        if dead and self.gradients == -(-self.count // self.batch):  # the first Jacobian only
+            import warnings
+
+            warnings.warn(f"no gradient path to the residuals from {', '.join(dead)}: these parameters do not move "
+                          "the measured joints (the data cannot determine them)", stacklevel=2)
         return rows
 
     def _differences(self, x: np.ndarray) -> np.ndarray:
