@@ -8,7 +8,7 @@ import pytest
 import warp as wp
 from test_sysid_jacobian import replayed_and_stepped
 
-from wpsim.bench import vs_mujoco_sysid as arm
+from wpsim.bench import sysid_arm3 as arm
 from wpsim.bench.mujoco_sysid import write_run_csv
 from wpsim.io.measurements import load_trajectory
 from wpsim.io.robots import import_robot

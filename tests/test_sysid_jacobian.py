@@ -9,7 +9,7 @@ import pytest
 import warp as wp
 
 from wpsim.bench.mujoco_sysid import write_run_csv
-from wpsim.bench.vs_mujoco_sysid import BODIES, JOINTS, START, TRUTH, arm_xml, start_xml, truth_vector
+from wpsim.bench.sysid_arm3 import BODIES, JOINTS, START, TRUTH, arm_xml, start_xml, truth_vector
 from wpsim.io.measurements import load_trajectory
 from wpsim.io.robots import import_robot
 from wpsim.opt.sysid import TrackingResiduals, identify, prepare_run

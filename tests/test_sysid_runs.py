@@ -18,7 +18,7 @@ def _arm_runs(folder: Path, seconds: float = 0.5) -> tuple:
     its mass is not determined), and "shoulder", from a bent pose, torques on the first two
     hinges; (start robot file: masses x0.6, damping x0.3, no armature; the two data files)."""
     mujoco = pytest.importorskip("mujoco")
-    from wpsim.bench import vs_mujoco_sysid as arm
+    from wpsim.bench import sysid_arm3 as arm
     from wpsim.bench.mujoco_sysid import write_run_csv
 
     files = []
@@ -31,7 +31,7 @@ def _arm_runs(folder: Path, seconds: float = 0.5) -> tuple:
 
 
 def _worst_error_percent(result) -> float:
-    from wpsim.bench import vs_mujoco_sysid as arm
+    from wpsim.bench import sysid_arm3 as arm
 
     return arm.worst_error_percent(result.fit.x)
 
@@ -119,12 +119,14 @@ def test_what_several_runs_do_not_do_is_refused(options, message):
         identify(ASSETS / "arm_2link.xml", [data, data], progress=False, duration=0.1, **options)
 
 
-def test_runs_measuring_different_joints_are_refused_naming_the_file(tmp_path):
+@pytest.mark.parametrize("families", [["damping"], ["masses"]])  # joint parameters, or bodies' only
+def test_runs_measuring_different_joints_are_refused_naming_the_file(tmp_path, families):
     from wpsim.io.measurements import load_trajectory, save_trajectory
 
     full = load_trajectory(ASSETS / "arm_2link_sysid.csv")
     partial = save_trajectory(tmp_path / "partial.csv", full.time, {
         name: full.columns[name] for name in ("q:link1_joint", "tau:link1_joint", "tau:link2_joint")})
-    with pytest.raises(ValueError, match=r"partial.csv: .* every run must measure the same joints"):
-        identify(ASSETS / "arm_2link.xml", [ASSETS / "arm_2link_sysid.csv", partial], ["damping"], progress=False,
+    with pytest.raises(ValueError, match=r"partial.csv: measures the joints \['link1_joint'\], the first run "
+                                         r"\['link1_joint', 'link2_joint'\]: every run must measure the same joints"):
+        identify(ASSETS / "arm_2link.xml", [ASSETS / "arm_2link_sysid.csv", partial], families, progress=False,
                  duration=0.1)

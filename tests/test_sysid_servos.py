@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import warp as wp
 
-from wpsim.bench.sysid_servo import KP, KV, make_servo_data, servo_arm_xml, simulate, start_servo_xml, write_servo_csv
+from wpsim.bench.sysid_arm3 import simulate
+from wpsim.bench.sysid_servo import KP, KV, make_servo_data, servo_arm_xml, start_servo_xml, write_servo_csv
 from wpsim.io.measurements import MeasurementError, save_trajectory
 from wpsim.io.robots import import_robot
 from wpsim.opt.sysid import TrackingResiduals, identify, prepare_run
@@ -100,7 +101,7 @@ def test_control_columns_that_cannot_be_replayed_are_refused(tmp_path):
     with pytest.raises(MeasurementError, match="a velocity servo's control is not replayed"):
         identify(velocity, save_trajectory(tmp_path / "b.csv", time, {"q:j1": 0 * time, "ctrl:a_j1": 0 * time}),
                  ["damping"], progress=False)
-    from wpsim.bench import vs_mujoco_sysid as arm
+    from wpsim.bench import sysid_arm3 as arm
 
     motors = tmp_path / "motors.xml"
     motors.write_text(arm.start_xml(sensors=False))

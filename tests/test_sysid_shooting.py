@@ -23,7 +23,7 @@ def _chaotic_arm(folder: Path) -> tuple:
     """A 3-link arm started near upright with little damping, swinging over the top for 2 s
     under sine torques, simulated by MuJoCo: (start robot file, data file, true values)."""
     mujoco = pytest.importorskip("mujoco")
-    from wpsim.bench import vs_mujoco_sysid as arm
+    from wpsim.bench import sysid_arm3 as arm
     from wpsim.bench.mujoco_sysid import write_run_csv
 
     mass, damping, armature = arm.TRUTH["mass"], tuple(0.1 * d for d in arm.TRUTH["damping"]), arm.TRUTH["armature"]
@@ -118,7 +118,7 @@ def test_auto_fits_windows_where_one_rollout_of_the_whole_run_misses(tmp_path):
     truth (490 % measured), so "auto" fits ``FALLBACK_WINDOW_S`` windows from the start again
     and keeps them; the missed fit is reported."""
     mujoco = pytest.importorskip("mujoco")
-    from wpsim.bench import vs_mujoco_sysid as arm
+    from wpsim.bench import sysid_arm3 as arm
     from wpsim.bench.mujoco_sysid import write_run_csv
     from wpsim.opt.sysid import FALLBACK_WINDOW_S
 

@@ -25,10 +25,10 @@ DURATION_S = 1.0
 
 
 def servo_arm_xml(kp=KP, kv=KV, sensors: bool = True, motor_last: bool = False) -> str:
-    """The 3-hinge arm of ``vs_mujoco_sysid`` with its true masses, damping and armature and a
+    """The 3-hinge arm of ``vs_mujoco_sysid`` (``wpsim.bench.sysid_arm3``) with its true masses, damping and armature and a
     position servo ``a_<joint>`` on each hinge (``motor_last``: a motor of gear 2 on the third
     instead), with ``jointpos`` sensors unless ``sensors`` is False."""
-    from wpsim.bench import vs_mujoco_sysid as arm
+    from wpsim.bench import sysid_arm3 as arm
 
     xml = arm.arm_xml(arm.TRUTH["mass"], arm.TRUTH["damping"], arm.TRUTH["armature"], sensors=sensors)
     for i, (joint, p, v) in enumerate(zip(arm.JOINTS, kp, kv)):
@@ -43,32 +43,21 @@ def start_servo_xml(sensors: bool = True) -> str:
     return servo_arm_xml(tuple(START["kp"] * k for k in KP), tuple(START["kv"] * k for k in KV), sensors)
 
 
-def simulate(mujoco, model, data, ctrl: np.ndarray) -> tuple:
-    """(angles, rates) (len(ctrl), nq) of MuJoCo stepping ``data`` under one row of ``ctrl`` per
-    step, each recorded before its step."""
-    q, qd = np.empty((len(ctrl), model.nq)), np.empty((len(ctrl), model.nv))
-    for k in range(len(ctrl)):
-        q[k], qd[k] = data.qpos, data.qvel
-        data.ctrl[:] = ctrl[k]
-        mujoco.mj_step(model, data)
-    return q, qd
-
-
 def make_servo_data(mujoco, seconds: float = DURATION_S, motor_last: bool = False) -> dict:
     """The true servo arm's run by MuJoCo from rest under ``TARGETS`` (and a sine control of the
     motor): times, controls (the last row unused), angles, rates (and the angles as measured)."""
-    from wpsim.bench import vs_mujoco_sysid as arm
+    from wpsim.bench import sysid_arm3 as arm
 
     model = mujoco.MjModel.from_xml_string(servo_arm_xml(motor_last=motor_last))
     time_s = np.arange(int(round(seconds / arm.DT)) + 1) * arm.DT
     control = np.stack([a * np.sin(2 * np.pi * f * time_s + p) for a, f, p in TARGETS], 1)
-    q, qd = simulate(mujoco, model, mujoco.MjData(model), control)
+    q, qd = arm.simulate(mujoco, model, mujoco.MjData(model), control)
     return {"time": time_s, "control": control, "q": q, "qd": qd, "measured": q}
 
 
 def write_servo_csv(path, run: dict) -> Path:
     """Write ``run`` (``make_servo_data``) as ``q:``, ``qd:`` and ``ctrl:a_<joint>`` columns."""
-    from wpsim.bench import vs_mujoco_sysid as arm
+    from wpsim.bench import sysid_arm3 as arm
     from wpsim.io.measurements import save_trajectory
 
     columns = {}
@@ -116,7 +105,7 @@ def servo_gain_modifier(actuator: str, gain: str):
 def fit_servo_mujoco(mujoco, sysid, run: dict) -> dict:
     """``mujoco.sysid.optimize`` of the 6 gains (bounds 0.1x to 10x the start) from the start
     file: worst error (%), costs."""
-    from wpsim.bench import vs_mujoco_sysid as arm
+    from wpsim.bench import sysid_arm3 as arm
     from wpsim.bench.mujoco_sysid import mujoco_fit, worst_error_percent
 
     spec = mujoco.MjSpec.from_string(start_servo_xml())

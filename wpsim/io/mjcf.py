@@ -557,6 +557,7 @@ class _Reader(ConstraintReader, SpatialTendonReader):
                 self.set_gain(b, joint, "joint_target_ke", kp)
             if kind in ("position", "velocity") and (kv > 0.0 or kind == "velocity"):
                 self.set_gain(b, joint, "joint_target_kd", kv)
+            if kind in ("position", "velocity"):  # a kv fitted later acts as the integrator takes it
                 b.set_drive_damping_explicit(joint, self.drive_damping_explicit)
             self.apply_ranges(b, actuator, kind, joint, gear, gain)
             self.scene.actuators.append({"name": actuator.get("name") or f"actuator{len(self.scene.actuators)}",

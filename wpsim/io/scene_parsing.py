@@ -8,6 +8,7 @@ and must exist.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -129,7 +130,8 @@ def resolve_mesh(path: Path, element, filename: str, directories) -> Path:
     sequence, tried in order) that holds it; it must exist and must not be a URL."""
     if "://" in filename:
         raise SceneFileError(f"{path}: {describe(element)} mesh \"{filename}\" is a URL; only local files are read")
-    tried = [(Path(d) / filename).resolve() for d in ([directories] if isinstance(directories, Path) else directories)]
+    single = isinstance(directories, (str, os.PathLike))
+    tried = [(Path(d) / filename).resolve() for d in ([directories] if single else directories)]
     found = next((candidate for candidate in tried if candidate.is_file()), None)
     if found is None:
         raise SceneFileError(f"{path}: {describe(element)} mesh file \"{filename}\" not found (looked for "

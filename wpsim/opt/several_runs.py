@@ -42,11 +42,16 @@ class StackedResiduals:
     def __init__(self, parts: list, names: list):
         if len(parts) < 2:
             raise ValueError(f"StackedResiduals joins at least 2 runs, got {len(parts)}")
-        labels = list(parts[0].params.labels)
+        first = parts[0]
         for part, name in zip(parts[1:], names[1:]):
-            if list(part.params.labels) != labels:
+            if list(part.run.joints) != list(first.run.joints):
+                raise ValueError(f"{name}: measures the joints {list(part.run.joints)}, the first run "
+                                 f"{list(first.run.joints)}: every run must measure the same joints, in the same "
+                                 "column order")
+            if list(part.params.labels) != list(first.params.labels):
                 raise ValueError(f"{name}: its fit has the parameters {list(part.params.labels)}, the first run's "
-                                 f"{labels}: every run must measure the same joints")
+                                 f"{list(first.params.labels)}: every run must give the same inputs (ctrl: columns "
+                                 "of the same servos)")
         self.parts, self.names = list(parts), list(names)
         self.params = SharedParameters([part.params for part in parts])
         counts = np.array([part.count for part in parts], dtype=np.float64)

@@ -71,7 +71,7 @@ def _window_rows(table: np.ndarray, windows: np.ndarray, starts: np.ndarray, len
     return out
 
 
-def _window_forces(run, windows: np.ndarray, starts: np.ndarray, lengths: np.ndarray, window: int, base):
+def _window_inputs(run, windows: np.ndarray, starts: np.ndarray, lengths: np.ndarray, window: int, base):
     """Make ``run`` (a RobotRun of ``len(windows)`` worlds) replay, in world w, ``base``'s
     measured forces and servo targets from the start of window ``windows[w]`` (past its end no
     force, the last target)."""
@@ -88,7 +88,7 @@ class _WindowReplay:
     def __init__(self, owner, make_run, settings: int):
         windows = len(owner.starts)
         self.run = make_run(settings * windows)
-        _window_forces(self.run, np.tile(np.arange(windows), settings), owner.starts, owner.lengths, owner.window,
+        _window_inputs(self.run, np.tile(np.arange(windows), settings), owner.starts, owner.lengths, owner.window,
                        owner.run)
         self.params = ParameterSet(owner.parameters(self.run),
                                    {"model": self.run.model, "state": self.run.state0}, worlds=settings * windows)
@@ -116,7 +116,7 @@ class ShootingResiduals:
         ``TrackingResiduals``); parameters: a ``RobotRun`` -> the declared parameters of its
         model (e.g. ``wpsim.opt.sysid.robot_parameters`` of some families; not its initial
         state: every window's is fitted here); window: steps per window (the last one may be
-        shorter).
+        shorter; a run of fewer steps is one window).
 
     Each window's starting angles and rates are fitted too, but not shown to the optimiser
     (variable projection): for given parameters, ``values`` fits every window's starting
@@ -133,9 +133,9 @@ class ShootingResiduals:
 
     def __init__(self, make_run, parameters, window: int):
         self.run = base = make_run(1)
-        window = int(window)
-        if not 1 <= window <= base.steps:
-            raise ValueError(f"window must be 1 to {base.steps} steps, got {window}")
+        if int(window) < 1:
+            raise ValueError(f"window must be at least 1 step, got {window}")
+        window = min(int(window), base.steps)  # a run no longer than the window is one window
         self.window, self.parameters = window, parameters
         self.starts = np.arange(0, base.steps, window)
         self.lengths = np.minimum(window, base.steps - self.starts)

@@ -62,7 +62,7 @@ from wpsim.opt.parameters import DerivedParameter, Parameter, ParameterSet
 from wpsim.opt.problem import Problem
 from wpsim.opt.replays import DIFFERENCE_STEPS, MeasuredReplay
 from wpsim.opt.shooting import ShootingResiduals, shooting_window
-from wpsim.opt.sysid_report import FittedRun, SysidResult, replay
+from wpsim.opt.sysid_report import FittedRun, SysidResult, pooled_rms, replay
 from wpsim.solvers import SemiImplicitSolver, SoftContactOptions
 
 FAMILIES = ("masses", "inertia", "damping", "armature", "friction", "stiffness", "servo_gains", "contact_friction",
@@ -131,7 +131,8 @@ class RobotRun:
 
     @property
     def controls(self) -> list:
-        """One Control per step holding that step's measured joint forces (``joint_f``)."""
+        """One Control per step holding that step's measured joint forces (``joint_f``), servo
+        targets (``joint_target``) and held tendon targets (``held``)."""
         if self._controls is None:
             self._controls = []
             for k, forces in enumerate(self.joint_f):
@@ -261,8 +262,9 @@ def prepare_run(builder, scene, data: Trajectory, dt: float | None = None, durat
 
 def _measured_controls(run: RobotRun, scene, data: Trajectory, grid: Trajectory, qd_start: np.ndarray):
     """The ``ctrl:`` columns of ``data`` (``grid``: resampled) into ``run``: a motor's control
-    times its gear added to its joint's forces, a position servo's as its joint's target
-    (``run.joint_target``); and the position servos on measured joints into ``run.servos``."""
+    times its gear added to its joint's forces, a position servo's (of gear 1) as its joint's
+    target (``run.joint_target``), a tendon servo's held (``run.held``); and the position servos
+    with a column on measured joints into ``run.servos``."""
     actuators = {a["name"]: a for a in scene.actuators}
     tendon_servos = {a["name"]: a for a in scene.tendon_actuators}
     data.require("ctrl", [*actuators, *tendon_servos], "actuator of the robot")
@@ -275,6 +277,9 @@ def _measured_controls(run: RobotRun, scene, data: Trajectory, grid: Trajectory,
         if actuator["kind"] not in ("motor", "position"):
             raise MeasurementError(f"{data.path}: column 'ctrl:{name}': a {actuator['kind']} servo's control is not "
                                    "replayed (motors' and position servos' are)")
+        if actuator["kind"] == "position" and actuator["gear"] != 1.0:
+            raise MeasurementError(f"{data.path}: column 'ctrl:{name}': a position servo of gear {actuator['gear']:g} "
+                                   "is not replayed (gear 1 only)")
         rows = run.world_rows([qd_start[actuator["joint"]]], len(run.state0.joint_qd))
         values = grid.channel("ctrl", name)[:run.steps, None]
         if actuator["kind"] == "motor":
@@ -283,9 +288,16 @@ def _measured_controls(run: RobotRun, scene, data: Trajectory, grid: Trajectory,
         if run.joint_target is None:
             run.joint_target = np.zeros_like(run.joint_f)
         run.joint_target[:, rows] = values
+    commanded = set(data.names("ctrl"))
+    blind = [a["name"] for a in scene.actuators if a["kind"] == "position" and a["name"] not in commanded]
+    if blind and commanded:  # a file of torques only drives no servo: no warning then
+        import warnings
+
+        warnings.warn(f"{data.path}: no 'ctrl:' column for the position servo(s) {', '.join(blind)}: they hold a "
+                      "target of 0 (MuJoCo's ctrl 0) and their gains are not fitted", stacklevel=3)
     measured = set(run.joints)
     run.servos = [(joint_names[a["joint"]], int(qd_start[a["joint"]])) for a in scene.actuators
-                  if a["kind"] == "position" and joint_names.get(a["joint"]) in measured]
+                  if a["kind"] == "position" and a["name"] in commanded and joint_names.get(a["joint"]) in measured]
 
 
 def _held_tendon_target(servo: dict, values: np.ndarray, data: Trajectory) -> tuple:
@@ -376,8 +388,8 @@ def _servo_gain_parameters(run: RobotRun) -> list:
     """The position gain kp and velocity gain kv of every position servo on a measured joint
     (MuJoCo's position actuator: kp (ctrl - q) - kv qd), >= 0."""
     if not run.servos:
-        raise ValueError("servo_gains: no position servo (MJCF <position>, or a <general> one of that law) acts on a "
-                         f"measured joint ({', '.join(run.joints)})")
+        raise ValueError("servo_gains: no position servo (MJCF <position>, or a <general> one of that law) with a "
+                         f"'ctrl:' column acts on a measured joint ({', '.join(run.joints)})")
     hinge = dict(zip(run.joints, run.hinges))
     params = []
     for array, gain in (("joint_target_ke", "kp"), ("joint_target_kd", "kv")):
@@ -626,9 +638,8 @@ def identify(robot_file, data_file, families=("masses", "damping", "armature"), 
         raise ValueError(f"unknown jacobian {jacobian!r}; expected one of {JACOBIANS}")
 
     def residuals_of(make_run, window_steps: int | None):
-        if window_steps is not None:
-            steps = make_run().steps
-            return ShootingResiduals(make_run, lambda run: robot_parameters(run, families), min(window_steps, steps))
+        if window_steps is not None:  # a run shorter than the window is one window
+            return ShootingResiduals(make_run, lambda run: robot_parameters(run, families), window_steps)
         if method == "least-squares":
             return TrackingResiduals(make_run, families, residual_every, batch, mode, jacobian)
         return None
@@ -750,12 +761,11 @@ def judge_fit(makers, families, fit, datas: list, runs: list, simulated: list, r
     from wpsim.opt.several_runs import StackedResiduals
     from wpsim.opt.verdict import judge, noise_floor
 
-    floors, samples, errors = [], [], []
+    floors, samples = [], []
     for data, run, angles in zip(datas, runs, simulated):
         span = data.time <= data.time[0] + run.steps * run.dt + 1e-9
         floors.append(noise_floor(np.stack([data.channel("q", j)[span] for j in run.joints], axis=1)))
         samples.append(int(span.sum()))
-        errors.append(angles - run.measured)
     noise = float(np.sqrt(np.dot(np.square(floors), samples) / sum(samples)))
     if residuals is None:
         run = runs[0]
@@ -765,7 +775,6 @@ def judge_fit(makers, families, fit, datas: list, runs: list, simulated: list, r
     r = residuals.values(x)
     first = residuals.parts[0] if isinstance(residuals, StackedResiduals) else residuals
     shooting = isinstance(first, ShootingResiduals)  # its windows' RMS: an open loop of a chaotic run diverges
-    rms = float(np.sqrt(r @ r)) if shooting else float(np.sqrt(sum(np.sum(e**2) for e in errors) /
-                                                                sum(e.size for e in errors)))
+    rms = float(np.sqrt(r @ r)) if shooting else pooled_rms(runs, simulated)
     return judge(residuals.params, x, r, residuals.jacobian(x), rms, noise, fit.message,
                  1 if shooting else int(first.steps[0]))

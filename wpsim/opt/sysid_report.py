@@ -82,7 +82,8 @@ class SysidResult:
     verdict: object = None
     """``wpsim.opt.verdict.Verdict`` of the fit."""
     window_s: float | None = None
-    """Multiple shooting's window (s; ``wpsim.opt.shooting``), None for one rollout of each whole run."""
+    """Multiple shooting's window (s; ``wpsim.opt.shooting``; a run shorter than it is one
+    window), None for one rollout of each whole run."""
     missed: object = None
     """The fit of one rollout of each whole run that missed before ``identify``'s "auto" fitted
     windows instead (an ``OptimizationResult``), or None."""
@@ -113,8 +114,7 @@ class SysidResult:
 
     def overall_rms(self, which: str) -> float:
         """RMS joint-angle error (rad) over every sample of every run of the "before" or "after" replays."""
-        errors = [getattr(r, which) - r.run.measured for r in self.runs]
-        return float(np.sqrt(sum(np.sum(e**2) for e in errors) / sum(e.size for e in errors)))
+        return pooled_rms([r.run for r in self.runs], [getattr(r, which) for r in self.runs])
 
     def to_dict(self) -> dict:
         """JSON-ready report (rad, s, the parameters' units); "rms_error_rad" is over every run,
@@ -197,6 +197,13 @@ class SysidResult:
             "frames": render_strip(rollouts, frames, take="fitted")["out"],
             "robot": export_physics(self.run.model, robot, self.run.dt, self.run.body_names, self.run.joint_names),
         }
+
+
+def pooled_rms(runs: list, simulated: list) -> float:
+    """RMS joint-angle error (rad) over every sample of every run (``RobotRun``) of its
+    ``simulated`` angles (steps + 1, joints)."""
+    errors = [angles - run.measured for run, angles in zip(runs, simulated)]
+    return float(np.sqrt(sum(np.sum(e**2) for e in errors) / sum(e.size for e in errors)))
 
 
 RUN_GAP_S = 0.1

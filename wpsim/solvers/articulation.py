@@ -58,7 +58,7 @@ class ArticulationStepper:
                                  (wp.zeros((max(model.body_count, 1), 2), dtype=model.dtype, device=model.device),
                                   wp.zeros(max(model.joint_dof_count, 1), dtype=model.dtype, device=model.device)))
         """(bodies' (B, 2), dofs' (D,)) inverse weights the equality rows read with MuJoCo's weights."""
-        self._weight_inputs = None  # WEIGHT_INPUTS at the last reference_inverse_weights
+        self._weight_inputs = None  # (WEIGHT_INPUTS, the weights) of the last reference_inverse_weights
         self._reference = None  # (state, scratch, control) reference_inverse_weights reuses
         self.broad_phase = broad_phase if soft_contact is None else None
         """The penalty contact's per-step ``RigidBroadPhase``, or None (every candidate pair
@@ -96,17 +96,16 @@ class ArticulationStepper:
     WEIGHT_INPUTS = ("joint_q", "body_mass", "body_com", "body_inertia", "joint_armature")
     """The model arrays MuJoCo's reference inverse weights depend on (the layout aside)."""
 
-    def reference_inverse_weights(self, solver) -> tuple | None:
+    def reference_inverse_weights(self, solver) -> tuple:
         """MuJoCo's inverse weights of every body and dof (``wpsim.solvers.inverse_weights``) at
         the model's initial joint state, from its mass matrix without the step's damping terms;
-        None where ``WEIGHT_INPUTS`` hold the values of the last call (the weights it gave
-        stand), as between the rollouts of a fit that changes only damping or friction."""
+        the last call's where ``WEIGHT_INPUTS`` hold the same values (as between the rollouts of
+        a fit that changes only damping or friction)."""
         model = self.model
         inputs = [getattr(model, name).numpy() for name in self.WEIGHT_INPUTS]
         last = self._weight_inputs
-        if last is not None and all(np.array_equal(a, b) for a, b in zip(inputs, last)):
-            return None
-        self._weight_inputs = [a.copy() for a in inputs]
+        if last is not None and all(np.array_equal(a, b) for a, b in zip(inputs, last[0])):
+            return last[1]
         if self._reference is None:  # one state, scratch and control for every call
             self._reference = (model.state(requires_grad=False), ArticulationScratch(model, requires_grad=False),
                                model.control())
@@ -116,8 +115,10 @@ class ArticulationStepper:
         self.wrench_launch(state, control, scratch).run(model.device)
         self.subtree_launch(state, scratch, 0.0).run(model.device)
         self.assembly_launch(solver, state, control, scratch, 0.0).run(model.device)
-        return reference_inverse_weights(model, scratch.mass_matrix.numpy(), scratch.dof_motion.numpy(),
-                                         state.body_q.numpy())
+        weights = reference_inverse_weights(model, scratch.mass_matrix.numpy(), scratch.dof_motion.numpy(),
+                                            state.body_q.numpy())
+        self._weight_inputs = ([a.copy() for a in inputs], weights)
+        return weights
 
     def wrench_launch(self, state_in, control, scratch) -> KernelLaunch:
         """Start the body wrenches from the applied ones and the damping blocks from zero."""

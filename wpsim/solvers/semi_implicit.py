@@ -126,9 +126,7 @@ class SemiImplicitSolver(SolverBase):
         weights are constants of a step: no gradient flows through them."""
         contact = self.soft_contact
         if self._articulations is not None and contact is not None and contact.options.regularisation == "mujoco":
-            weights = self._articulations.reference_inverse_weights(self)
-            if weights is not None:
-                contact.set_inverse_weights(*weights)
+            contact.set_inverse_weights(*self._articulations.reference_inverse_weights(self))
 
     def _fused_step(self, fused: bool | None, threads: int | None):
         """The fused step the options ask for, or None."""
