@@ -52,7 +52,7 @@ class StackedResiduals:
                 raise ValueError(f"{name}: its fit has the parameters {list(part.params.labels)}, the first run's "
                                  f"{list(first.params.labels)}: every run must give the same inputs (ctrl: columns "
                                  "of the same servos)")
-        self.parts, self.names = list(parts), list(names)
+        self.parts = list(parts)
         self.params = SharedParameters([part.params for part in parts])
         counts = np.array([part.count for part in parts], dtype=np.float64)
         self.count = int(counts.sum())

@@ -47,6 +47,8 @@ ceil(N / B) such passes.
 
 from __future__ import annotations
 
+import os
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -223,8 +225,6 @@ def prepare_run(builder, scene, data: Trajectory, dt: float | None = None, durat
         raise MeasurementError(f"{data.path}: no 'q:<joint>' column to fit to")
     unmeasured = [name for name, j in scene.joints.items() if JOINT_DOF_COUNT[int(types[j])] > 1]
     if unmeasured:
-        import warnings
-
         warnings.warn(f"{data.path}: the robot's joint(s) {', '.join(unmeasured)} (free or ball) are not measured "
                       "(data give 1-dof joints only): each run starts them at the file's pose, at rest, and they "
                       "move unobserved; a floating base's pose is not fitted to yet", stacklevel=2)
@@ -291,8 +291,6 @@ def _measured_controls(run: RobotRun, scene, data: Trajectory, grid: Trajectory,
     commanded = set(data.names("ctrl"))
     blind = [a["name"] for a in scene.actuators if a["kind"] == "position" and a["name"] not in commanded]
     if blind and commanded:  # a file of torques only drives no servo: no warning then
-        import warnings
-
         warnings.warn(f"{data.path}: no 'ctrl:' column for the position servo(s) {', '.join(blind)}: they hold a "
                       "target of 0 (MuJoCo's ctrl 0) and their gains are not fitted", stacklevel=3)
     measured = set(run.joints)
@@ -537,8 +535,6 @@ class TrackingResiduals:
             self.gradients += 1
         dead = [label for label, column in zip(self.params.labels, rows.T) if not column.any()]
         if dead and self.gradients == -(-self.count // self.batch):  # the first Jacobian only
-            import warnings
-
             warnings.warn(f"no gradient path to the residuals from {', '.join(dead)}: these parameters do not move "
                           "the measured joints (the data cannot determine them)", stacklevel=2)
         return rows
@@ -602,7 +598,6 @@ def identify(robot_file, data_file, families=("masses", "damping", "armature"), 
     poor verdict) fits windows of ``FALLBACK_WINDOW_S`` from the start again, keeping them if
     their verdict is good (``result.missed`` the first fit). The fitted values stay in
     ``result.run.model`` (and in every ``result.runs[i].run.model``)."""
-    from pathlib import Path
 
     from wpsim.io.measurements import load_trajectory
     from wpsim.io.robots import import_robot
@@ -617,7 +612,7 @@ def identify(robot_file, data_file, families=("masses", "damping", "armature"), 
         raise ValueError(f"unknown method {method!r}; expected one of {(*METHODS, 'least-squares')}")
     if int(starts) != starts or starts < 1 or (starts > 1 and method == "least-squares"):
         raise ValueError(f"starts must be an integer >= 1 (1 with least-squares), got {starts}")
-    files = [data_file] if isinstance(data_file, (str, Path)) else list(data_file)
+    files = [data_file] if isinstance(data_file, (str, os.PathLike)) else list(data_file)
     if not files:
         raise ValueError("no data file to fit to")
     families = list(families)
